@@ -1,0 +1,259 @@
+"""The only module that talks to git.
+
+Commands run as argument lists (never a shell string) with inherited ``GIT_*``
+variables scrubbed, so a hook or an outer repository cannot redirect them.
+Commits sgpatch makes carry a fixed identity and explicit dates, so their SHAs
+are the same on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sgpatch.errors import CheckoutError, EnvironmentFailure
+
+IDENTITY_NAME = "sgpatch"
+IDENTITY_EMAIL = "sgpatch@localhost"
+ALLOWED_PROTOCOLS = "https:ssh:file"
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a git subprocess: no inherited ``GIT_*``, C locale, no prompts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        LC_ALL="C",
+        LANGUAGE="C",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_ALLOW_PROTOCOL=ALLOWED_PROTOCOLS,
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _git_exe() -> str:
+    exe = shutil.which("git")
+    if exe is None:
+        raise EnvironmentFailure("git is not installed or not on PATH", hint="install git (apt-get install git)")
+    return exe
+
+
+@dataclass(frozen=True, slots=True)
+class CommitSpec:
+    """What a new commit is made of; identity and date are fixed for reproducible SHAs."""
+
+    tree: str
+    parents: tuple[str, ...]
+    message: str
+    date: str  # git date, e.g. "1739836800 +0000"
+
+
+class Git:
+    """git commands on one repository work tree."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        cmd = [_git_exe(), *args]
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=cwd or self.root,
+                input=input,
+                capture_output=True,
+                env=git_env(env),
+                check=False,
+            )
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot run git: {exc}") from exc
+        if check and proc.returncode != 0:
+            stderr = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            detail = stderr[-1] if stderr else f"exit {proc.returncode}"
+            raise CheckoutError(f"{self.root}: git {args[0]} failed: {detail}")
+        return proc
+
+    def out(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> str:
+        return self.run(*args, input=input, env=env).stdout.decode("utf-8", "replace").strip()
+
+    # ---------------------------------------------------------------- reading
+
+    def is_repo(self) -> bool:
+        if not self.root.is_dir():
+            return False
+        proc = self.run("rev-parse", "--show-toplevel", check=False)
+        if proc.returncode != 0:
+            return False
+        top = Path(proc.stdout.decode().strip())
+        return top.resolve() == self.root.resolve()
+
+    def rev_parse(self, rev: str) -> str | None:
+        """The object id ``rev`` names, or None."""
+        if rev.startswith("-"):
+            raise CheckoutError(f"refusing option-like revision {rev!r}")
+        proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    def head(self) -> str | None:
+        return self.rev_parse("HEAD^{commit}")
+
+    def status(self) -> list[str]:
+        """``git status --porcelain`` entries (untracked included, ignored excluded)."""
+        out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
+        entries: list[str] = []
+        parts = out.split(b"\0")
+        i = 0
+        while i < len(parts):
+            item = parts[i].decode("utf-8", "replace")
+            if item:
+                entries.append(item)
+                if item[:1] in ("R", "C"):
+                    i += 1  # the rename source follows
+            i += 1
+        return entries
+
+    def blob_id(self, rev: str, path: str) -> str | None:
+        return self.rev_parse(f"{rev}:{path}")
+
+    def read_blob(self, rev: str, path: str) -> bytes | None:
+        oid = self.blob_id(rev, path)
+        if oid is None:
+            return None
+        return self.run("cat-file", "blob", oid).stdout
+
+    def file_mode(self, rev: str, path: str) -> str | None:
+        out = self.run("ls-tree", "-z", rev, "--", path).stdout.decode()
+        if not out:
+            return None
+        return out.split(" ", 1)[0]
+
+    def message(self, commit: str) -> str:
+        return self.run("log", "-1", "--format=%B", commit).stdout.decode("utf-8", "replace")
+
+    def parents(self, commit: str) -> list[str]:
+        return self.out("rev-list", "--parents", "-n", "1", commit).split()[1:]
+
+    def commit_date(self, commit: str) -> str:
+        """The committer date as ``<unix> <tz>`` (git's raw format)."""
+        return self.out("log", "-1", "--format=%cd", "--date=raw", commit)
+
+    def tree_of(self, commit: str) -> str:
+        return self.out("rev-parse", f"{commit}^{{tree}}")
+
+    def current_branch(self) -> str | None:
+        proc = self.run("symbolic-ref", "-q", "HEAD", check=False)
+        return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+    # ---------------------------------------------------------------- writing objects
+
+    def hash_blob(self, data: bytes) -> str:
+        """Write ``data`` as a blob (no filters) and return its id."""
+        return self.out("hash-object", "-w", "--no-filters", "--stdin", input=data)
+
+    def hash_files(self, paths: Sequence[str]) -> list[str]:
+        """Write work-tree files as blobs (no filters: bytes as they are); ids in order."""
+        data = "".join(f"{p}\n" for p in paths).encode()
+        return self.out("hash-object", "-w", "--no-filters", "--stdin-paths", input=data).split()
+
+    @contextmanager
+    def temp_index(self, base_tree: str) -> Iterator[dict[str, str]]:
+        """An index file outside the repository's own, loaded with ``base_tree``."""
+        with tempfile.TemporaryDirectory(prefix="sgpatch-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self.run("read-tree", base_tree, env=env)
+            yield env
+
+    def tree_with(self, base_tree: str, changes: Mapping[str, tuple[str, str]]) -> str:
+        """``base_tree`` with ``path -> (mode, blob)`` replaced; returns the new tree id."""
+        with self.temp_index(base_tree) as env:
+            info = "".join(f"{mode} {blob}\t{path}\n" for path, (mode, blob) in changes.items())
+            self.run("update-index", "--index-info", input=info.encode(), env=env)
+            return self.out("write-tree", env=env)
+
+    def commit_tree(self, spec: CommitSpec) -> str:
+        args = ["commit-tree", spec.tree]
+        for p in spec.parents:
+            args += ["-p", p]
+        env = {
+            "GIT_AUTHOR_NAME": IDENTITY_NAME,
+            "GIT_AUTHOR_EMAIL": IDENTITY_EMAIL,
+            "GIT_AUTHOR_DATE": spec.date,
+            "GIT_COMMITTER_NAME": IDENTITY_NAME,
+            "GIT_COMMITTER_EMAIL": IDENTITY_EMAIL,
+            "GIT_COMMITTER_DATE": spec.date,
+        }
+        return self.out(*args, input=spec.message.encode(), env=env)
+
+    def move_to(self, new: str, *, old: str, reason: str) -> None:
+        """Move HEAD (and its branch) from ``old`` to ``new``, updating index and files.
+
+        A two-way ``read-tree -m -u`` touches only the files that differ and
+        refuses to overwrite local changes, so nothing of the user's is lost.
+        """
+        self.run("read-tree", "-m", "-u", old, new)
+        self.run("update-ref", "-m", reason, "HEAD", new, old)
+
+    def init(self, *, branch: str) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.run("init", "-q", "-b", branch, ".")
+        for key, value in (("core.autocrlf", "false"), ("core.filemode", "true"), ("gc.auto", "0")):
+            self.run("config", key, value)
+        self.write_info_attributes()
+
+    def write_info_attributes(self) -> None:
+        """Python-aware hunk headers (``@@ ... @@ def name``) for diffs sgpatch makes."""
+        git_dir = Path(self.out("rev-parse", "--absolute-git-dir"))
+        info = git_dir / "info"
+        info.mkdir(exist_ok=True)
+        attributes = info / "attributes"
+        line = "*.py diff=python\n"
+        if not attributes.exists() or line not in attributes.read_text():
+            with attributes.open("a") as fh:
+                fh.write(line)
+
+    def add_index_entries(self, entries: Sequence[tuple[str, str, str]]) -> None:
+        """Stage ``(mode, blob, path)`` entries in the repository's own index."""
+        info = "".join(f"{mode} {blob}\t{path}\n" for mode, blob, path in entries)
+        self.run("update-index", "--add", "--index-info", input=info.encode())
+
+    def refresh_index(self) -> None:
+        self.run("update-index", "-q", "--refresh", check=False)
+
+    def set_ref(self, ref: str, value: str) -> None:
+        self.run("update-ref", ref, value)
+
+    def tag(self, name: str, commit: str) -> None:
+        self.run("tag", "--no-sign", name, commit)
+
+
+def clone(url: str, into: Path, *, tag: str) -> Git:
+    """Clone ``url`` into ``into`` (which must not exist) detached at ``tag``."""
+    if url.startswith("-") or tag.startswith("-"):
+        raise CheckoutError(f"refusing option-like URL or tag: {url!r} {tag!r}")
+    lowered = url.lower()
+    if "::" in url or lowered.startswith(("ext:", "fd:")):
+        raise CheckoutError(f"refusing git URL {url!r}: only https, ssh and file transports are allowed")
+    g = Git(into)
+    proc = g.run("clone", "--quiet", "--no-checkout", "--", url, str(into), check=False, cwd=into.parent)
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        msg = detail[-1] if detail else f"exit {proc.returncode}"
+        if into.exists():
+            shutil.rmtree(into)
+        raise EnvironmentFailure(f"git clone {url} failed: {msg}")
+    return g

@@ -1,0 +1,398 @@
+"""VERSIONS.toml -> frozen dataclasses, validated with ``file:line`` errors.
+
+The file pins each SGLang/CUDA stack exactly (SPEC §3).  Unknown keys are
+errors: a typo must never silently turn a pin off.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sgpatch.errors import ConfigError
+
+CONFIG_NAME = "VERSIONS.toml"
+SCHEMA_VERSION = 1
+SOURCE_KINDS = ("pypi", "git")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_STACK_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
+_LABEL = re.compile(r"^[0-9A-Za-z]+(\.[0-9A-Za-z]+)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A PyPI file that can serve as the source, pinned by sha256."""
+
+    kind: str  # "sdist" or "wheel"
+    filename: str
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedFile:
+    """A file the series touches, with its git blob id before and after."""
+
+    path: str
+    pristine: str
+    patched: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class InstallRecipe:
+    """What a serving host needs around the wheel for this CUDA stack."""
+
+    extra_index_urls: tuple[str, ...]
+    pins: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class InterfaceSpec:
+    """The model interface a speculative algorithm needs (SPEC §10)."""
+
+    algorithm: str
+    target: str
+    draft: str | None
+    declared_target: tuple[str, ...]
+    declared_draft: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """One pinned SGLang release on one CUDA stack."""
+
+    name: str
+    sglang_version: str
+    tag: str
+    commit: str
+    series_dir: Path
+    cuda: str
+    local_label: str
+    default_source: str
+    git_url: str | None
+    pypi_commit: str | None
+    artifacts: tuple[Artifact, ...]
+    files: tuple[PinnedFile, ...]
+    requires: tuple[tuple[str, str], ...]
+    install: InstallRecipe
+    interface: InterfaceSpec | None
+
+    def artifact(self, kind: str) -> Artifact | None:
+        return next((a for a in self.artifacts if a.kind == kind), None)
+
+    @property
+    def source_artifact(self) -> Artifact | None:
+        """The artifact the ``pypi`` source uses: the sdist if PyPI has one, else the wheel."""
+        return self.artifact("sdist") or self.artifact("wheel")
+
+    def pinned_file(self, path: str) -> PinnedFile | None:
+        return next((f for f in self.files if f.path == path), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole of VERSIONS.toml."""
+
+    path: Path
+    schema_version: int
+    default_stack: str
+    stacks: Mapping[str, Stack] = field(default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        """The project directory: the one holding VERSIONS.toml."""
+        return self.path.parent
+
+    def stack(self, name: str | None) -> Stack:
+        """The named stack, or the default one; ConfigError listing known stacks otherwise."""
+        key = name or self.default_stack
+        try:
+            return self.stacks[key]
+        except KeyError:
+            known = ", ".join(sorted(self.stacks)) or "none"
+            raise ConfigError(
+                f"{self.path}: unknown stack {key!r}",
+                hint=f"known stacks: {known}",
+            ) from None
+
+    def checkout_dir(self, stack: Stack) -> Path:
+        """The default checkout of a stack, beside VERSIONS.toml (git-ignored)."""
+        return self.root / ".sgpatch" / "checkouts" / stack.name
+
+
+def find_config(start: Path) -> Path:
+    """VERSIONS.toml in ``start`` or the nearest parent directory."""
+    for directory in (start, *start.parents):
+        candidate = directory / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(
+        f"no {CONFIG_NAME} in {start} or any parent directory",
+        hint="run inside a project, or pass --config FILE",
+    )
+
+
+# --------------------------------------------------------------------------- locating keys
+
+
+def _parse_key_path(fragment: str) -> tuple[str, ...] | None:
+    """The key path a TOML header or dotted key spells, e.g. ``stacks."0.5.9".source``."""
+    try:
+        doc = tomllib.loads(f"{fragment} = 0")
+    except tomllib.TOMLDecodeError:
+        return None
+    path: list[str] = []
+    node: Any = doc
+    while isinstance(node, dict) and len(node) == 1:
+        key = next(iter(node))
+        path.append(key)
+        node = node[key]
+    return tuple(path)
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEYLINE = re.compile(r"^\s*(?P<key>[A-Za-z0-9_\-\"'. ]+?)\s*=")
+
+
+def locate(text: str, path: tuple[str, ...]) -> int:
+    """The 1-based line that defines ``path`` (or its nearest ancestor); 1 if none does."""
+    best_line, best_len = 1, 0
+    table: tuple[str, ...] = ()
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            table = _parse_key_path(header.group("name")) or table
+            full = table
+        else:
+            keyline = _KEYLINE.match(line)
+            if not keyline:
+                continue
+            key = _parse_key_path(keyline.group("key"))
+            if key is None:
+                continue
+            full = table + key
+        if full == path[: len(full)] and len(full) > best_len:
+            best_line, best_len = lineno, len(full)
+            if best_len == len(path):
+                break
+    return best_line
+
+
+# --------------------------------------------------------------------------- validation
+
+
+class _Reader:
+    """Typed access to one parsed table that records which keys were used."""
+
+    def __init__(self, config_path: Path, text: str, data: Mapping[str, Any], path: tuple[str, ...]) -> None:
+        self.config_path = config_path
+        self.text = text
+        self.data = data
+        self.path = path
+        self._used: set[str] = set()
+
+    def error(self, key: str | None, message: str, hint: str | None = None) -> ConfigError:
+        where = self.path + ((key,) if key else ())
+        line = locate(self.text, where)
+        dotted = ".".join(where) or "(top level)"
+        return ConfigError(f"{self.config_path}:{line}: {dotted}: {message}", hint=hint)
+
+    def _get(self, key: str, kind: type | tuple[type, ...], kind_name: str, *, required: bool) -> Any:
+        self._used.add(key)
+        if key not in self.data:
+            if required:
+                raise self.error(None, f"missing required key {key!r}")
+            return None
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise self.error(key, f"expected {kind_name}, found {type(value).__name__}")
+        return value
+
+    def string(
+        self, key: str, *, required: bool = True, pattern: re.Pattern[str] | None = None, what: str = ""
+    ) -> str | None:
+        value: str | None = self._get(key, str, "a string", required=required)
+        if value is not None and pattern is not None and not pattern.match(value):
+            raise self.error(key, f"{value!r} is not {what or 'valid'}")
+        return value
+
+    def req_string(self, key: str, *, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        value = self.string(key, pattern=pattern, what=what)
+        assert value is not None
+        return value
+
+    def integer(self, key: str) -> int:
+        value: int = self._get(key, int, "an integer", required=True)
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self._get(key, list, "an array of strings", required=False)
+        if value is None:
+            return ()
+        if not all(isinstance(v, str) for v in value):
+            raise self.error(key, "expected an array of strings")
+        return tuple(value)
+
+    def table(self, key: str, *, required: bool = False) -> _Reader | None:
+        value = self._get(key, dict, "a table", required=required)
+        if value is None:
+            return None
+        return _Reader(self.config_path, self.text, value, (*self.path, key))
+
+    def keys(self) -> list[str]:
+        self._used.update(self.data)
+        return list(self.data)
+
+    def finish(self) -> None:
+        unknown = [k for k in self.data if k not in self._used]
+        if unknown:
+            raise self.error(unknown[0], "unknown key", hint="check the spelling; unknown keys are errors")
+
+
+def _project_path(r: _Reader, key: str, root: Path) -> Path:
+    raw = r.req_string(key)
+    if Path(raw).is_absolute() or ".." in Path(raw).parts:
+        raise r.error(key, f"{raw!r} points outside the project", hint="use a path relative to VERSIONS.toml")
+    resolved = (root / raw).resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise r.error(key, f"{raw!r} resolves outside the project")
+    return root / raw
+
+
+def _artifact(r: _Reader, kind: str) -> Artifact | None:
+    t = r.table(kind)
+    if t is None:
+        return None
+    filename = t.req_string("filename")
+    if "/" in filename or "\\" in filename or filename.startswith("."):
+        raise t.error("filename", f"{filename!r} is not a plain file name")
+    sha = t.req_string("sha256", pattern=_HEX64, what="a sha256 (64 lowercase hex digits)")
+    t.finish()
+    return Artifact(kind=kind, filename=filename, sha256=sha)
+
+
+def _stack(name: str, r: _Reader, root: Path) -> Stack:
+    if not _STACK_NAME.match(name):
+        raise r.error(None, f"stack name {name!r} must be letters, digits and . + _ -")
+    version = r.req_string("sglang_version")
+    tag = r.req_string("tag")
+    commit = r.req_string("commit", pattern=_HEX40, what="a full 40-hex commit SHA")
+    series_dir = _project_path(r, "series", root)
+    cuda = r.req_string("cuda")
+    label = r.req_string("local_label", pattern=_LABEL, what="a PEP 440 local label (e.g. cu130)")
+
+    src = r.table("source", required=True)
+    assert src is not None
+    default_source = src.req_string("default")
+    if default_source not in SOURCE_KINDS:
+        raise src.error("default", f"{default_source!r} is not one of {', '.join(SOURCE_KINDS)}")
+    git_url = src.string("git_url", required=False)
+    pypi_commit = src.string("pypi_commit", required=False, pattern=_HEX40, what="a full 40-hex commit SHA")
+    artifacts = tuple(a for a in (_artifact(src, "sdist"), _artifact(src, "wheel")) if a is not None)
+    if not artifacts:
+        raise src.error(None, "needs an sdist or a wheel table (filename, sha256)")
+    src.finish()
+
+    files: list[PinnedFile] = []
+    ft = r.table("files")
+    if ft is not None:
+        for path in ft.keys():  # noqa: SIM118
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ft.error(path, "file paths are relative to the checkout root")
+            entry = ft.table(path, required=True)
+            assert entry is not None
+            pristine = entry.req_string("pristine", pattern=_HEX40, what="a git blob id")
+            patched = entry.string("patched", required=False, pattern=_HEX40, what="a git blob id")
+            entry.finish()
+            files.append(PinnedFile(path=path, pristine=pristine, patched=patched))
+
+    requires: list[tuple[str, str]] = []
+    rt = r.table("requires")
+    if rt is not None:
+        for dist in rt.keys():  # noqa: SIM118
+            requires.append((dist, rt.req_string(dist)))
+
+    it = r.table("install")
+    install = InstallRecipe((), (), "")
+    if it is not None:
+        install = InstallRecipe(
+            extra_index_urls=it.strings("extra_index_urls"),
+            pins=it.strings("pins"),
+            note=it.string("note", required=False) or "",
+        )
+        it.finish()
+
+    interface = None
+    itf = r.table("interface")
+    if itf is not None:
+        interface = InterfaceSpec(
+            algorithm=itf.string("algorithm", required=False) or "eagle3",
+            target=itf.req_string("target"),
+            draft=itf.string("draft", required=False),
+            declared_target=itf.strings("declared_target"),
+            declared_draft=itf.strings("declared_draft"),
+        )
+        itf.finish()
+    r.finish()
+    return Stack(
+        name=name,
+        sglang_version=version,
+        tag=tag,
+        commit=commit,
+        series_dir=series_dir,
+        cuda=cuda,
+        local_label=label,
+        default_source=default_source,
+        git_url=git_url,
+        pypi_commit=pypi_commit,
+        artifacts=artifacts,
+        files=tuple(files),
+        requires=tuple(requires),
+        install=install,
+        interface=interface,
+    )
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Validate the text of a VERSIONS.toml found at ``path``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        if line is None:
+            m = re.search(r"line (\d+)", str(exc))
+            line = int(m.group(1)) if m else 1
+        msg = getattr(exc, "msg", str(exc))
+        raise ConfigError(f"{path}:{line}: malformed TOML: {msg}") from None
+    top = _Reader(path, text, data, ())
+    schema = top.integer("schema_version")
+    if schema != SCHEMA_VERSION:
+        raise top.error("schema_version", f"unsupported schema version {schema} (this sgpatch reads {SCHEMA_VERSION})")
+    default = top.req_string("default_stack")
+    st = top.table("stacks", required=True)
+    assert st is not None
+    stacks: dict[str, Stack] = {}
+    for name in st.keys():  # noqa: SIM118
+        sub = st.table(name, required=True)
+        assert sub is not None
+        stacks[name] = _stack(name, sub, path.parent)
+    top.finish()
+    if default not in stacks:
+        raise top.error("default_stack", f"names no stack: {default!r}", hint=f"known: {', '.join(sorted(stacks))}")
+    return Config(path=path, schema_version=schema, default_stack=default, stacks=stacks)
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate VERSIONS.toml."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    return parse_config(text, path)

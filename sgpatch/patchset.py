@@ -1,0 +1,461 @@
+"""Series files, DEP-3 headers and unified diffs; strict hunk application on bytes.
+
+Everything here is pure: it reads patch files and transforms file contents.
+Git is never involved (see ``checkout.py`` and ``apply.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import unidiff
+
+from sgpatch.errors import PatchError
+
+SERIES_FILE = "series"
+REQUIRED_FIELDS = ("Description", "Origin", "Upstream-Status")
+TRAILER_PATCH = "Sgpatch-Patch"
+TRAILER_SHA = "Sgpatch-Patch-Sha256"
+
+_HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
+_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
+_ENTRY = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]*\.(patch|diff)$")
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines with their ``\\n`` kept; only LF splits (form feeds and CRs are content)."""
+    if not data:
+        return []
+    lines = data.split(b"\n")
+    out = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Hunk:
+    """One ``@@`` hunk.  ``old``/``new`` are its source-side and target-side lines."""
+
+    index: int  # 1-based within its file
+    header: str  # the whole "@@ ... @@ section" line
+    section: str  # git's funcname text after the second @@ (may be empty)
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+    old: tuple[bytes, ...]
+    new: tuple[bytes, ...]
+    added: tuple[tuple[int, bytes], ...]  # (new-side line number, line) for each + line
+    patch_line: int  # line of the @@ header in the patch file
+
+    @property
+    def label(self) -> str:
+        return f"hunk #{self.index} ({self.header.split(' @@')[0]} @@)"
+
+
+@dataclass(frozen=True, slots=True)
+class FilePatch:
+    path: str  # checkout-relative target path
+    new_file: bool
+    deleted: bool
+    hunks: tuple[Hunk, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """A patch file of the series: DEP-3 fields and the parsed diff."""
+
+    name: str
+    path: Path
+    sha256: str
+    fields: tuple[tuple[str, str], ...]
+    files: tuple[FilePatch, ...]
+
+    def field(self, key: str) -> str | None:
+        return next((v for k, v in self.fields if k.lower() == key.lower()), None)
+
+    @property
+    def description(self) -> str:
+        return self.field("Description") or self.field("Subject") or self.name
+
+    def commit_message(self) -> str:
+        """The message of the commit that carries this patch in a checkout."""
+        lines = self.description.splitlines()
+        subject = lines[0] if lines else self.name
+        body = "\n".join("" if ln.strip() == "." else ln for ln in lines[1:]).strip()
+        parts = [subject]
+        if body:
+            parts.append(body)
+        parts.append(f"{TRAILER_PATCH}: {self.name}\n{TRAILER_SHA}: {self.sha256}")
+        return "\n\n".join(parts) + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    directory: Path
+    patches: tuple[Patch, ...]
+
+    @property
+    def id(self) -> str:
+        """A short id of the exact series: names and bytes of every patch, in order."""
+        h = hashlib.sha256()
+        for p in self.patches:
+            h.update(f"{p.name}\0{p.sha256}\n".encode())
+        return h.hexdigest()[:10]
+
+    @property
+    def touched(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for p in self.patches:
+            for f in p.files:
+                seen.setdefault(f.path)
+        return tuple(seen)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _safe_path(raw: str, where: str) -> str:
+    if "\\" in raw or raw.startswith("/"):
+        raise PatchError(
+            f"{where}: path {raw!r} is absolute or not POSIX", hint="paths are relative to the checkout root"
+        )
+    pure = PurePosixPath(raw)
+    if ".." in pure.parts or not pure.parts or pure.parts[0] in (".", ".git") or ".git" in pure.parts:
+        raise PatchError(f"{where}: path {raw!r} leaves the checkout", hint="patches may only touch files inside it")
+    return str(pure)
+
+
+def _strip_prefix(raw: str, prefix: str, where: str) -> str:
+    raw = raw.split("\t", 1)[0]
+    if raw == "/dev/null":
+        return raw
+    if not raw.startswith(prefix):
+        raise PatchError(
+            f"{where}: expected a path starting with {prefix!r}, found {raw!r}", hint="use git diff style a/ b/ paths"
+        )
+    return _safe_path(raw[len(prefix) :], where)
+
+
+def parse_dep3(text: str, where: str) -> tuple[tuple[str, str], ...]:
+    """DEP-3 fields (``Key: value`` with space-indented continuations)."""
+    fields: list[list[str]] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if line[0] in " \t":
+            if not fields:
+                raise PatchError(f"{where}:{lineno}: continuation line before any DEP-3 field")
+            fields[-1][1] += "\n" + line.strip()
+            continue
+        m = _FIELD.match(line)
+        if not m:
+            raise PatchError(f"{where}:{lineno}: not a DEP-3 'Field: value' line: {line[:60]!r}")
+        fields.append([m.group(1), m.group(2).strip()])
+    result = tuple((k, v) for k, v in fields)
+    present = {k.lower() for k, _ in result}
+    if "subject" in present:
+        present.add("description")
+    for req in REQUIRED_FIELDS:
+        if req.lower() not in present:
+            raise PatchError(f"{where}:1: DEP-3 header lacks {req!r}", hint="see SPEC §5 for the header fields")
+    return result
+
+
+def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
+    """Parse and validate one patch file (header, paths, hunks).  PatchError on any defect."""
+    where = str(path)
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines, start=1):
+        if line.endswith(b"\r"):
+            raise PatchError(f"{where}:{i}: CRLF line ending", hint="patches must use LF line endings")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise PatchError(f"{where}:{line}: not UTF-8") from None
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(b"diff --git ")), None)
+    if start is None:
+        raise PatchError(f"{where}: no 'diff --git' section", hint="patches are git-style unified diffs")
+    header_lines = lines[:start]
+    if header_lines and header_lines[-1].strip() == b"---":
+        header_lines = header_lines[:-1]
+    fields = parse_dep3(b"\n".join(header_lines).decode(), where)
+
+    offset = start  # unidiff numbers lines from the first 'diff --git'
+    diff_text = b"\n".join(lines[start:]).decode()
+    try:
+        parsed = unidiff.PatchSet(diff_text)
+    except unidiff.UnidiffParseError as exc:
+        raise PatchError(f"{where}:{_bad_hunk_line(lines, start)}: malformed diff: {exc}") from None
+    files = [_file_patch(pf, where, offset) for pf in parsed]
+    if not files:
+        raise PatchError(f"{where}: the diff has no file sections")
+    return Patch(
+        name=name or path.name,
+        path=path,
+        sha256=hashlib.sha256(data).hexdigest(),
+        fields=fields,
+        files=tuple(files),
+    )
+
+
+def _bad_hunk_line(lines: Sequence[bytes], start: int) -> int:
+    """The patch line of the first hunk whose body is shorter or longer than its header says."""
+    last_header = start + 1
+    i = start
+    while i < len(lines):
+        m = _HUNK_HEADER.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        last_header = i + 1
+        want_old = int(m.group(2)) if m.group(2) is not None else 1
+        want_new = int(m.group(4)) if m.group(4) is not None else 1
+        i += 1
+        while want_old > 0 or want_new > 0:
+            if i >= len(lines):
+                return last_header
+            tag = lines[i][:1]
+            if tag == b" ":
+                want_old, want_new = want_old - 1, want_new - 1
+            elif tag == b"-":
+                want_old -= 1
+            elif tag == b"+":
+                want_new -= 1
+            elif tag != b"\\":
+                return last_header
+            i += 1
+    return last_header
+
+
+def _file_patch(pf: unidiff.PatchedFile, where: str, offset: int) -> FilePatch:
+    loc = f"{where}:{offset + pf.diff_line_no}" if getattr(pf, "diff_line_no", None) else where
+    if pf.is_binary_file:
+        raise PatchError(f"{loc}: binary patches are not supported")
+    old_path = _strip_prefix(pf.source_file, "a/", loc)
+    new_path = _strip_prefix(pf.target_file, "b/", loc)
+    if pf.is_rename:
+        raise PatchError(f"{loc}: renames are not supported", hint="express them as delete + add")
+    for mode in (pf.source_mode, pf.target_mode):
+        if mode is not None and mode not in ("100644", "100755"):
+            raise PatchError(f"{loc}: file mode {mode} (symlink or submodule) is not allowed in a patch")
+    target = old_path if new_path == "/dev/null" else new_path
+    if target == "/dev/null":
+        raise PatchError(f"{loc}: both sides are /dev/null")
+    if "/dev/null" not in (old_path, new_path) and old_path != new_path:
+        raise PatchError(f"{loc}: old and new paths differ ({old_path} vs {new_path})")
+    if not len(pf):
+        raise PatchError(f"{loc}: file section {target} has no hunks")
+    hunks = []
+    for index, h in enumerate(pf, start=1):
+        first = next(iter(h), None)
+        header_line = offset + (first.diff_line_no - 1 if first is not None else 0)
+        old: list[bytes] = []
+        new: list[bytes] = []
+        added: list[tuple[int, bytes]] = []
+        for line in h:
+            body = line.value.encode()
+            if line.is_context:
+                old.append(body)
+                new.append(body)
+            elif line.is_removed:
+                old.append(body)
+            elif line.is_added:
+                new.append(body)
+                added.append((line.target_line_no, body))
+        header = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@" + (
+            f" {h.section_header}" if h.section_header else ""
+        )
+        hunks.append(
+            Hunk(
+                index=index,
+                header=header,
+                section=h.section_header.strip(),
+                old_start=h.source_start,
+                old_count=h.source_length,
+                new_start=h.target_start,
+                new_count=h.target_length,
+                old=tuple(old),
+                new=tuple(new),
+                added=tuple(added),
+                patch_line=header_line,
+            )
+        )
+    return FilePatch(target, pf.is_added_file, pf.is_removed_file, tuple(hunks))
+
+
+def read_series(directory: Path) -> Series:
+    """The series of ``directory``: every entry parsed, every patch file listed."""
+    series_path = directory / SERIES_FILE
+    try:
+        text = series_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PatchError(f"{series_path}: no such file", hint="a series directory needs a 'series' file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PatchError(f"{series_path}: cannot read: {exc}") from None
+    patches: list[Patch] = []
+    seen: set[str] = set()
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        entry = raw.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        where = f"{series_path}:{lineno}"
+        if not _ENTRY.match(entry) or "/" in entry:
+            raise PatchError(
+                f"{where}: {entry!r} is not a patch file name in this directory", hint="entries are NNNN-slug.patch"
+            )
+        if entry in seen:
+            raise PatchError(f"{where}: {entry} is listed twice")
+        seen.add(entry)
+        path = directory / entry
+        if path.is_symlink() or not path.is_file():
+            raise PatchError(f"{where}: {entry}: no such patch file (or not a regular file)")
+        patches.append(parse_patch(path.read_bytes(), path))
+    unlisted = sorted(p.name for p in directory.glob("*.patch") if p.name not in seen)
+    if unlisted:
+        raise PatchError(
+            f"{directory / unlisted[0]}: patch file is not listed in {series_path}",
+            hint="add it to the series, or remove it",
+        )
+    return Series(directory=directory, patches=tuple(patches))
+
+
+# --------------------------------------------------------------------------- applying
+
+
+@dataclass(frozen=True, slots=True)
+class HunkFailure:
+    """Why a hunk does not apply where its header says."""
+
+    path: str
+    hunk: Hunk
+    reason: str
+    found_at: int | None  # where the hunk's lines occur instead, if exactly once
+
+    def describe(self) -> str:
+        text = f"{self.path}: {self.hunk.label}: {self.reason}"
+        if self.found_at is not None:
+            text += f"; its lines match at line {self.found_at} (offset {self.found_at - self.hunk.old_start:+d})"
+        return text
+
+
+def _find_unique(lines: Sequence[bytes], block: Sequence[bytes]) -> int | None:
+    if not block:
+        return None
+    hits = [
+        i + 1
+        for i in range(len(lines) - len(block) + 1)
+        if lines[i] == block[0] and tuple(lines[i : i + len(block)]) == tuple(block)
+    ]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _block_at(lines: Sequence[bytes], start: int, count: int) -> tuple[bytes, ...]:
+    # Unified diffs write an empty side as "start,0" meaning "after line start".
+    begin = start - 1 if count else start
+    return tuple(lines[begin : begin + count])
+
+
+def _mismatch(lines: Sequence[bytes], start: int, block: Sequence[bytes]) -> str:
+    begin = start - 1 if block else start
+    for k, want in enumerate(block):
+        got = lines[begin + k] if begin + k < len(lines) else None
+        if got != want:
+            shown = "end of file" if got is None else repr(got.decode("utf-8", "replace").rstrip("\n")[:70])
+            expected = want.decode("utf-8", "replace").rstrip("\n")[:70]
+            return f"line {begin + k + 1} is {shown}, the patch expects {expected!r}"
+    return "lines differ"
+
+
+def apply_file(
+    data: bytes | None, fp: FilePatch, *, reverse: bool = False, allow_offset: bool = False
+) -> bytes | HunkFailure:
+    """Apply (or reverse) one file's hunks strictly: exact lines at exact positions, no fuzz.
+
+    With ``allow_offset`` a hunk whose lines occur exactly once elsewhere is
+    applied there (used when porting to a new base, never for a pinned stack).
+    """
+    if data is None and not (fp.new_file and not reverse) and not (fp.deleted and reverse):
+        hunk = fp.hunks[0]
+        return HunkFailure(fp.path, hunk, "the file does not exist", None)
+    lines = split_lines(data or b"")
+    out: list[bytes] = []
+    pos = 0  # index into lines already consumed
+    for hunk in fp.hunks:
+        want, put = (hunk.new, hunk.old) if reverse else (hunk.old, hunk.new)
+        start = hunk.new_start if reverse else hunk.old_start
+        count = len(want)
+        if _block_at(lines, start, count) != want:
+            found = _find_unique(lines, want)
+            if not (allow_offset and found is not None and found - 1 >= pos):
+                return HunkFailure(fp.path, hunk, _mismatch(lines, start, want), found)
+            start = found
+        begin = start - 1 if count else start
+        if begin < pos:
+            return HunkFailure(fp.path, hunk, "overlaps the previous hunk", None)
+        out.extend(lines[pos:begin])
+        out.extend(put)
+        pos = begin + count
+    out.extend(lines[pos:])
+    return b"".join(out)
+
+
+def duplicate_definitions(before: bytes | None, after: bytes) -> list[str]:
+    """Names a change newly defines twice in one scope (Python keeps only the later one)."""
+
+    def dups(source: bytes | None) -> set[tuple[str, str]]:
+        if source is None:
+            return set()
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return set()
+        found: set[tuple[str, str]] = set()
+        scopes: list[tuple[str, Sequence[ast.stmt]]] = [("module", tree.body)]
+        while scopes:
+            scope, body = scopes.pop()
+            names: dict[str, int] = {}
+            for node in body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    if _is_accessor_or_overload(node):
+                        continue
+                    if node.name in names:
+                        found.add((scope, node.name))
+                    names[node.name] = node.lineno
+                if isinstance(node, ast.ClassDef):
+                    scopes.append((f"class {node.name}", node.body))
+        return found
+
+    new = dups(after) - dups(before)
+    return sorted(f"{name} in {scope}" for scope, name in new)
+
+
+def _is_accessor_or_overload(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    for dec in node.decorator_list:
+        if isinstance(dec, ast.Attribute) and dec.attr in ("setter", "getter", "deleter", "register"):
+            return True
+        if isinstance(dec, ast.Name | ast.Attribute) and getattr(dec, "id", getattr(dec, "attr", "")) == "overload":
+            return True
+    return False
+
+
+def apply_patch(
+    files: Mapping[str, bytes | None], patch: Patch, *, reverse: bool = False, allow_offset: bool = False
+) -> dict[str, bytes | None] | HunkFailure:
+    """The new contents of every file ``patch`` touches, or the first failure."""
+    result: dict[str, bytes | None] = {}
+    for fp in patch.files:
+        current = result.get(fp.path, files.get(fp.path))
+        removing = (fp.deleted and not reverse) or (fp.new_file and reverse)
+        new = apply_file(current, fp, reverse=reverse, allow_offset=allow_offset)
+        if isinstance(new, HunkFailure):
+            return new
+        result[fp.path] = None if removing else new
+    return result

@@ -1,0 +1,299 @@
+"""Pinned sources: the PyPI artifact (download, sha256, safe extraction) and git clones.
+
+A ``pypi`` checkout is built deterministically from the pinned artifact: files
+laid out under ``python/`` as upstream has them, written as blobs without
+filters, committed with a fixed identity and the artifact's own newest
+timestamp, so the commit SHA is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from sgpatch.checkout import CommitSpec, Git, clone
+from sgpatch.config import Artifact, Stack
+from sgpatch.errors import CheckoutError, EnvironmentFailure, SourceError
+
+Progress = Callable[[str], None]
+
+# Files an sdist or wheel has that upstream's git tree does not: packaging output.
+_GENERATED_TOP = {"PKG-INFO", "setup.cfg"}
+_GENERATED_SUFFIXES = (".egg-info", ".dist-info")
+_VERSION_FILE = "sglang/_version.py"  # written by setuptools-scm at build time; upstream ignores it
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sgpatch"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _cached_path(artifact: Artifact) -> Path:
+    return cache_root() / "artifacts" / artifact.sha256 / artifact.filename
+
+
+def fetch_artifact(
+    artifact: Artifact,
+    version: str,
+    *,
+    progress: Progress | None = None,
+    show_pip: bool = False,
+) -> Path:
+    """The pinned artifact in the cache, downloaded through the user's pip if missing.
+
+    pip does the download so that the user's index URL, mirrors, proxy and
+    certificates apply; the sha256 pin is what makes any mirror trustworthy.
+    The file enters the cache only after its hash matched.
+    """
+    cached = _cached_path(artifact)
+    if cached.is_file():
+        if sha256_file(cached) == artifact.sha256:
+            return cached
+        cached.unlink()  # a corrupted cache entry is never trusted
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    if progress:
+        progress(f"downloading {artifact.filename} with pip")
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=cached.parent) as tmp:
+        binary = ["--no-binary", ":all:"] if artifact.kind == "sdist" else ["--only-binary", ":all:"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            *binary,
+            "--dest",
+            tmp,
+            f"sglang=={version}",
+        ]
+        proc = subprocess.run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stderr if show_pip else subprocess.PIPE,
+            stderr=sys.stderr if show_pip else subprocess.PIPE,
+            check=False,
+        )
+        got = Path(tmp) / artifact.filename
+        if proc.returncode != 0 or not got.is_file():
+            tail = (proc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+            detail = tail[-1] if tail else f"pip exited {proc.returncode}"
+            if proc.returncode == 0:
+                detail = f"pip did not produce {artifact.filename}"
+            raise EnvironmentFailure(
+                f"cannot download {artifact.filename}: {detail}",
+                hint="check the package index configured for pip (pip config list)",
+            )
+        actual = sha256_file(got)
+        if actual != artifact.sha256:
+            raise SourceError(
+                f"{artifact.filename}: sha256 mismatch: expected {artifact.sha256}, got {actual}",
+                hint="the index served a different file than the one pinned in VERSIONS.toml",
+            )
+        os.replace(got, cached)
+    return cached
+
+
+def verify_artifact(path: Path, artifact: Artifact) -> None:
+    """Refuse a local artifact whose sha256 is not the pinned one (before any extraction)."""
+    actual = sha256_file(path)
+    if actual != artifact.sha256:
+        raise SourceError(f"{path}: sha256 mismatch: expected {artifact.sha256}, got {actual}")
+
+
+# --------------------------------------------------------------------------- reading archives
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One regular file of an artifact, mapped into upstream's layout."""
+
+    path: str  # checkout-relative, e.g. python/sglang/__init__.py
+    data: bytes
+    executable: bool
+
+
+def _safe_relative(name: str, where: str) -> PurePosixPath:
+    pure = PurePosixPath(name)
+    if name.startswith("/") or pure.is_absolute() or ".." in pure.parts or "\\" in name:
+        raise SourceError(
+            f"{where}: member {name!r} escapes the archive root", hint="the artifact is hostile or corrupt"
+        )
+    return pure
+
+
+def _keep(rel: PurePosixPath) -> bool:
+    """Drop packaging output that upstream's git tree does not carry."""
+    parts = rel.parts
+    if not parts:
+        return False
+    if len(parts) == 1 and parts[0] in _GENERATED_TOP:
+        return False
+    if parts[0].endswith(_GENERATED_SUFFIXES):
+        return False
+    return str(rel) != _VERSION_FILE
+
+
+def read_sdist(path: Path) -> tuple[list[Member], int]:
+    """Regular files of an sdist under ``python/``, and the newest member mtime."""
+    members: list[Member] = []
+    newest = 0
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            top: str | None = None
+            for info in tar:
+                pure = _safe_relative(info.name, str(path))
+                if not (info.isfile() or info.isdir()):
+                    raise SourceError(f"{path}: member {info.name!r} is a link or device; refusing to extract")
+                if top is None:
+                    top = pure.parts[0]
+                if pure.parts[0] != top:
+                    raise SourceError(f"{path}: member {info.name!r} is outside the top directory {top!r}")
+                newest = max(newest, int(info.mtime))
+                if info.isdir():
+                    continue
+                rel = PurePosixPath(*pure.parts[1:])
+                if not _keep(rel):
+                    continue
+                fh = tar.extractfile(info)
+                assert fh is not None
+                members.append(Member(f"python/{rel}", fh.read(), bool(info.mode & 0o111)))
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise SourceError(f"{path}: not a readable sdist: {exc}") from exc
+    return members, newest
+
+
+def read_wheel(path: Path) -> tuple[list[Member], int]:
+    """Files of a wheel under ``python/`` (its top level is upstream's python/), newest mtime."""
+    import calendar
+
+    members: list[Member] = []
+    newest = 0
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                pure = _safe_relative(info.filename, str(path))
+                if info.is_dir():
+                    continue
+                mode = (info.external_attr >> 16) & 0o170000
+                if mode not in (0, 0o100000):
+                    raise SourceError(f"{path}: member {info.filename!r} is a link or device; refusing to extract")
+                newest = max(newest, calendar.timegm((*info.date_time, 0, 0, 0)))
+                if not _keep(pure):
+                    continue
+                executable = bool((info.external_attr >> 16) & 0o111)
+                members.append(Member(f"python/{pure}", zf.read(info), executable))
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise SourceError(f"{path}: not a readable wheel: {exc}") from exc
+    return members, newest
+
+
+def read_artifact(path: Path, artifact: Artifact) -> tuple[list[Member], int]:
+    verify_artifact(path, artifact)
+    return read_sdist(path) if artifact.kind == "sdist" else read_wheel(path)
+
+
+# --------------------------------------------------------------------------- checkouts
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    stack: str
+    source: str
+    checkout: Path
+    commit: str
+    created: bool
+    artifact: Path | None
+
+
+def _prepare_target(into: Path) -> None:
+    if into.exists() and (not into.is_dir() or any(into.iterdir())):
+        raise CheckoutError(
+            f"{into}: exists and is not an empty directory",
+            hint="pass --into DIR for a new checkout, or remove the directory",
+        )
+
+
+def pypi_commit_message(stack: Stack, artifact: Artifact) -> str:
+    return (
+        f"sglang {stack.sglang_version} from PyPI {artifact.filename}\n\n"
+        f"Laid out under python/ as upstream {stack.tag} has it; packaging output\n"
+        f"(PKG-INFO, setup.cfg, *.egg-info, sglang/_version.py) left out.\n\n"
+        f"Sgpatch-Source: pypi {artifact.filename}\n"
+        f"Sgpatch-Source-Sha256: {artifact.sha256}\n"
+        f"Upstream-Commit: {stack.commit}\n"
+    )
+
+
+def create_pypi_checkout(stack: Stack, archive: Path, into: Path, artifact: Artifact) -> str:
+    """Lay the artifact out as a git checkout in ``into``; returns the deterministic commit."""
+    members, newest = read_artifact(archive, artifact)  # sha256 checked before reading members
+    _prepare_target(into)
+    created_dir = not into.exists()
+    try:
+        g = Git(into)
+        g.init(branch=f"sgpatch/{stack.name}")
+        for m in members:
+            target = into / m.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(m.data)
+            if m.executable:
+                target.chmod(0o755)
+        blobs = g.hash_files([m.path for m in members])
+        g.add_index_entries(
+            [("100755" if m.executable else "100644", blob, m.path) for m, blob in zip(members, blobs, strict=True)]
+        )
+        g.refresh_index()
+        tree = g.out("write-tree")
+        commit = g.commit_tree(CommitSpec(tree, (), pypi_commit_message(stack, artifact), f"{newest} +0000"))
+        g.set_ref("HEAD", commit)
+        g.tag(stack.tag, commit)
+        return commit
+    except BaseException:
+        if created_dir:
+            shutil.rmtree(into, ignore_errors=True)
+        else:
+            for child in into.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        raise
+
+
+def create_git_checkout(stack: Stack, url: str, into: Path) -> str:
+    """Clone ``url`` at the stack's tag; the tag must name the pinned commit."""
+    _prepare_target(into)
+    if into.exists():
+        into.rmdir()
+    into.parent.mkdir(parents=True, exist_ok=True)
+    g = clone(url, into, tag=stack.tag)
+    try:
+        commit = g.rev_parse(f"refs/tags/{stack.tag}^{{commit}}")
+        if commit is None:
+            raise CheckoutError(f"{url}: has no tag {stack.tag}")
+        if commit != stack.commit:
+            raise CheckoutError(
+                f"{url}: tag {stack.tag} is commit {commit}, but {stack.name} pins {stack.commit}",
+                hint="the repository is not upstream's, or the tag moved",
+            )
+        g.run("checkout", "-q", "-B", f"sgpatch/{stack.name}", commit)
+        g.write_info_attributes()
+        return commit
+    except BaseException:
+        shutil.rmtree(into, ignore_errors=True)
+        raise

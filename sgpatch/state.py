@@ -1,0 +1,165 @@
+"""What state a checkout is in relative to its stack and series (SPEC §6).
+
+``pristine``: HEAD is the pinned base.  ``patched``: HEAD is the base plus
+exactly the series, one commit per patch, each with trailers naming the patch
+file and its sha256.  Anything else is described precisely and refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from sgpatch.checkout import Git
+from sgpatch.config import Stack
+from sgpatch.errors import CheckoutError
+from sgpatch.patchset import TRAILER_PATCH, TRAILER_SHA, Series
+
+JOURNAL = "sgpatch-apply.json"
+_TRAILER = re.compile(rf"^({TRAILER_PATCH}|{TRAILER_SHA}):\s*(\S+)\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckoutState:
+    phase: str  # "pristine", "patched" or "other"
+    head: str
+    base: str | None
+    series_commits: tuple[str, ...]
+    dirty: tuple[str, ...]
+    problem: str | None
+
+    @property
+    def clean(self) -> bool:
+        return not self.dirty
+
+
+def open_checkout(path: Path) -> Git:
+    """The git repository at ``path``; CheckoutError if there is none."""
+    g = Git(path)
+    if not path.is_dir():
+        raise CheckoutError(f"{path}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
+    if not g.is_repo():
+        raise CheckoutError(f"{path}: not the top of a git work tree", hint="a checkout is a git clone of sglang")
+    return g
+
+
+def base_candidates(stack: Stack) -> tuple[str, ...]:
+    return tuple(c for c in (stack.commit, stack.pypi_commit) if c)
+
+
+def trailers(message: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in _TRAILER.finditer(message)}
+
+
+def inspect(g: Git, stack: Stack, series: Series) -> CheckoutState:
+    """Find the base under HEAD and compare the commits above it with the series."""
+    recover(g)
+    head = g.head()
+    if head is None:
+        raise CheckoutError(f"{g.root}: has no commits", hint="run 'sgpatch fetch' to create the checkout")
+    dirty = tuple(g.status())
+    bases = base_candidates(stack)
+    chain: list[str] = []
+    commit = head
+    base: str | None = None
+    for _ in range(len(series.patches) + 1):
+        if commit in bases:
+            base = commit
+            break
+        chain.append(commit)
+        parents = g.parents(commit)
+        if len(parents) != 1:
+            break
+        commit = parents[0]
+    if base is None:
+        pins = " or ".join(b[:12] for b in bases)
+        return CheckoutState(
+            "other",
+            head,
+            None,
+            (),
+            dirty,
+            f"HEAD {head[:12]} is neither the pinned base ({pins}) nor the base plus the series of {stack.name}",
+        )
+    chain.reverse()
+    problem = _compare_series(g, chain, series)
+    if problem:
+        return CheckoutState("other", head, base, tuple(chain), dirty, problem)
+    phase = "pristine" if not chain else "patched"
+    return CheckoutState(phase, head, base, tuple(chain), dirty, None)
+
+
+def _compare_series(g: Git, chain: list[str], series: Series) -> str | None:
+    for i, commit in enumerate(chain):
+        found = trailers(g.message(commit))
+        if i >= len(series.patches):
+            return f"commit {commit[:12]} is beyond the series"
+        patch = series.patches[i]
+        name, sha = found.get(TRAILER_PATCH), found.get(TRAILER_SHA)
+        if name is None:
+            return f"commit {commit[:12]} is not an sgpatch commit (no {TRAILER_PATCH} trailer): a foreign commit"
+        if name != patch.name:
+            return f"commit {commit[:12]} carries {name}, but position {i + 1} of the series is {patch.name}"
+        if sha != patch.sha256:
+            return f"commit {commit[:12]} carries {name} at sha256 {str(sha)[:12]}, but the patch file is now {patch.sha256[:12]}"
+    if chain and len(chain) != len(series.patches):
+        return f"only {len(chain)} of {len(series.patches)} patches are applied"
+    return None
+
+
+def check_base_files(g: Git, stack: Stack, base: str) -> None:
+    """The touched files at the base must be the pinned blobs: otherwise it is the wrong source."""
+    for pinned in stack.files:
+        found = g.blob_id(base, pinned.path)
+        if found != pinned.pristine:
+            raise CheckoutError(
+                f"{g.root}: {pinned.path} at base {base[:12]} is blob {found or 'missing'}, "
+                f"{stack.name} pins {pinned.pristine[:12]}",
+                hint="the checkout is not the pinned source",
+            )
+
+
+# --------------------------------------------------------------------------- crash recovery
+
+
+def journal_path(g: Git) -> Path:
+    return Path(g.out("rev-parse", "--absolute-git-dir")) / JOURNAL
+
+
+def write_journal(g: Git, *, old: str, new: str) -> None:
+    path = journal_path(g)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"old": old, "new": new}))
+    tmp.replace(path)
+
+
+def clear_journal(g: Git) -> None:
+    journal_path(g).unlink(missing_ok=True)
+
+
+def recover(g: Git) -> str | None:
+    """Finish an apply that was interrupted while moving HEAD; returns what was done.
+
+    The journal is written only after every object exists and only on a clean
+    tree, so every difference from ``new`` in index and files is ours to redo.
+    """
+    path = journal_path(g)
+    if not path.exists():
+        return None
+    try:
+        entry = json.loads(path.read_text())
+        old, new = entry["old"], entry["new"]
+    except (ValueError, KeyError, OSError):
+        path.unlink(missing_ok=True)
+        return None
+    head = g.head()
+    if head not in (old, new) or g.rev_parse(f"{new}^{{commit}}") is None:
+        path.unlink(missing_ok=True)
+        return None
+    g.run("read-tree", "--reset", "-u", new)
+    if head == old:
+        g.run("update-ref", "-m", "sgpatch apply (recovered)", "HEAD", new, old)
+    path.unlink(missing_ok=True)
+    return f"finished an interrupted apply: HEAD {new[:12]}"
