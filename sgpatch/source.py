@@ -297,3 +297,59 @@ def create_git_checkout(stack: Stack, url: str, into: Path) -> str:
     except BaseException:
         shutil.rmtree(into, ignore_errors=True)
         raise
+
+
+def fetch(
+    stack: Stack,
+    into: Path,
+    *,
+    source: str | None = None,
+    url: str | None = None,
+    progress: Progress | None = None,
+    show_pip: bool = False,
+) -> FetchResult:
+    """Create the stack's checkout in ``into`` (or accept the one there) from the pinned source."""
+    from sgpatch.state import check_base_files
+
+    kind = source or stack.default_source
+    if into.is_dir() and (into / ".git").exists():
+        g = Git(into)
+        head = g.head()
+        expected = stack.pypi_commit if kind == "pypi" else stack.commit
+        tagged = g.rev_parse(f"refs/tags/{stack.tag}^{{commit}}")
+        if tagged is not None and tagged in (stack.commit, stack.pypi_commit) and head is not None:
+            check_base_files(g, stack, tagged)
+            return FetchResult(stack.name, kind, into, tagged, False, None)
+        raise CheckoutError(
+            f"{into}: is a git repository, but its tag {stack.tag} is {tagged or 'missing'}, not {expected}",
+            hint="pass --into DIR for a fresh checkout",
+        )
+    if kind == "git":
+        target = url or stack.git_url
+        if not target:
+            raise SourceError(f"stack {stack.name} has no git_url; pass --url URL")
+        if progress:
+            progress(f"cloning {target} at {stack.tag}")
+        commit = create_git_checkout(stack, target, into)
+        artifact_path = None
+    elif kind == "pypi":
+        artifact = stack.source_artifact
+        assert artifact is not None
+        artifact_path = fetch_artifact(artifact, stack.sglang_version, progress=progress, show_pip=show_pip)
+        if progress:
+            progress(f"laying out {artifact.filename} as a git checkout in {into}")
+        commit = create_pypi_checkout(stack, artifact_path, into, artifact)
+        if stack.pypi_commit and commit != stack.pypi_commit:
+            shutil.rmtree(into, ignore_errors=True)
+            raise SourceError(
+                f"{artifact.filename} produced commit {commit}, but {stack.name} pins pypi_commit {stack.pypi_commit}",
+                hint="the artifact or sgpatch's layout changed; re-pin deliberately",
+            )
+    else:
+        raise SourceError(f"unknown source {kind!r}: use pypi or git")
+    try:
+        check_base_files(Git(into), stack, commit)
+    except BaseException:
+        shutil.rmtree(into, ignore_errors=True)
+        raise
+    return FetchResult(stack.name, kind, into, commit, True, artifact_path)

@@ -1,0 +1,216 @@
+"""verify: anchors, blob checks, patch states and hunk landing on any tree (SPEC §7).
+
+A checkout passes pristine (every patch applicable) or patched; a wheel or an
+installed sglang must carry the series (``require_patched``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing, load_anchors
+from sgpatch.apply import PatchState, classify_one
+from sgpatch.config import Config, Stack
+from sgpatch.patchset import HunkFailure, Series, apply_patch, read_series
+from sgpatch.state import check_base_files, inspect, open_checkout
+from sgpatch.tree import DirTree, SourceTree, git_blob_id
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """A stack with everything verify and apply need: its series and anchors."""
+
+    config: Config
+    stack: Stack
+    series: Series
+    anchors: tuple[Anchor, ...]
+
+
+def load_project(config: Config, stack_name: str | None) -> Project:
+    stack = config.stack(stack_name)
+    series = read_series(stack.series_dir)
+    anchors = load_anchors(stack.series_dir / "anchors.toml")
+    return Project(config, stack, series, anchors)
+
+
+@dataclass(frozen=True, slots=True)
+class FileCheck:
+    path: str
+    expected: str | None
+    found: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.expected is None or self.expected == self.found
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    stack: str
+    target: str
+    phase: str  # pristine, patched or mixed
+    patches: tuple[PatchState, ...]
+    anchors: tuple[AnchorResult, ...]
+    files: tuple[FileCheck, ...]
+    landing: tuple[LandingResult, ...]
+    notes: tuple[str, ...] = ()
+    failures: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "stack": self.stack,
+            "target": self.target,
+            "phase": self.phase,
+            "ok": self.ok,
+            "patches": [p.as_dict() for p in self.patches],
+            "anchors": [
+                {
+                    "id": r.anchor.id,
+                    "file": r.anchor.file,
+                    "lines": [r.anchor.start, r.anchor.end],
+                    "phase": r.anchor.phase,
+                    "status": r.status,
+                    "found": list(r.found) if r.found else None,
+                    "detail": r.detail,
+                }
+                for r in self.anchors
+            ],
+            "files": [{"path": f.path, "expected": f.expected, "found": f.found, "ok": f.ok} for f in self.files],
+            "landing": [
+                {"patch": r.patch, "file": r.path, "hunk": r.hunk, "ok": r.ok, "detail": r.detail} for r in self.landing
+            ],
+            "notes": list(self.notes),
+            "failures": list(self.failures),
+        }
+
+
+def _phase_of(
+    series: Series, files: dict[str, bytes | None]
+) -> tuple[str, list[PatchState], list[dict[str, bytes | None]]]:
+    """Which phase the files are in, each patch's state, and the contents after each patch.
+
+    ``stages[k]`` is the content after patch k (``stages[-1]`` the files as found),
+    recovered by reverse-applying the later patches, so each hunk's landing is
+    checked against the exact text it produced.
+    """
+    forward: list[PatchState] = []
+    current = dict(files)
+    for patch in series.patches:
+        state = classify_one(current, patch)
+        forward.append(state)
+        if state.state != "applicable":
+            break
+        result = apply_patch(current, patch)
+        assert not isinstance(result, HunkFailure)
+        current.update(result)
+    if len(forward) == len(series.patches) and all(s.state == "applicable" for s in forward):
+        return "pristine", forward, []
+    stages: list[dict[str, bytes | None]] = [dict(files)]
+    current = dict(files)
+    states: list[PatchState] = []
+    for patch in reversed(series.patches):
+        back = apply_patch(current, patch, reverse=True)
+        if isinstance(back, HunkFailure):
+            break
+        states.append(PatchState(patch.name, "applied", "its lines stand at their new-side positions"))
+        current.update(back)
+        stages.append(dict(current))
+    if len(states) == len(series.patches):
+        states.reverse()
+        stages.reverse()
+        return "patched", states, stages[1:]
+    # Neither: classify each patch on its own to say what differs.
+    mixed = []
+    for patch in series.patches:
+        state = classify_one(files, patch)
+        if state.state == "upstream":
+            state = PatchState(patch.name, "applied", "its changes are present")
+        mixed.append(state)
+    return "mixed", mixed, []
+
+
+def verify_tree(
+    stack: Stack,
+    series: Series,
+    anchors: Sequence[Anchor],
+    tree: SourceTree,
+    *,
+    require_patched: bool,
+    notes: Sequence[str] = (),
+) -> VerifyReport:
+    """Run every check on ``tree``; a pristine tree passes only when ``require_patched`` is off."""
+    files = {p: tree.read(p) for p in series.touched}
+    phase, states, stages = _phase_of(series, files)
+    anchor_phase = "patched" if phase == "patched" else "pristine"
+    if phase == "mixed":
+        applied = sum(s.state == "applied" for s in states)
+        anchor_phase = "patched" if applied * 2 >= len(states) else "pristine"
+    anchor_results = check_anchors(anchors, tree, anchor_phase)
+    file_checks = []
+    for pinned in stack.files:
+        expected = pinned.patched if anchor_phase == "patched" else pinned.pristine
+        data = files.get(pinned.path, tree.read(pinned.path))
+        file_checks.append(FileCheck(pinned.path, expected, git_blob_id(data) if data is not None else None))
+    landing: list[LandingResult] = []
+    if phase == "patched":
+        for patch, stage in zip(series.patches, stages, strict=True):
+            for fp in patch.files:
+                landing.extend(check_landing(patch, fp, stage.get(fp.path)))
+
+    failures: list[str] = []
+    if phase == "mixed":
+        bad = [s for s in states if s.state not in ("applied",)]
+        failures.extend(f"patch {s.name}: {s.state}: {s.detail}" for s in bad)
+        if not bad:
+            failures.append("the files are neither pristine nor patched")
+    elif phase == "pristine" and require_patched:
+        failures.append(f"{tree.label} does not carry the series: every patch is still applicable")
+    failures.extend(f"anchor {r.anchor.id}: {r.status} ({r.detail})" for r in anchor_results if not r.ok)
+    failures.extend(
+        f"{f.path}: blob {str(f.found)[:12]} is not the pinned {anchor_phase} blob {str(f.expected)[:12]}"
+        for f in file_checks
+        if not f.ok
+    )
+    failures.extend(f"{r.patch} {r.path} {r.hunk}: {r.detail}" for r in landing if not r.ok)
+    return VerifyReport(
+        stack=stack.name,
+        target=tree.label,
+        phase=phase,
+        patches=tuple(states),
+        anchors=tuple(anchor_results),
+        files=tuple(file_checks),
+        landing=tuple(landing),
+        notes=tuple(notes),
+        failures=tuple(failures),
+    )
+
+
+def verify_checkout(project: Project, checkout: Path) -> VerifyReport:
+    """Verify a checkout's work tree; its git state is reported alongside."""
+    g = open_checkout(checkout)
+    state = inspect(g, project.stack, project.series)
+    notes = [f"git: {state.phase} at {state.head[:12]}"]
+    if state.base is not None:
+        check_base_files(g, project.stack, state.base)
+    if state.problem:
+        notes.append(f"git: {state.problem}")
+    if state.dirty:
+        notes.append(f"git: {len(state.dirty)} uncommitted change(s), e.g. {state.dirty[0][3:]}")
+    return verify_tree(
+        project.stack,
+        project.series,
+        project.anchors,
+        DirTree(checkout),
+        require_patched=False,
+        notes=notes,
+    )
