@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sgpatch.anchors import check_landing
 from sgpatch.checkout import CommitSpec, Git
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError
@@ -78,6 +79,10 @@ def classify_one(files: Files, patch: Patch) -> PatchState:
         ]
         if dups:
             return PatchState(patch.name, "conflict", f"would define {dups[0]} twice (Python keeps only the later one)")
+        for fp in patch.files:
+            wrong = [r for r in check_landing(patch, fp, forward.get(fp.path)) if not r.ok]
+            if wrong:
+                return PatchState(patch.name, "conflict", f"{fp.path}: {wrong[0].hunk}: {wrong[0].detail}")
         return PatchState(patch.name, "applicable", "applies at its exact lines")
     reverse = apply_patch(files, patch, reverse=True)
     if not isinstance(reverse, HunkFailure):

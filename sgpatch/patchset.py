@@ -193,7 +193,7 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
     try:
         parsed = unidiff.PatchSet(diff_text)
     except unidiff.UnidiffParseError as exc:
-        raise PatchError(f"{where}:{_bad_hunk_line(lines, start)}: malformed diff: {exc}") from None
+        raise PatchError(f"{where}:{_bad_hunk_line(lines, start)}: malformed diff: {str(exc).strip()}") from None
     files = [_file_patch(pf, where, offset) for pf in parsed]
     if not files:
         raise PatchError(f"{where}: the diff has no file sections")
