@@ -45,3 +45,18 @@ def snapshot(repo: Path) -> dict[str, str]:
         "files": h.hexdigest(),
         "refs": git(repo, "for-each-ref"),
     }
+
+
+def copy_project_with(dest: Path, replacements: dict[str, str]) -> Path:
+    """A copy of VERSIONS.toml and patches/ with text replacements in VERSIONS.toml."""
+    import shutil
+
+    repo = Path(__file__).resolve().parent.parent
+    dest.mkdir(parents=True, exist_ok=True)
+    text = (repo / "VERSIONS.toml").read_text()
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    (dest / "VERSIONS.toml").write_text(text)
+    shutil.copytree(repo / "patches", dest / "patches")
+    return dest

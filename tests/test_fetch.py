@@ -1,0 +1,82 @@
+"""fetch: the pinned sdist as a deterministic git checkout; git sources pinned by commit."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sgpatch.config import Config
+from sgpatch.errors import SourceError
+from sgpatch.source import create_pypi_checkout, fetch_artifact
+
+from .helpers import copy_project_with, git, json_out, run_cli
+
+
+def test_pypi_fetch_is_reproducible(tmp_path: Path, config: Config) -> None:
+    cfg = str(config.path)
+    one = json_out(run_cli("fetch", "--into", str(tmp_path / "a"), "--json", "--config", cfg))
+    two = json_out(run_cli("fetch", "--into", str(tmp_path / "b"), "--json", "--config", cfg))
+    assert one["commit"] == two["commit"] == config.stack(None).pypi_commit
+    assert one["created"] and two["created"]
+    a = tmp_path / "a"
+    assert git(a, "status", "--porcelain") == ""
+    assert git(a, "rev-parse", "v0.5.9^{commit}") == one["commit"]
+    assert git(a, "rev-parse", "HEAD:python/sglang/srt/models/kimi_k25.py").startswith("d8399a69")
+    assert git(a, "rev-parse", "HEAD:python/sglang/srt/models/deepseek_v2.py").startswith("1583dd78")
+    assert (a / "python/pyproject.toml").is_file()
+    assert not (a / "python/PKG-INFO").exists()
+    # Fetching into an existing checkout is a no-op that reports it.
+    again = json_out(run_cli("fetch", "--into", str(a), "--json", "--config", cfg))
+    assert again["created"] is False and again["commit"] == one["commit"]
+
+
+def test_tampered_sdist_is_refused_before_extraction(tmp_path: Path, config: Config) -> None:
+    stack = config.stack(None)
+    artifact = stack.source_artifact
+    assert artifact is not None
+    tampered = tmp_path / artifact.filename
+    data = bytearray(fetch_artifact(artifact, stack.sglang_version).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    tampered.write_bytes(bytes(data))
+    into = tmp_path / "checkout"
+    with pytest.raises(SourceError, match="sha256 mismatch") as err:
+        create_pypi_checkout(stack, tampered, into, artifact)
+    assert err.value.exit_code == 2
+    assert not into.exists()
+
+
+def test_git_source_at_the_pinned_commit(tmp_path: Path, template_checkout: Path) -> None:
+    # A local "upstream": tag v0.5.9 on a commit we pin in a copy of the project.
+    upstream = tmp_path / "upstream"
+    shutil.copytree(template_checkout, upstream, symlinks=True)
+    commit = git(upstream, "rev-parse", "HEAD")
+    project = copy_project_with(tmp_path / "proj", {'commit = "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"': f'commit = "{commit}"'})
+    result = run_cli("fetch", "--source", "git", "--url", str(upstream), "--into", str(tmp_path / "co"),
+                     "--json", "--config", str(project / "VERSIONS.toml"))
+    assert result.exit_code == 0, result.stderr
+    doc = json_out(result)
+    assert doc["commit"] == commit and doc["source"] == "git"
+    assert git(tmp_path / "co", "rev-parse", "HEAD") == commit
+
+
+def test_git_source_at_the_wrong_commit_is_refused(tmp_path: Path, template_checkout: Path, config: Config) -> None:
+    # The local repository's v0.5.9 is sgpatch's PyPI commit, not upstream's bbe9c7ee.
+    upstream = tmp_path / "upstream"
+    shutil.copytree(template_checkout, upstream, symlinks=True)
+    into = tmp_path / "co"
+    result = run_cli("fetch", "--source", "git", "--url", str(upstream), "--into", str(into),
+                     "--config", str(config.path))
+    assert result.exit_code == 2
+    assert "but 0.5.9-cu130 pins bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2" in result.stderr
+    assert not into.exists()
+
+
+@pytest.mark.parametrize("url", ["ext::sh -c touch% /tmp/pwned", "--upload-pack=touch /tmp/pwned"])
+def test_git_source_refuses_dangerous_urls(tmp_path: Path, config: Config, url: str) -> None:
+    result = run_cli("fetch", "--source", "git", "--url", url, "--into", str(tmp_path / "co"),
+                     "--config", str(config.path))
+    assert result.exit_code == 2
+    assert "refusing" in result.stderr
+    assert not (tmp_path / "co").exists()
