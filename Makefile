@@ -1,0 +1,42 @@
+# sgpatch: every target sets up what it needs (a venv in .venv with the project installed).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+SGPATCH := $(VENV)/bin/sgpatch
+STACK  ?=
+PYTEST_ARGS ?=
+
+.PHONY: help venv test lint patch wheel bench fuzz clean
+
+help:
+	@echo "make test    - run the test suite (creates .venv)"
+	@echo "make patch   - fetch pinned SGLang -> apply the series -> verify (default stack, or STACK=...)"
+	@echo "make wheel   - make patch, then build and verify the patched wheel into dist/"
+	@echo "make lint    - ruff and mypy --strict"
+	@echo "make bench   - benchmarks against their shell floors"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+test: venv
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check sgpatch tests bench
+	$(VENV)/bin/mypy
+
+patch: venv
+	$(SGPATCH) fetch $(STACK)
+	$(SGPATCH) apply $(STACK)
+	$(SGPATCH) verify $(STACK)
+	@echo "patched checkout: $$($(SGPATCH) stacks --json | $(PY) -c 'import json,sys; d=json.load(sys.stdin); print(".sgpatch/checkouts/" + ("$(STACK)" or d["default_stack"]))')"
+
+bench: venv
+	$(PY) bench/verify.py
+
+clean:
+	rm -rf .sgpatch dist build

@@ -1,0 +1,75 @@
+"""Cold `sgpatch verify` on the patched real 0.5.9 checkout vs the shell floor.
+
+The floor is what the user did by hand, made exhaustive: `git apply -R --check`
+for every patch plus one `sed -n A,Bp` per anchor, in one shell.  Both are run
+as fresh processes, median of N runs each, interleaved so machine noise hits
+both alike.  Prints the medians and the ratio; asserts nothing.
+
+    python bench/verify.py [--runs 15] [--checkout DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sgpatch.apply import apply_series  # noqa: E402
+from sgpatch.config import load_config  # noqa: E402
+from sgpatch.source import fetch  # noqa: E402
+from sgpatch.verify import load_project  # noqa: E402
+
+
+def _time(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[:3]} failed: {proc.stderr.decode()[-300:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--checkout", type=Path, help="a patched 0.5.9 checkout (default: make one in a temp dir)")
+    args = parser.parse_args()
+
+    config = load_config(REPO / "VERSIONS.toml")
+    project = load_project(config, None)
+    with tempfile.TemporaryDirectory() as tmp:
+        co = args.checkout
+        if co is None:
+            co = Path(tmp) / "checkout"
+            fetch(project.stack, co)
+            apply_series(project.stack, project.series, co)
+        patches = " ".join(shlex.quote(str(p.path)) for p in reversed(project.series.patches))
+        seds = "; ".join(
+            f"sed -n {a.start},{a.end}p {shlex.quote(a.file)} >/dev/null" for a in project.anchors if a.holds_in("patched")
+        )
+        floor = ["bash", "-c", f"set -e; for p in {patches}; do git apply -R --check \"$p\"; done; {seds}"]
+        sgpatch = shutil.which("sgpatch", path=str(Path(sys.executable).parent)) or "sgpatch"
+        ours = [sgpatch, "verify", "--checkout", str(co), "--config", str(config.path), "--json"]
+        floor_t, ours_t = [], []
+        for _ in range(args.runs):
+            floor_t.append(_time(floor, co))
+            ours_t.append(_time(ours, co))
+        f, o = statistics.median(floor_t), statistics.median(ours_t)
+        n_anchor = sum(a.holds_in("patched") for a in project.anchors)
+        print(f"checkout: patched 0.5.9 ({len(project.series.patches)} patches, {n_anchor} patched-phase anchors)")
+        print(f"floor  git apply -R --check x{len(project.series.patches)} + sed -n x{n_anchor}: median {f * 1000:.1f} ms")
+        print(f"sgpatch verify (cold process, anchors+blobs+landing): median {o * 1000:.1f} ms")
+        print(f"ratio sgpatch/floor: {o / f:.2f}x  (runs={args.runs})")
+
+
+if __name__ == "__main__":
+    main()
