@@ -54,9 +54,11 @@ def main() -> None:
             apply_series(project.stack, project.series, co)
         patches = " ".join(shlex.quote(str(p.path)) for p in reversed(project.series.patches))
         seds = "; ".join(
-            f"sed -n {a.start},{a.end}p {shlex.quote(a.file)} >/dev/null" for a in project.anchors if a.holds_in("patched")
+            f"sed -n {a.start},{a.end}p {shlex.quote(a.file)} >/dev/null"
+            for a in project.anchors
+            if a.holds_in("patched")
         )
-        floor = ["bash", "-c", f"set -e; for p in {patches}; do git apply -R --check \"$p\"; done; {seds}"]
+        floor = ["bash", "-c", f'set -e; for p in {patches}; do git apply -R --check "$p"; done; {seds}']
         sgpatch = shutil.which("sgpatch", path=str(Path(sys.executable).parent)) or "sgpatch"
         ours = [sgpatch, "verify", "--checkout", str(co), "--config", str(config.path), "--json"]
         floor_t, ours_t = [], []
@@ -66,7 +68,9 @@ def main() -> None:
         f, o = statistics.median(floor_t), statistics.median(ours_t)
         n_anchor = sum(a.holds_in("patched") for a in project.anchors)
         print(f"checkout: patched 0.5.9 ({len(project.series.patches)} patches, {n_anchor} patched-phase anchors)")
-        print(f"floor  git apply -R --check x{len(project.series.patches)} + sed -n x{n_anchor}: median {f * 1000:.1f} ms")
+        print(
+            f"floor  git apply -R --check x{len(project.series.patches)} + sed -n x{n_anchor}: median {f * 1000:.1f} ms"
+        )
         print(f"sgpatch verify (cold process, anchors+blobs+landing): median {o * 1000:.1f} ms")
         print(f"ratio sgpatch/floor: {o / f:.2f}x  (runs={args.runs})")
 

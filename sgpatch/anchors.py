@@ -158,7 +158,7 @@ def _anchor_line(text: str, where: tuple[Any, ...]) -> int:
     headers = [i for i, ln in enumerate(text.splitlines(), start=1) if ln.strip() == "[[anchor]]"]
     if where[0] >= len(headers):
         return 1
-    line = headers[where[0]]
+    line: int = headers[where[0]]
     if len(where) > 1:
         lines = text.splitlines()
         end = headers[where[0] + 1] if where[0] + 1 < len(headers) else len(lines) + 1

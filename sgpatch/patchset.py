@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import unidiff
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchedFile, PatchSet
 
 from sgpatch.errors import PatchError
 
@@ -178,8 +179,8 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise PatchError(f"{where}:{line}: not UTF-8") from None
+        bad_line = data[: exc.start].count(b"\n") + 1
+        raise PatchError(f"{where}:{bad_line}: not UTF-8") from None
     start = next((i for i, ln in enumerate(lines) if ln.startswith(b"diff --git ")), None)
     if start is None:
         raise PatchError(f"{where}: no 'diff --git' section", hint="patches are git-style unified diffs")
@@ -191,8 +192,8 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
     offset = start  # unidiff numbers lines from the first 'diff --git'
     diff_text = b"\n".join(lines[start:]).decode()
     try:
-        parsed = unidiff.PatchSet(diff_text)
-    except unidiff.UnidiffParseError as exc:
+        parsed = PatchSet(diff_text)
+    except UnidiffParseError as exc:
         raise PatchError(f"{where}:{_bad_hunk_line(lines, start)}: malformed diff: {str(exc).strip()}") from None
     files = [_file_patch(pf, where, offset) for pf in parsed]
     if not files:
@@ -235,8 +236,9 @@ def _bad_hunk_line(lines: Sequence[bytes], start: int) -> int:
     return last_header
 
 
-def _file_patch(pf: unidiff.PatchedFile, where: str, offset: int) -> FilePatch:
-    loc = f"{where}:{offset + pf.diff_line_no}" if getattr(pf, "diff_line_no", None) else where
+def _file_patch(pf: PatchedFile, where: str, offset: int) -> FilePatch:
+    diff_line = getattr(pf, "diff_line_no", None)
+    loc = f"{where}:{offset + diff_line}" if diff_line else where
     if pf.is_binary_file:
         raise PatchError(f"{loc}: binary patches are not supported")
     old_path = _strip_prefix(pf.source_file, "a/", loc)
@@ -256,7 +258,7 @@ def _file_patch(pf: unidiff.PatchedFile, where: str, offset: int) -> FilePatch:
     hunks = []
     for index, h in enumerate(pf, start=1):
         first = next(iter(h), None)
-        header_line = offset + (first.diff_line_no - 1 if first is not None else 0)
+        header_line = offset + ((first.diff_line_no or 1) - 1 if first is not None else 0)
         old: list[bytes] = []
         new: list[bytes] = []
         added: list[tuple[int, bytes]] = []
@@ -269,7 +271,7 @@ def _file_patch(pf: unidiff.PatchedFile, where: str, offset: int) -> FilePatch:
                 old.append(body)
             elif line.is_added:
                 new.append(body)
-                added.append((line.target_line_no, body))
+                added.append((line.target_line_no or h.target_start, body))
         header = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@" + (
             f" {h.section_header}" if h.section_header else ""
         )

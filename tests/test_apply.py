@@ -85,9 +85,7 @@ def _conflicting_project(tmp_path: Path) -> Path:
     return proj
 
 
-def test_conflict_in_second_patch_changes_nothing(
-    tmp_path: Path, pristine_checkout: Callable[[], Path]
-) -> None:
+def test_conflict_in_second_patch_changes_nothing(tmp_path: Path, pristine_checkout: Callable[[], Path]) -> None:
     proj = _conflicting_project(tmp_path)
     co = pristine_checkout()
     before = snapshot(co)
@@ -100,9 +98,7 @@ def test_conflict_in_second_patch_changes_nothing(
     assert snapshot(co) == before
 
 
-def test_dirty_checkout_is_refused_and_kept(
-    pristine_checkout: Callable[[], Path], project: Project
-) -> None:
+def test_dirty_checkout_is_refused_and_kept(pristine_checkout: Callable[[], Path], project: Project) -> None:
     co = pristine_checkout()
     target = co / DEEPSEEK
     target.write_bytes(target.read_bytes() + b"# my local experiment\n")
@@ -152,8 +148,10 @@ def _wrong_place_patch(data: bytes) -> tuple[bytes, int]:
     for cls in (n for n in module.body if isinstance(n, ast.ClassDef)):
         for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
             spans[(fn.lineno, fn.end_lineno)] = (fn.name, lines[fn.lineno - 1].decode().strip())
+
     def owner(line: int) -> tuple[str, str] | None:
         return next((v for (a, b), v in spans.items() if a < line <= b), None)
+
     seen: dict[tuple[bytes, ...], int] = {}
     for i in range(len(lines) - 6):
         window = tuple(lines[i : i + 6])

@@ -84,7 +84,7 @@ def test_schema_version_is_checked(tmp_path: Path) -> None:
 
 
 def test_cli_malformed_config_exit_2_one_line(tmp_path: Path) -> None:
-    path = _broken(tmp_path, "[stacks.\"0.5.9-cu128\".source]", "[stacks.\"0.5.9-cu128\".source")
+    path = _broken(tmp_path, '[stacks."0.5.9-cu128".source]', '[stacks."0.5.9-cu128".source')
     before = path.read_bytes()
     result = run_cli("stacks", "--config", str(path))
     assert result.exit_code == 2

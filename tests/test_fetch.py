@@ -52,9 +52,21 @@ def test_git_source_at_the_pinned_commit(tmp_path: Path, template_checkout: Path
     upstream = tmp_path / "upstream"
     shutil.copytree(template_checkout, upstream, symlinks=True)
     commit = git(upstream, "rev-parse", "HEAD")
-    project = copy_project_with(tmp_path / "proj", {'commit = "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"': f'commit = "{commit}"'})
-    result = run_cli("fetch", "--source", "git", "--url", str(upstream), "--into", str(tmp_path / "co"),
-                     "--json", "--config", str(project / "VERSIONS.toml"))
+    project = copy_project_with(
+        tmp_path / "proj", {'commit = "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"': f'commit = "{commit}"'}
+    )
+    result = run_cli(
+        "fetch",
+        "--source",
+        "git",
+        "--url",
+        str(upstream),
+        "--into",
+        str(tmp_path / "co"),
+        "--json",
+        "--config",
+        str(project / "VERSIONS.toml"),
+    )
     assert result.exit_code == 0, result.stderr
     doc = json_out(result)
     assert doc["commit"] == commit and doc["source"] == "git"
@@ -66,8 +78,9 @@ def test_git_source_at_the_wrong_commit_is_refused(tmp_path: Path, template_chec
     upstream = tmp_path / "upstream"
     shutil.copytree(template_checkout, upstream, symlinks=True)
     into = tmp_path / "co"
-    result = run_cli("fetch", "--source", "git", "--url", str(upstream), "--into", str(into),
-                     "--config", str(config.path))
+    result = run_cli(
+        "fetch", "--source", "git", "--url", str(upstream), "--into", str(into), "--config", str(config.path)
+    )
     assert result.exit_code == 2
     assert "but 0.5.9-cu130 pins bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2" in result.stderr
     assert not into.exists()
@@ -75,8 +88,9 @@ def test_git_source_at_the_wrong_commit_is_refused(tmp_path: Path, template_chec
 
 @pytest.mark.parametrize("url", ["ext::sh -c touch% /tmp/pwned", "--upload-pack=touch /tmp/pwned"])
 def test_git_source_refuses_dangerous_urls(tmp_path: Path, config: Config, url: str) -> None:
-    result = run_cli("fetch", "--source", "git", "--url", url, "--into", str(tmp_path / "co"),
-                     "--config", str(config.path))
+    result = run_cli(
+        "fetch", "--source", "git", "--url", url, "--into", str(tmp_path / "co"), "--config", str(config.path)
+    )
     assert result.exit_code == 2
     assert "refusing" in result.stderr
     assert not (tmp_path / "co").exists()

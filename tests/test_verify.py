@@ -57,9 +57,7 @@ def test_shifted_file_reports_moved_anchor(pristine_checkout: Callable[[], Path]
     assert "moved" in human.stdout and "2966-2979" in human.stdout
 
 
-def test_hand_applied_wrong_place_patch_fails_landing(
-    tmp_path: Path, pristine_checkout: Callable[[], Path]
-) -> None:
+def test_hand_applied_wrong_place_patch_fails_landing(tmp_path: Path, pristine_checkout: Callable[[], Path]) -> None:
     """`git apply` puts exact context in the wrong function; verify's landing check sees it."""
     co = pristine_checkout()
     body, added_line = _wrong_place_patch((co / DEEPSEEK).read_bytes())
