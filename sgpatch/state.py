@@ -103,7 +103,10 @@ def _compare_series(g: Git, chain: list[str], series: Series) -> str | None:
         if name != patch.name:
             return f"commit {commit[:12]} carries {name}, but position {i + 1} of the series is {patch.name}"
         if sha != patch.sha256:
-            return f"commit {commit[:12]} carries {name} at sha256 {str(sha)[:12]}, but the patch file is now {patch.sha256[:12]}"
+            return (
+                f"commit {commit[:12]} carries {name} at sha256 {str(sha)[:12]}, "
+                f"but the patch file is now {patch.sha256[:12]}"
+            )
     if chain and len(chain) != len(series.patches):
         return f"only {len(chain)} of {len(series.patches)} patches are applied"
     return None

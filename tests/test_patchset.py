@@ -89,7 +89,7 @@ def _series_dir(tmp_path: Path) -> Path:
 def test_patch_file_missing_from_series(tmp_path: Path) -> None:
     d = _series_dir(tmp_path)
     (d / "0003-extra.patch").write_bytes(P0002.read_bytes())
-    with pytest.raises(PatchError, match="0003-extra.patch: patch file is not listed"):
+    with pytest.raises(PatchError, match=r"0003-extra\.patch: patch file is not listed"):
         read_series(d)
 
 

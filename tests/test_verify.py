@@ -60,7 +60,7 @@ def test_shifted_file_reports_moved_anchor(pristine_checkout: Callable[[], Path]
 def test_hand_applied_wrong_place_patch_fails_landing(tmp_path: Path, pristine_checkout: Callable[[], Path]) -> None:
     """`git apply` puts exact context in the wrong function; verify's landing check sees it."""
     co = pristine_checkout()
-    body, added_line = _wrong_place_patch((co / DEEPSEEK).read_bytes())
+    body, _ = _wrong_place_patch((co / DEEPSEEK).read_bytes())
     header = b"Description: test\nOrigin: test\nUpstream-Status: Pending\n---\n"
     proj = copy_project_with(tmp_path / "proj", {})
     (proj / "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch").write_bytes(header + body)
