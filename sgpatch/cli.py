@@ -231,6 +231,15 @@ def _resolve_file(tree: Any, file: str, known: list[str]) -> str:
     raise Bad(f"{file}: no such file in {tree.label}")
 
 
+# Commands of other areas register themselves on ``app`` when their module is imported.
+for _area in ("cli_build", "cli_deployed", "cli_port", "cli_interface"):
+    try:
+        __import__(f"sgpatch.{_area}")
+    except ModuleNotFoundError as _exc:  # an area not yet written
+        if _exc.name != f"sgpatch.{_area}":
+            raise
+
+
 def main() -> None:
     """Console entry point."""
     try:
