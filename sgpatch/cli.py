@@ -169,19 +169,55 @@ def apply(
 def verify(
     stack: StackArg = None,
     checkout: CheckoutOpt = None,
+    wheel: Annotated[Path | None, typer.Option("--wheel", help="a built wheel to check")] = None,
+    installed: Annotated[bool, typer.Option("--installed", help="the sglang installed for --python")] = False,
+    ssh: Annotated[str | None, typer.Option("--ssh", metavar="[USER@]HOST", help="a serving host, over ssh")] = None,
+    python: Annotated[str | None, typer.Option("--python", help="interpreter whose sglang to check")] = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Check anchors, file blobs, patch states and hunk landing on a target."""
+    """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel or install."""
+    from sgpatch.errors import SgpatchError as Bad
     from sgpatch.report import dumps, render_verify
     from sgpatch.verify import load_project, verify_checkout
 
+    targets = [t for t in (checkout is not None, wheel is not None, installed, ssh is not None) if t]
+    if len(targets) > 1:
+        raise Bad("give one target: --checkout, --wheel, --installed or --ssh")
+    if python is not None and not (installed or ssh):
+        raise Bad("--python goes with --installed or --ssh")
     cfg = _config(config)
     project = load_project(cfg, stack)
-    report = verify_checkout(project, _checkout(cfg, project.stack, checkout))
-    typer.echo(dumps(report.as_dict()) if json_out else render_verify(report))
+    report: Any
+    if wheel is not None:
+        from sgpatch.wheel import check_wheel
+
+        report = check_wheel(project.stack, project.series, wheel)
+    elif installed:
+        from sgpatch.deployed import verify_installed
+
+        report = verify_installed(project, python=python)
+    elif ssh is not None:
+        from sgpatch.deployed import verify_ssh
+
+        report = verify_ssh(project, ssh, python=python)
+    else:
+        report = verify_checkout(project, _checkout(cfg, project.stack, checkout))
+    if json_out:
+        typer.echo(dumps(report.as_dict()))
+    else:
+        typer.echo(render_verify(report) if hasattr(report, "anchors") else _render_any(report))
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _render_any(report: Any) -> str:
+    from sgpatch import report as rendering
+
+    render = getattr(rendering, f"render_{type(report).__name__.lower()}", None)
+    if render is not None:
+        return str(render(report))
+    return rendering.dumps(report.as_dict())
 
 
 @app.command()
