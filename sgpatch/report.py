@@ -8,6 +8,7 @@ from typing import Any
 
 from sgpatch.apply import ApplyResult, PatchState
 from sgpatch.config import Config
+from sgpatch.interface import InterfaceReport
 from sgpatch.verify import VerifyReport
 
 SCHEMA_VERSION = 1
@@ -123,3 +124,43 @@ def render_stacks(config: Config) -> str:
         for s in config.stacks.values()
     ]
     return "\n".join(_table(rows, ("  stack", "sglang", "cuda", "commit", "series")))
+
+
+def render_interface(report: InterfaceReport) -> str:
+    """Gaps first (what the user needs), then what was derived from where."""
+    lines = [f"interface  {report.algorithm} on {report.tree}"]
+    chain = " -> ".join(c.name for c in report.target.chain)
+    lines.append(f"target     {chain}" + "".join(f" (external base {b})" for b in report.target.external_bases))
+    for d in report.target.delegates:
+        lines.append(
+            f"delegate   self.{d.attr} = {d.written} ({d.resolved.name if d.resolved else 'outside the tree'})"
+        )
+    if report.draft is not None:
+        lines.append(f"draft      {' -> '.join(c.name for c in report.draft.chain)}")
+    lines.append("")
+    rows = []
+    for req in report.requirements:
+        sites = ", ".join(f"{s.path.rsplit('/', 1)[-1]}:{s.line}" for s in req.call_sites[:3])
+        more = f" +{len(req.call_sites) - 3}" if len(req.call_sites) > 3 else ""
+        provided = req.provided_by.class_name if req.provided_by else "MISSING"
+        rows.append((req.role, req.name, "optional" if req.optional else "required", provided, sites + more))
+    lines.extend(_table(rows, ("role", "name", "need", "provided by", "called at")))
+    lines.extend(f"note: {n}" for n in report.notes)
+    for s in report.stale:
+        lines.append(f"stale: declared {s.role} name {s.name} has no {report.algorithm} call site")
+    lines.append("")
+    if report.ok:
+        lines.append(f"check-interface: ok ({len(report.requirements)} names, no gaps)")
+        return "\n".join(lines)
+    total = len(report.gaps) + len(report.delegation_gaps)
+    lines.append(f"check-interface: {total} gap(s) - each would be one AttributeError at model load")
+    for gap in report.gaps:
+        sites = ", ".join(f"{s.path}:{s.line}" for s in gap.call_sites)
+        lines.append(f"  - {gap.role} {gap.class_name} lacks {gap.name}: called at {sites}")
+        lines.append(f"    fix: {gap.fix}")
+    for dg in report.delegation_gaps:
+        lines.append(
+            f"  - {dg.role} {dg.name} forwards to self.{dg.attr}.{dg.missing} ({dg.forward_at}),"
+            f" but {dg.delegate} has no {dg.missing}"
+        )
+    return "\n".join(lines)

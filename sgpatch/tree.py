@@ -85,16 +85,23 @@ class DirTree:
 
 
 class ZipTree:
-    """Files inside a wheel; ``python/`` paths map to the wheel's top level."""
+    """Files inside a wheel; ``python/`` paths map to the wheel's top level.
+
+    The archive stays open for the view's lifetime: the interface check reads
+    a few hundred members, and reopening the zip for each costs seconds.
+    """
 
     def __init__(self, wheel: Path) -> None:
         self.wheel = wheel
-        with zipfile.ZipFile(wheel) as zf:
-            self._names = {i.filename for i in zf.infolist() if not i.is_dir()}
+        self._zip = zipfile.ZipFile(wheel)
+        self._names = {i.filename for i in self._zip.infolist() if not i.is_dir()}
 
     @property
     def label(self) -> str:
         return f"wheel {self.wheel.name}"
+
+    def close(self) -> None:
+        self._zip.close()
 
     def read(self, path: str) -> bytes | None:
         rel = str(_check_relative(path))
@@ -103,8 +110,7 @@ class ZipTree:
         name = rel[len(PYTHON_PREFIX) :]
         if name not in self._names:
             return None
-        with zipfile.ZipFile(self.wheel) as zf:
-            return zf.read(name)
+        return self._zip.read(name)
 
     def list(self, prefix: str) -> list[str]:
         rel = str(_check_relative(prefix.rstrip("/")))

@@ -60,6 +60,7 @@ class VerifyReport:
     landing: tuple[LandingResult, ...]
     notes: tuple[str, ...] = ()
     failures: tuple[str, ...] = field(default=())
+    interface: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -89,6 +90,7 @@ class VerifyReport:
             "landing": [
                 {"patch": r.patch, "file": r.path, "hunk": r.hunk, "ok": r.ok, "detail": r.detail} for r in self.landing
             ],
+            "interface": self.interface,
             "notes": list(self.notes),
             "failures": list(self.failures),
         }
@@ -182,6 +184,22 @@ def verify_tree(
         if not f.ok
     )
     failures.extend(f"{r.patch} {r.path} {r.hunk}: {r.detail}" for r in landing if not r.ok)
+    notes = list(notes)
+    interface = None
+    if stack.interface is not None:
+        from sgpatch.interface import check_interface, interface_of
+
+        found = check_interface(tree, **interface_of(stack.interface))
+        interface = found.as_dict()
+        gaps = [f"{g.role} {g.class_name} lacks {g.name}" for g in found.gaps]
+        gaps += [
+            f"{d.role} {d.name} forwards to {d.delegate}.{d.missing}, which does not exist"
+            for d in found.delegation_gaps
+        ]
+        if phase == "pristine" and not require_patched:
+            notes.extend(f"interface gap the series must close: {g}" for g in gaps)
+        else:
+            failures.extend(f"interface gap ({found.algorithm}): {g}" for g in gaps)
     return VerifyReport(
         stack=stack.name,
         target=tree.label,
@@ -192,6 +210,7 @@ def verify_tree(
         landing=tuple(landing),
         notes=tuple(notes),
         failures=tuple(failures),
+        interface=interface,
     )
 
 

@@ -1,0 +1,54 @@
+"""``sgpatch check-interface``: every EAGLE-3 gap at once, statically, before any model loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sgpatch.cli import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, app, handled
+
+
+@app.command("check-interface")
+@handled
+def check_interface_cmd(
+    stack: StackArg = None,
+    checkout: CheckoutOpt = None,
+    wheel: Annotated[Path | None, typer.Option("--wheel", help="a built wheel to check")] = None,
+    installed: Annotated[bool, typer.Option("--installed", help="the sglang installed for --python")] = False,
+    python: Annotated[str | None, typer.Option("--python", help="interpreter whose sglang to check")] = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Report every method the speculative-decoding path needs that the target (or draft) lacks."""
+    from sgpatch.errors import ConfigError
+    from sgpatch.errors import SgpatchError as Bad
+    from sgpatch.interface import check_interface, interface_of
+    from sgpatch.report import dumps, render_interface
+    from sgpatch.tree import DirTree, SourceTree, ZipTree
+
+    if sum((checkout is not None, wheel is not None, installed)) > 1:
+        raise Bad("give one target: --checkout, --wheel or --installed")
+    cfg = _config(config)
+    st = cfg.stack(stack)
+    if st.interface is None:
+        raise ConfigError(f"{cfg.path}: stack {st.name} declares no [interface] table (target class)")
+    tree: SourceTree
+    if wheel is not None:
+        if not wheel.is_file():
+            raise Bad(f"{wheel}: no such wheel")
+        tree = ZipTree(wheel)
+    elif installed:
+        from sgpatch.deployed import installed_tree
+
+        tree = installed_tree(python=python)
+    else:
+        root = _checkout(cfg, st, checkout)
+        if not root.is_dir():
+            raise Bad(f"{root}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
+        tree = DirTree(root)
+    report: Any = check_interface(tree, **interface_of(st.interface))
+    typer.echo(dumps(report.as_dict()) if json_out else render_interface(report))
+    if not report.ok:
+        raise typer.Exit(1)
