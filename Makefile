@@ -35,8 +35,14 @@ patch: venv
 	$(SGPATCH) verify $(STACK)
 	@echo "patched checkout: $$($(SGPATCH) stacks --json | $(PY) -c 'import json,sys; d=json.load(sys.stdin); print(".sgpatch/checkouts/" + ("$(STACK)" or d["default_stack"]))')"
 
+wheel: patch
+	@mkdir -p dist
+	$(SGPATCH) build $(STACK) --out dist --json > .sgpatch/build.json
+	$(SGPATCH) verify $(STACK) --wheel "$$($(PY) -c 'import json; print(json.load(open(".sgpatch/build.json"))["wheel"])')"
+
 bench: venv
 	$(PY) bench/verify.py
+	$(PY) bench/build.py
 
 clean:
 	rm -rf .sgpatch dist build

@@ -187,6 +187,10 @@ def verify(
     if python is not None and not (installed or ssh):
         raise Bad("--python goes with --installed or --ssh")
     cfg = _config(config)
+    if wheel is not None and stack is None:
+        from sgpatch.wheel import read_provenance
+
+        stack = (read_provenance(wheel) or {}).get("stack")  # a wheel names its own stack
     project = load_project(cfg, stack)
     report: Any
     if wheel is not None:
@@ -205,19 +209,14 @@ def verify(
         report = verify_checkout(project, _checkout(cfg, project.stack, checkout))
     if json_out:
         typer.echo(dumps(report.as_dict()))
+    elif wheel is not None:
+        from sgpatch.report import render_wheelreport
+
+        typer.echo(render_wheelreport(report))
     else:
-        typer.echo(render_verify(report) if hasattr(report, "anchors") else _render_any(report))
+        typer.echo(render_verify(report))
     if not report.ok:
         raise typer.Exit(1)
-
-
-def _render_any(report: Any) -> str:
-    from sgpatch import report as rendering
-
-    render = getattr(rendering, f"render_{type(report).__name__.lower()}", None)
-    if render is not None:
-        return str(render(report))
-    return rendering.dumps(report.as_dict())
 
 
 @app.command()
@@ -268,7 +267,7 @@ def _resolve_file(tree: Any, file: str, known: list[str]) -> str:
 
 
 # Commands of other areas register themselves on ``app`` when their module is imported.
-for _area in ("cli_build", "cli_deployed", "cli_port", "cli_interface"):
+for _area in ("cli_build", "cli_interface", "cli_deployed", "cli_port"):
     try:
         __import__(f"sgpatch.{_area}")
     except ModuleNotFoundError as _exc:  # an area not yet written

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sgpatch.apply import ApplyResult, PatchState
 from sgpatch.config import Config
 from sgpatch.interface import InterfaceReport
 from sgpatch.verify import VerifyReport
+
+if TYPE_CHECKING:
+    from sgpatch.wheel import BuildResult, WheelReport
 
 SCHEMA_VERSION = 1
 
@@ -164,3 +167,19 @@ def render_interface(report: InterfaceReport) -> str:
             f" but {dg.delegate} has no {dg.missing}"
         )
     return "\n".join(lines)
+
+
+def render_wheelreport(report: WheelReport) -> str:
+    """``verify --wheel``: the wheel's own checks, then verify's report on its files."""
+    lines = [f"stack   {report.stack}", f"wheel   {report.wheel}", f"version {report.version}", ""]
+    rows = [(c.name, "ok" if c.ok else "FAILED", c.detail) for c in report.checks]
+    lines.extend(_table(rows, ("check", "status", "detail")))
+    if report.verify is not None:
+        lines += ["", render_verify(report.verify)]
+    return "\n".join(lines)
+
+
+def render_build(result: BuildResult) -> str:
+    verb = "reused (inputs unchanged)" if result.cached else "built"
+    head = [f"build   {verb}: {result.wheel}", f"recipe  {result.recipe}"]
+    return "\n".join([*head, render_wheelreport(result.checks)])

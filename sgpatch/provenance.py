@@ -1,0 +1,242 @@
+"""What a patched wheel says about itself: its version, Requires-Dist and provenance.
+
+Pure functions on bytes and dataclasses.  The provenance document goes into the
+wheel's ``.dist-info/sgpatch.json``; it names the stack, the upstream commit,
+the source artifact, the series and each touched file's blob before and after,
+and nothing that depends on the machine or the directory it was built in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from sgpatch import __version__
+from sgpatch.config import Stack
+from sgpatch.errors import BuildError
+from sgpatch.patchset import Series
+
+PROVENANCE_NAME = "sgpatch.json"
+SCHEMA_VERSION = 1
+_REQUIRES = "Requires-Dist:"
+
+
+def wheel_version(stack: Stack, series: Series) -> str:
+    """The forced version of the patched wheel: ``0.5.9+cu130.<series-id>`` (PEP 440 normal form)."""
+    raw = f"{stack.sglang_version}+{stack.local_label}.{series.id}"
+    try:
+        return str(Version(raw))
+    except InvalidVersion as exc:
+        raise BuildError(f"{stack.name}: {raw!r} is not a valid version: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- Requires-Dist
+
+
+@dataclass(frozen=True, slots=True)
+class RequirementChange:
+    """One ``Requires-Dist`` line the stack's overrides rewrote."""
+
+    name: str
+    old: str
+    new: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "from": self.old, "to": self.new}
+
+
+def _override(original: Requirement, override: Requirement) -> Requirement:
+    """``override``'s specifier and URL with ``original``'s name, extras and marker (override's win if given)."""
+    merged = Requirement(str(override))
+    merged.name = original.name
+    merged.extras = set(override.extras) or set(original.extras)
+    if original.marker is not None and override.marker is not None:
+        merged.marker = Requirement(f"x; ({original.marker}) and ({override.marker})").marker
+    else:
+        merged.marker = override.marker or original.marker
+    return merged
+
+
+def _header_end(lines: Sequence[bytes]) -> int:
+    """Index of the blank line that ends the METADATA headers (or len(lines))."""
+    return next((i for i, line in enumerate(lines) if line in (b"\n", b"\r\n")), len(lines))
+
+
+def requires_dist(metadata: bytes) -> list[str]:
+    """The ``Requires-Dist`` values of a METADATA file, in order."""
+    lines = metadata.splitlines(keepends=True)
+    out = []
+    for line in lines[: _header_end(lines)]:
+        text = line.decode("utf-8").rstrip("\r\n")
+        if text.startswith(_REQUIRES):
+            out.append(text[len(_REQUIRES) :].strip())
+    return out
+
+
+def parse_overrides(stack: Stack) -> dict[str, Requirement]:
+    """The stack's overrides keyed by canonical project name; BuildError on a malformed one."""
+    parsed: dict[str, Requirement] = {}
+    for dist, text in stack.requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise BuildError(f"{stack.name}: requires.{dist}: {text!r} is not a requirement: {exc}") from exc
+        if canonicalize_name(req.name) != canonicalize_name(dist):
+            raise BuildError(f"{stack.name}: requires.{dist}: {text!r} names {req.name}, not {dist}")
+        parsed[canonicalize_name(dist)] = req
+    return parsed
+
+
+def rewrite_requires(metadata: bytes, stack: Stack) -> tuple[bytes, tuple[RequirementChange, ...]]:
+    """METADATA with the stack's ``Requires-Dist`` overrides applied; every other byte kept.
+
+    Each overridden line keeps its extras and environment marker (so an
+    ``extra == "x"`` requirement stays optional).  An override that matches no
+    line is an error: in a pinned stack it is a typo, not a new dependency.
+    """
+    overrides = parse_overrides(stack)
+    lines = metadata.splitlines(keepends=True)
+    end = _header_end(lines)
+    changes: list[RequirementChange] = []
+    used: set[str] = set()
+    for i, line in enumerate(lines[:end]):
+        text = line.decode("utf-8")
+        if not text.startswith(_REQUIRES):
+            continue
+        value = text[len(_REQUIRES) :].strip()
+        try:
+            original = Requirement(value)
+        except InvalidRequirement as exc:
+            raise BuildError(f"METADATA: Requires-Dist {value!r} does not parse: {exc}") from exc
+        key = canonicalize_name(original.name)
+        if key not in overrides:
+            continue
+        used.add(key)
+        new = str(_override(original, overrides[key]))
+        if new != value:
+            ending = text[len(text.rstrip("\r\n")) :]
+            lines[i] = f"{_REQUIRES} {new}{ending}".encode()
+            changes.append(RequirementChange(original.name, value, new))
+    unused = sorted(set(overrides) - used)
+    if unused:
+        raise BuildError(
+            f"{stack.name}: Requires-Dist override for {', '.join(unused)} matches no requirement of sglang "
+            f"{stack.sglang_version}",
+            hint="check the name in VERSIONS.toml [stacks.<name>.requires]",
+        )
+    return b"".join(lines), tuple(changes)
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+@dataclass(frozen=True, slots=True)
+class BuildInputs:
+    """Everything the wheel is made from; the cache key and the provenance both derive from it."""
+
+    stack: Stack
+    series: Series
+    version: str
+    phase: str  # "patched", or "pristine" for a deliberately unpatched build
+    base: str
+    head: str
+    tree: str
+    source_date_epoch: int
+    isolated: bool
+    before: tuple[tuple[str, str | None], ...]  # touched path -> blob id at the base
+    after: tuple[tuple[str, str | None], ...]  # touched path -> blob id at HEAD
+
+    @property
+    def source_kind(self) -> str:
+        return "pypi" if self.base == self.stack.pypi_commit and self.base != self.stack.commit else "git"
+
+
+def make_provenance(inputs: BuildInputs, changes: Sequence[RequirementChange]) -> dict[str, Any]:
+    """The provenance document: no paths, no clocks, nothing machine-specific."""
+    stack, series = inputs.stack, inputs.series
+    artifact = stack.source_artifact if inputs.source_kind == "pypi" else None
+    before = dict(inputs.before)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "sgpatch", "version": __version__},
+        "stack": stack.name,
+        "version": inputs.version,
+        "sglang_version": stack.sglang_version,
+        "cuda": stack.cuda,
+        "upstream": {"tag": stack.tag, "commit": stack.commit},
+        "source": {
+            "kind": inputs.source_kind,
+            "base_commit": inputs.base,
+            "artifact": None if artifact is None else {"filename": artifact.filename, "sha256": artifact.sha256},
+        },
+        "checkout": {"head": inputs.head, "tree": inputs.tree, "phase": inputs.phase},
+        "series": {
+            "id": series.id,
+            "patches": [{"name": p.name, "sha256": p.sha256} for p in series.patches],
+        },
+        "files": [{"path": path, "before": before.get(path), "after": after} for path, after in inputs.after],
+        "requires": [c.as_dict() for c in changes],
+        "build": {"source_date_epoch": inputs.source_date_epoch, "isolated": inputs.isolated},
+    }
+
+
+def dump_provenance(doc: Mapping[str, Any]) -> bytes:
+    """Canonical bytes: sorted keys, two-space indent, trailing newline."""
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+def parse_provenance(data: bytes) -> dict[str, Any]:
+    """The document, or ValueError saying why it is not one."""
+    doc = json.loads(data.decode("utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"schema_version {doc.get('schema_version')!r}, this sgpatch reads {SCHEMA_VERSION}")
+    return doc
+
+
+def provenance_problems(
+    doc: Mapping[str, Any], stack: Stack, series: Series, version: str, found: Mapping[str, str | None]
+) -> list[str]:
+    """How the document disagrees with the stack, the series and the blobs ``found`` in the wheel."""
+    problems: list[str] = []
+
+    def expect(label: str, got: Any, want: Any) -> None:
+        if got != want:
+            problems.append(f"{label} is {got!r}, expected {want!r}")
+
+    expect("stack", doc.get("stack"), stack.name)
+    expect("version", doc.get("version"), version)
+    upstream = doc.get("upstream") or {}
+    expect("upstream.tag", upstream.get("tag"), stack.tag)
+    expect("upstream.commit", upstream.get("commit"), stack.commit)
+    series_doc = doc.get("series") or {}
+    expect("series.id", series_doc.get("id"), series.id)
+    expect(
+        "series.patches",
+        series_doc.get("patches"),
+        [{"name": p.name, "sha256": p.sha256} for p in series.patches],
+    )
+    source = doc.get("source") or {}
+    if source.get("base_commit") not in {c for c in (stack.commit, stack.pypi_commit) if c}:
+        problems.append(f"source.base_commit {source.get('base_commit')!r} is not a pinned base of {stack.name}")
+    artifact = source.get("artifact")
+    if artifact is not None and stack.source_artifact is not None:
+        expect("source.artifact.sha256", artifact.get("sha256"), stack.source_artifact.sha256)
+    files = {f.get("path"): f for f in doc.get("files") or [] if isinstance(f, dict)}
+    for path in series.touched:
+        entry = files.get(path)
+        if entry is None:
+            problems.append(f"files: {path} is not listed")
+            continue
+        expect(f"files[{path}].after", entry.get("after"), found.get(path))
+        pinned = stack.pinned_file(path)
+        if pinned is not None:
+            expect(f"files[{path}].before", entry.get("before"), pinned.pristine)
+    return problems

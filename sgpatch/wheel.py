@@ -1,0 +1,766 @@
+"""Build the patched sglang wheel and check any wheel against its stack (SPEC §8, §7).
+
+``build_wheel``: refuse anything but a clean patched checkout; export HEAD as a
+fresh git work tree (a local clone sharing the checkout's objects: never the
+checkout itself, whose ``build/lib`` a second build would pack, and never
+``git archive``, whose missing ``.git`` hides package data from setuptools-scm);
+build it with PyPA ``build`` under a forced version and ``SOURCE_DATE_EPOCH``;
+rewrite ``Requires-Dist``, add the provenance, re-zip deterministically; check
+the result against upstream's published wheel and the checkout; write the
+install recipe beside it.  The same inputs reuse the previous wheel.
+
+``check_wheel``: everything that can be said about a wheel from its bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from sgpatch import __version__
+from sgpatch.anchors import check_anchors, load_anchors
+from sgpatch.checkout import Git
+from sgpatch.config import Config, Stack
+from sgpatch.errors import BuildError, CheckoutError, SgpatchError
+from sgpatch.patchset import Series
+from sgpatch.provenance import (
+    PROVENANCE_NAME,
+    BuildInputs,
+    dump_provenance,
+    make_provenance,
+    parse_overrides,
+    parse_provenance,
+    provenance_problems,
+    requires_dist,
+    rewrite_requires,
+    wheel_version,
+)
+from sgpatch.source import fetch_artifact, sha256_file
+from sgpatch.state import check_base_files, inspect, open_checkout
+from sgpatch.tree import PYTHON_PREFIX, ZipTree, git_blob_id
+from sgpatch.verify import VerifyReport, verify_tree
+
+Progress = Callable[[str], None]
+
+SCHEMA_VERSION = 1
+WHEEL_FORMAT = 1  # bump whenever post-processing changes a wheel's bytes: invalidates cached wheels
+DIST_NAME = "sglang"
+VERSION_FILE = "sglang/_version.py"  # setuptools-scm writes it; the only unpatched file that differs
+_ZIP_EPOCH_MIN = 315532800  # 1980-01-01, the earliest date a zip entry can carry
+_FILE_MODE = 0o100644
+_EXEC_MODE = 0o100755
+
+
+def _noop(_: str) -> None:
+    return None
+
+
+def wheel_filename(version: str) -> str:
+    return f"{DIST_NAME}-{version}-py3-none-any.whl"
+
+
+def recipe_filename(stack: Stack) -> str:
+    return f"requirements-{stack.name}.txt"
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class WheelCheck:
+    """One wheel-level check: its name, whether it passed, and what it found."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class WheelReport:
+    """Every check on one wheel, with verify's anchor/blob/patch report on its files."""
+
+    wheel: Path
+    stack: str
+    version: str
+    checks: tuple[WheelCheck, ...]
+    verify: VerifyReport | None
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks) and (self.verify is None or self.verify.ok)
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        out = [f"{c.name}: {c.detail}" for c in self.checks if not c.ok]
+        if self.verify is not None:
+            out.extend(f"verify: {f}" for f in self.verify.failures)
+        return tuple(out)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "wheel": str(self.wheel),
+            "stack": self.stack,
+            "version": self.version,
+            "ok": self.ok,
+            "checks": [c.as_dict() for c in self.checks],
+            "failures": list(self.failures),
+            "verify": None if self.verify is None else self.verify.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    """The built (or reused) wheel, its install recipe, and the checks run on it."""
+
+    wheel: Path
+    recipe: Path
+    version: str
+    cached: bool
+    checks: WheelReport
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "wheel": str(self.wheel),
+            "sha256": sha256_file(self.wheel),
+            "recipe": str(self.recipe),
+            "version": self.version,
+            "cached": self.cached,
+            "ok": self.checks.ok,
+            "checks": self.checks.as_dict(),
+        }
+
+
+# --------------------------------------------------------------------------- zip files
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    name: str
+    data: bytes
+    executable: bool
+
+
+def _read_zip(path: Path) -> list[_Entry]:
+    """The regular files of a zip, in archive order; BuildError if it is unreadable or unsafe."""
+    entries: list[_Entry] = []
+    seen: set[str] = set()
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if info.is_dir():
+                    continue
+                pure = PurePosixPath(info.filename)
+                if pure.is_absolute() or ".." in pure.parts or "\\" in info.filename:
+                    raise BuildError(f"{path}: member {info.filename!r} escapes the archive root")
+                if info.filename in seen:
+                    raise BuildError(f"{path}: member {info.filename!r} appears twice")
+                seen.add(info.filename)
+                mode = info.external_attr >> 16
+                entries.append(_Entry(info.filename, zf.read(info), bool(mode & 0o111)))
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise BuildError(f"{path}: not a readable wheel: {exc}") from exc
+    return entries
+
+
+def _record_hash(data: bytes) -> str:
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def _record(entries: Sequence[_Entry], record_name: str) -> bytes:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for e in entries:
+        writer.writerow((e.name, _record_hash(e.data), len(e.data)))
+    writer.writerow((record_name, "", ""))
+    return buf.getvalue().encode()
+
+
+def _write_wheel(dest: Path, entries: Sequence[_Entry], dist_info: str, epoch: int) -> None:
+    """A deterministic wheel: sorted entries (``.dist-info`` last, RECORD at the very end),
+    one fixed timestamp, fixed permissions, a fresh RECORD."""
+    record_name = f"{dist_info}/RECORD"
+    body = [e for e in entries if e.name != record_name]
+    body.sort(key=lambda e: (e.name.startswith(f"{dist_info}/"), e.name))
+    date_time = time.gmtime(max(epoch, _ZIP_EPOCH_MIN))[:6]
+    with zipfile.ZipFile(dest, "w") as zf:
+        for e in [*body, _Entry(record_name, _record(body, record_name), False)]:
+            info = zipfile.ZipInfo(e.name, date_time=date_time)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3  # unix: external_attr carries the mode
+            info.external_attr = (_EXEC_MODE if e.executable else _FILE_MODE) << 16
+            zf.writestr(info, e.data, compresslevel=6)
+
+
+# --------------------------------------------------------------------------- export and build
+
+
+def export_commit(checkout: Path, commit: str, into: Path) -> None:
+    """``commit`` as a fresh git work tree in ``into``: a local clone that shares the checkout's
+    objects, without its tags (nothing for setuptools-scm to mistake for the version), and
+    without the checkout's index, build output or untracked files.  The checkout is only read."""
+    g = Git(into)
+    g.run(
+        "clone",
+        "--quiet",
+        "--shared",
+        "--no-checkout",
+        "--no-tags",
+        "--config",
+        "core.autocrlf=false",
+        "--",
+        str(checkout.resolve()),
+        str(into),
+        cwd=into.parent,
+    )
+    g.run("checkout", "--quiet", "--detach", commit)
+
+
+def build_environment(version: str, epoch: int) -> dict[str, str]:
+    """The build's environment: the forced version and date; no inherited git or scm overrides."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "SETUPTOOLS_SCM_"))}
+    normalized = canonicalize_name(DIST_NAME).replace("-", "_").upper()
+    env.update(
+        {
+            f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{normalized}": version,
+            "SOURCE_DATE_EPOCH": str(epoch),
+            "PYTHONHASHSEED": "0",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+    )
+    return env
+
+
+def _last_line(stderr: bytes) -> str:
+    """The backend's last word: the line before build's generic 'Backend subprocess exited',
+    else build's own last ERROR line (with its indented details)."""
+    lines = [ln.rstrip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("TIP ")]
+    generic = [i for i, ln in enumerate(lines) if ln.startswith("ERROR Backend subprocess exited")]
+    if generic and generic[-1] > 0:
+        return lines[generic[-1] - 1].strip()
+    errors = [i for i, ln in enumerate(lines) if ln.startswith("ERROR ")]
+    if not errors:
+        return lines[-1].strip() if lines else "no output"
+    first = errors[-1]
+    detail = [ln.strip() for ln in lines[first + 1 :] if ln[:1] in (" ", "\t") and ":" not in ln.strip()[:7]]
+    text = lines[first][len("ERROR ") :].strip()
+    return f"{text} {', '.join(detail)}".strip() if detail else text
+
+
+def _run_build(src: Path, dist: Path, log: Path, env: Mapping[str, str], *, isolated: bool) -> None:
+    # -P and a neutral cwd: a ``build`` module in the source tree can never shadow PyPA build.
+    cmd = [sys.executable, "-P", "-m", "build", "--wheel", "--outdir", str(dist)]
+    if not isolated:
+        cmd.append("--no-isolation")
+    cmd.append(str(src))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        out.write(f"$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=dist.parent,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.PIPE,
+                check=False,
+            )
+        except OSError as exc:
+            raise BuildError(f"cannot run {sys.executable} -m build: {exc}") from exc
+        out.write(b"\n--- stderr ---\n" + proc.stderr)
+    if proc.returncode != 0:
+        needs = "" if isolated else "; without isolation the current environment needs sglang's build requirements"
+        raise BuildError(
+            f"building the wheel failed (python -m build exited {proc.returncode}): {_last_line(proc.stderr)}",
+            hint=f"the full build log is {log}{needs}",
+        )
+
+
+def _postprocess(built: Path, dest: Path, inputs: BuildInputs) -> None:
+    """Rewrite METADATA, add the provenance, re-zip deterministically with a fresh RECORD."""
+    entries = _read_zip(built)
+    dist_info = f"{DIST_NAME}-{inputs.version}.dist-info"
+    metadata_name = f"{dist_info}/METADATA"
+    by_name = {e.name: e for e in entries}
+    if metadata_name not in by_name:
+        raise BuildError(f"{built.name}: has no {metadata_name}")
+    metadata, changes = rewrite_requires(by_name[metadata_name].data, inputs.stack)
+    provenance = dump_provenance(make_provenance(inputs, changes))
+    out = [e for e in entries if e.name not in (metadata_name, f"{dist_info}/{PROVENANCE_NAME}")]
+    out += [_Entry(metadata_name, metadata, False), _Entry(f"{dist_info}/{PROVENANCE_NAME}", provenance, False)]
+    _write_wheel(dest, out, dist_info, inputs.source_date_epoch)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def cache_key(inputs: BuildInputs) -> str:
+    """The identity of a build: any change to what goes into the wheel changes it."""
+    stack = inputs.stack
+    doc = {
+        "format": WHEEL_FORMAT,
+        "sgpatch": __version__,
+        "stack": stack.name,
+        "version": inputs.version,
+        "upstream": [stack.tag, stack.commit],
+        "source": stack.source_artifact.sha256 if stack.source_artifact else None,
+        "base": inputs.base,
+        "head": inputs.head,
+        "tree": inputs.tree,
+        "phase": inputs.phase,
+        "series": [inputs.series.id, [[p.name, p.sha256] for p in inputs.series.patches]],
+        "requires": [list(r) for r in stack.requires],
+        "source_date_epoch": inputs.source_date_epoch,
+        "isolated": inputs.isolated,
+        "python": sys.executable if not inputs.isolated else None,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _cached_wheel(entry: Path, name: str) -> Path | None:
+    wheel, stamp = entry / name, entry / "sha256"
+    if not (wheel.is_file() and stamp.is_file()):
+        return None
+    if sha256_file(wheel) != stamp.read_text().strip():
+        shutil.rmtree(entry, ignore_errors=True)  # a damaged entry is never trusted
+        return None
+    return wheel
+
+
+def _copy_atomic(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _store(entry: Path, wheel: Path) -> None:
+    _copy_atomic(wheel, entry / wheel.name)
+    (entry / "sha256").write_text(sha256_file(wheel) + "\n")
+
+
+# --------------------------------------------------------------------------- recipe
+
+
+def install_recipe(stack: Stack, version: str) -> str:
+    """The requirements file that sets up a serving host with one ``pip install -r``."""
+    install = stack.install
+    lines = [
+        f"# sgpatch install recipe for {stack.name}: sglang {stack.sglang_version}, patched, on CUDA {stack.cuda}.",
+        f"# Install the wheel beside this file and the stack's pins: pip install -r {recipe_filename(stack)}",
+    ]
+    if install.note:
+        lines.append(f"# {install.note}")
+    if stack.requires:
+        baked = "; ".join(text for _, text in stack.requires)
+        lines.append(f"# Requires-Dist overrides baked into the wheel: {baked}")
+    else:
+        lines.append(f"# No Requires-Dist overrides: sglang {stack.sglang_version}'s own pins fit CUDA {stack.cuda}.")
+    if not install.extra_index_urls:
+        lines.append("# No extra index: every pin is on the default index.")
+    lines.append("")
+    lines.extend(f"--extra-index-url {url}" for url in install.extra_index_urls)
+    lines.append("# pip resolves a relative --find-links against this file's directory: the wheel beside it.")
+    lines.append("--find-links .")
+    lines.extend(install.pins)
+    lines.append(f"{DIST_NAME}=={version}")
+    return "\n".join(lines) + "\n"
+
+
+def _recipe_conflicts(stack: Stack, metadata: bytes) -> list[str]:
+    """Exact pins of the recipe that the wheel's unconditional Requires-Dist rules out."""
+    required: dict[str, list[Requirement]] = {}
+    for line in requires_dist(metadata):
+        req = Requirement(line)
+        if req.marker is None:
+            required.setdefault(canonicalize_name(req.name), []).append(req)
+    conflicts = []
+    for pin in stack.install.pins:
+        try:
+            p = Requirement(pin)
+        except InvalidRequirement:
+            conflicts.append(f"{pin!r} is not a requirement")
+            continue
+        exact = [s.version for s in p.specifier if s.operator in ("==", "===") and "*" not in s.version]
+        for req in required.get(canonicalize_name(p.name), []):
+            for v in exact:
+                if not req.specifier.contains(v, prereleases=True):
+                    conflicts.append(f"pin {pin} contradicts the wheel's Requires-Dist {req}")
+    return conflicts
+
+
+# --------------------------------------------------------------------------- build
+
+
+def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:
+    """The checkout's git, base, head and phase; CheckoutError unless clean and patched."""
+    g = open_checkout(checkout)
+    state = inspect(g, stack, series)
+    if state.dirty:
+        shown = ", ".join(e[3:] for e in state.dirty[:3]) + (" …" if len(state.dirty) > 3 else "")
+        raise CheckoutError(
+            f"{checkout}: the work tree has uncommitted changes ({len(state.dirty)}: {shown})",
+            hint="build exports the committed tree only; commit, stash or remove the changes first",
+        )
+    if state.phase == "other" or state.base is None:
+        raise CheckoutError(f"{checkout}: {state.problem}", hint="build needs the pinned base plus exactly the series")
+    if state.phase == "pristine" and series.patches and not allow_unpatched:
+        raise CheckoutError(
+            f"{checkout}: is pristine: the series of {stack.name} is not applied",
+            hint=f"run 'sgpatch apply {stack.name}' first",
+        )
+    check_base_files(g, stack, state.base)
+    return g, state.base, state.head, state.phase
+
+
+def _upstream_wheel(stack: Stack, progress: Progress) -> Path | None:
+    artifact = stack.artifact("wheel")
+    if artifact is None:
+        return None
+    return fetch_artifact(artifact, stack.sglang_version, progress=progress)
+
+
+def build_wheel(
+    config: Config,
+    stack: Stack,
+    series: Series,
+    checkout: Path,
+    out_dir: Path,
+    *,
+    isolated: bool = True,
+    progress: Progress | None = None,
+    allow_unpatched: bool = False,
+    cache_dir: Path | None = None,
+) -> BuildResult:
+    """Build (or reuse) the patched wheel of ``checkout`` into ``out_dir`` and check it.
+
+    ``isolated=False`` builds with the current environment's setuptools and
+    setuptools-scm (offline).  ``cache_dir`` defaults to ``.sgpatch/builds``
+    beside VERSIONS.toml.  The result's ``checks`` say whether the wheel passed.
+    """
+    say = progress or _noop
+    checkout = checkout.resolve()
+    out_dir = out_dir.resolve()
+    if out_dir == checkout or out_dir.is_relative_to(checkout):
+        raise BuildError(
+            f"{out_dir}: is inside the checkout {checkout}", hint="pass an --out directory outside the checkout"
+        )
+    g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
+    version = wheel_version(stack, series)
+    paths = series.touched
+    inputs = BuildInputs(
+        stack=stack,
+        series=series,
+        version=version,
+        phase=phase,
+        base=base,
+        head=head,
+        tree=g.tree_of(head),
+        source_date_epoch=int(g.commit_date(base).split()[0]),
+        isolated=isolated,
+        before=tuple((p, g.blob_id(base, p)) for p in paths),
+        after=tuple((p, g.blob_id(head, p)) for p in paths),
+    )
+    parse_overrides(stack)  # a malformed override fails before the build, not after it
+    key = cache_key(inputs)
+    cache = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
+    entry = cache / key[:24]
+    name = wheel_filename(version)
+    upstream = _upstream_wheel(stack, say)
+
+    cached = _cached_wheel(entry, name)
+    if cached is not None:
+        say(f"reusing the cached {name} (inputs unchanged)")
+    else:
+        with tempfile.TemporaryDirectory(prefix="sgpatch-build-") as tmp:
+            work = Path(tmp)
+            say(f"exporting {head[:12]} to a clean work tree")
+            export_commit(checkout, head, work / "src")
+            log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
+            say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
+            _run_build(
+                work / "src" / "python",
+                work / "dist",
+                log,
+                build_environment(version, inputs.source_date_epoch),
+                isolated=isolated,
+            )
+            built = sorted((work / "dist").glob("*.whl"))
+            if [b.name for b in built] != [name]:
+                found = ", ".join(b.name for b in built) or "nothing"
+                raise BuildError(
+                    f"the build produced {found}, expected {name}",
+                    hint=f"the version was not forced as expected; see {log}",
+                )
+            say("rewriting Requires-Dist, adding provenance, re-zipping deterministically")
+            final = work / "final" / name
+            final.parent.mkdir()
+            _postprocess(built[0], final, inputs)
+            _copy_atomic(final, out_dir / name)
+    wheel = out_dir / name
+    if cached is not None and (not wheel.is_file() or sha256_file(wheel) != sha256_file(cached)):
+        _copy_atomic(cached, wheel)
+
+    recipe = out_dir / recipe_filename(stack)
+    recipe.write_text(install_recipe(stack, version))
+    say(f"checking {name}")
+    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout)
+    if report.ok and cached is None:
+        _store(entry, wheel)
+    return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check(name: str, problems: Sequence[str], ok_detail: str, *, shown: int = 3) -> WheelCheck:
+    if problems:
+        more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+        return WheelCheck(name, False, "; ".join(problems[:shown]) + more)
+    return WheelCheck(name, True, ok_detail)
+
+
+def _check_name(wheel: Path, version: str, files: Mapping[str, bytes], dist_info: str) -> WheelCheck:
+    problems = []
+    expected = wheel_filename(version)
+    if wheel.name != expected:
+        problems.append(f"file name is {wheel.name}, expected {expected}")
+    try:
+        name, ver, _, tags = parse_wheel_filename(wheel.name)
+        if name != DIST_NAME or str(ver) != version or {str(t) for t in tags} != {"py3-none-any"}:
+            problems.append(f"file name says {name} {ver} {sorted(map(str, tags))}")
+    except InvalidWheelFilename as exc:
+        problems.append(str(exc))
+    metadata = files.get(f"{dist_info}/METADATA")
+    if metadata is None:
+        problems.append(f"no {dist_info}/METADATA")
+    else:
+        headers = dict(ln.split(": ", 1) for ln in metadata.decode("utf-8", "replace").splitlines()[:5] if ": " in ln)
+        if headers.get("Name") != DIST_NAME or headers.get("Version") != version:
+            problems.append(f"METADATA says {headers.get('Name')} {headers.get('Version')}")
+    version_py = files.get(VERSION_FILE)
+    if version_py is None:
+        problems.append(f"no {VERSION_FILE}")
+    elif f"version = '{version}'".encode() not in version_py and f'version = "{version}"'.encode() not in version_py:
+        problems.append(f"{VERSION_FILE} does not carry version {version}")
+    return _check("name", problems, f"{expected}; METADATA and {VERSION_FILE} agree")
+
+
+def _check_record(files: Mapping[str, bytes], dist_info: str) -> WheelCheck:
+    record_name = f"{dist_info}/RECORD"
+    data = files.get(record_name)
+    if data is None:
+        return WheelCheck("record", False, f"no {record_name}")
+    problems: list[str] = []
+    listed: dict[str, tuple[str, str]] = {}
+    for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
+        if not row:
+            continue
+        if len(row) != 3:
+            problems.append(f"malformed row {row!r}")
+            continue
+        if row[0] in listed:
+            problems.append(f"{row[0]} listed twice")
+        listed[row[0]] = (row[1], row[2])
+    for name, content in files.items():
+        if name == record_name:
+            continue
+        if name not in listed:
+            problems.append(f"{name} is not listed")
+            continue
+        digest, size = listed[name]
+        if digest != _record_hash(content):
+            problems.append(f"{name}: sha256 differs from RECORD")
+        elif size != str(len(content)):
+            problems.append(f"{name}: size {len(content)}, RECORD says {size}")
+    problems.extend(f"{name} is listed but not in the wheel" for name in listed if name not in files)
+    return _check("record", problems, f"{len(files) - 1} files match their RECORD sha256 and size")
+
+
+def _check_requires(stack: Stack, metadata: bytes | None, upstream_metadata: bytes | None) -> WheelCheck:
+    if metadata is None:
+        return WheelCheck("requires", False, "no METADATA")
+    found = requires_dist(metadata)
+    problems: list[str] = []
+    try:
+        overrides = parse_overrides(stack)
+    except SgpatchError as exc:
+        return WheelCheck("requires", False, exc.message)
+    for line in found:
+        req = Requirement(line)
+        want = overrides.get(canonicalize_name(req.name))
+        if want is not None and req.specifier != want.specifier:
+            problems.append(f"Requires-Dist {line} is not the stack's {want}")
+    for dist, _ in stack.requires:
+        if not any(canonicalize_name(Requirement(line).name) == canonicalize_name(dist) for line in found):
+            problems.append(f"no Requires-Dist for {dist}")
+    conflicts = _recipe_conflicts(stack, metadata)
+    problems.extend(f"install recipe: {c}" for c in conflicts)
+    kept = ""
+    if upstream_metadata is not None:
+        expected = requires_dist(rewrite_requires(upstream_metadata, stack)[0])
+        if found != expected:
+            diff = [f"{a!r} vs upstream {b!r}" for a, b in zip(found, expected, strict=False) if a != b]
+            problems.append(
+                f"Requires-Dist differs from upstream's beyond the overrides: "
+                f"{diff[0] if diff else f'{len(found)} vs {len(expected)} entries'}"
+            )
+        kept = f"; all {len(found)} Requires-Dist equal upstream's after the overrides"
+    done = ", ".join(text for _, text in stack.requires) or "none (upstream's pins kept)"
+    return _check("requires", problems, f"overrides: {done}{kept}")
+
+
+def _check_provenance(
+    stack: Stack, series: Series, version: str, files: Mapping[str, bytes], dist_info: str
+) -> WheelCheck:
+    data = files.get(f"{dist_info}/{PROVENANCE_NAME}")
+    if data is None:
+        return WheelCheck("provenance", False, f"no {dist_info}/{PROVENANCE_NAME}")
+    try:
+        doc = parse_provenance(data)
+    except ValueError as exc:
+        return WheelCheck("provenance", False, f"{PROVENANCE_NAME} is unreadable: {exc}")
+    found = {}
+    for path in series.touched:
+        content = files.get(path[len(PYTHON_PREFIX) :]) if path.startswith(PYTHON_PREFIX) else None
+        found[path] = git_blob_id(content) if content is not None else None
+    problems = provenance_problems(doc, stack, series, version, found)
+    phase = (doc.get("checkout") or {}).get("phase")
+    if phase != "patched" and series.patches:
+        problems.append(f"built from a {phase} checkout, not a patched one")
+    return _check("provenance", problems, f"stack {stack.name}, series {series.id}, {len(found)} file blobs match")
+
+
+def _check_upstream(
+    files: Mapping[str, bytes], upstream: Mapping[str, bytes], dist_info: str, series: Series
+) -> list[WheelCheck]:
+    def split(names: Mapping[str, bytes]) -> tuple[set[str], set[str]]:
+        inside = {n for n in names if n.split("/", 1)[0].endswith(".dist-info")}
+        return set(names) - inside, {n.split("/", 1)[1] for n in inside}
+
+    ours, our_meta = split(files)
+    theirs, their_meta = split(upstream)
+    problems = [f"stray {n}" for n in sorted(ours - theirs)] + [f"missing {n}" for n in sorted(theirs - ours)]
+    meta_extra = our_meta - their_meta - {PROVENANCE_NAME}
+    meta_missing = their_meta - our_meta
+    problems += [f"stray {dist_info}/{n}" for n in sorted(meta_extra)]
+    problems += [f"missing {dist_info}/{n}" for n in sorted(meta_missing)]
+    file_set = _check("file-set", problems, f"{len(ours)} files outside .dist-info, the same as upstream's wheel")
+
+    patched = {p[len(PYTHON_PREFIX) :] for p in series.touched if p.startswith(PYTHON_PREFIX)}
+    compared = sorted((ours & theirs) - patched - {VERSION_FILE})
+    differ = [f"{n} differs from upstream's" for n in compared if files[n] != upstream[n]]
+    same = _check(
+        "upstream-bytes",
+        differ,
+        f"{len(compared)} files byte-equal to upstream's (excepted: {len(patched)} patched, {VERSION_FILE})",
+    )
+    return [file_set, same]
+
+
+def _check_checkout(files: Mapping[str, bytes], checkout: Path, series: Series) -> WheelCheck:
+    g = Git(checkout)
+    head = g.head()
+    problems = []
+    for path in series.touched:
+        inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
+        ours = files.get(inner) if inner else None
+        theirs = g.read_blob("HEAD", path) if head else None
+        if ours != theirs:
+            problems.append(f"{path} is not byte-equal to the checkout's HEAD")
+    return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
+
+
+def check_wheel(
+    stack: Stack,
+    series: Series,
+    wheel: Path,
+    *,
+    upstream_wheel: Path | None = None,
+    checkout: Path | None = None,
+) -> WheelReport:
+    """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
+    patched anchors, verify's report on its files; with ``upstream_wheel`` the file set and
+    the unpatched bytes; with ``checkout`` the patched files' bytes."""
+    if not wheel.is_file():
+        raise BuildError(f"{wheel}: no such wheel file")
+    version = wheel_version(stack, series)
+    dist_info = f"{DIST_NAME}-{version}.dist-info"
+    try:
+        files = {e.name: e.data for e in _read_zip(wheel)}
+    except BuildError as exc:
+        return WheelReport(wheel, stack.name, version, (WheelCheck("zip", False, exc.message),), None)
+    upstream: dict[str, bytes] | None = None
+    upstream_metadata = None
+    if upstream_wheel is not None:
+        upstream = {e.name: e.data for e in _read_zip(upstream_wheel)}
+        upstream_metadata = next((d for n, d in upstream.items() if n.endswith(".dist-info/METADATA")), None)
+
+    checks = [
+        _check_name(wheel, version, files, dist_info),
+        _check_record(files, dist_info),
+        _check_requires(stack, files.get(f"{dist_info}/METADATA"), upstream_metadata),
+        _check_provenance(stack, series, version, files, dist_info),
+    ]
+    anchors = load_anchors(stack.series_dir / "anchors.toml")
+    tree = ZipTree(wheel)
+    patched = check_anchors(anchors, tree, "patched")
+    checks.append(
+        _check(
+            "anchors",
+            [
+                f"{r.anchor.id} {r.status} ({r.anchor.file}:{r.anchor.start}-{r.anchor.end})"
+                for r in patched
+                if not r.ok
+            ],
+            f"{len(patched)} patched-phase anchors hold",
+            shown=len(patched),
+        )
+    )
+    if upstream is not None:
+        checks.extend(_check_upstream(files, upstream, dist_info, series))
+    if checkout is not None:
+        checks.append(_check_checkout(files, checkout, series))
+    report = verify_tree(stack, series, anchors, tree, require_patched=True)
+    return WheelReport(wheel, stack.name, version, tuple(checks), report)
+
+
+def read_provenance(wheel: Path) -> dict[str, Any] | None:
+    """The provenance document inside ``wheel`` (e.g. to pick its stack), or None."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            name = next((n for n in zf.namelist() if n.endswith(f".dist-info/{PROVENANCE_NAME}")), None)
+            return parse_provenance(zf.read(name)) if name else None
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError):
+        return None

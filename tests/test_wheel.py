@@ -1,0 +1,526 @@
+"""build: the patched wheel from the real 0.5.9 source, checked against upstream's PyPI wheel.
+
+The slow tests share four real builds (module-scoped): cu130 from a patched
+checkout that also carries a higher tag, the same again from another directory
+and cache, cu128 from the first checkout, and cu130 from an unpatched checkout.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sgpatch.anchors import load_anchors
+from sgpatch.config import Config, Stack
+from sgpatch.errors import BuildError, CheckoutError
+from sgpatch.patchset import Series, read_series
+from sgpatch.provenance import BuildInputs, requires_dist, rewrite_requires, wheel_version
+from sgpatch.source import fetch_artifact
+from sgpatch.tree import ZipTree, site_packages_tree
+from sgpatch.verify import verify_tree
+from sgpatch.wheel import (
+    BuildResult,
+    _last_line,
+    build_wheel,
+    cache_key,
+    check_wheel,
+    install_recipe,
+    read_provenance,
+)
+
+from .helpers import git, snapshot
+
+CU130, CU128 = "0.5.9-cu130", "0.5.9-cu128"
+KIMI = "python/sglang/srt/models/kimi_k25.py"
+DEEPSEEK = "python/sglang/srt/models/deepseek_v2.py"
+EAGLE3_METHODS = {"set_eagle3_layers_to_capture", "get_embed_and_head", "set_embed_and_head"}
+UPSTREAM_FILES = 1936  # files of upstream's sglang-0.5.9-py3-none-any.whl outside .dist-info
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def series_of(stack: Stack) -> Series:
+    return read_series(stack.series_dir)
+
+
+def upstream_wheel(stack: Stack) -> Path:
+    artifact = stack.artifact("wheel")
+    assert artifact is not None
+    return fetch_artifact(artifact, stack.sglang_version)
+
+
+def upstream_metadata(stack: Stack) -> bytes:
+    with zipfile.ZipFile(upstream_wheel(stack)) as zf:
+        return zf.read("sglang-0.5.9.dist-info/METADATA")
+
+
+def copy_checkout(factory: pytest.TempPathFactory, source: Path, name: str) -> Path:
+    into = factory.mktemp(name) / "checkout"
+    shutil.copytree(source, into, symlinks=True)
+    return into
+
+
+# --------------------------------------------------------------------------- fast: pure parts
+
+
+def test_requires_override_cu130_keeps_every_other_pin(config: Config) -> None:
+    stack = config.stack(CU130)
+    before = upstream_metadata(stack)
+    after, changes = rewrite_requires(before, stack)
+    assert [(c.old, c.new) for c in changes] == [("cuda-python==12.9", "cuda-python<14,>=13.0")]
+    old, new = requires_dist(before), requires_dist(after)
+    assert len(old) == len(new) == 97
+    assert [o for o, n in zip(old, new, strict=True) if o != n] == ["cuda-python==12.9"]
+    assert "cuda-python<14,>=13.0" in new
+    # Nothing but that line changed: headers, order, description bytes.
+    assert after.replace(b"cuda-python<14,>=13.0", b"cuda-python==12.9") == before
+
+
+def test_requires_override_cu128_is_a_no_op(config: Config) -> None:
+    before = upstream_metadata(config.stack(CU128))
+    after, changes = rewrite_requires(before, config.stack(CU128))
+    assert after == before and changes == ()
+
+
+def test_requires_override_keeps_markers_and_extras(config: Config) -> None:
+    metadata = (
+        b"Metadata-Version: 2.4\nName: sglang\nVersion: 0.5.9\n"
+        b'Requires-Dist: torch[opt]==2.9.1; sys_platform == "linux"\n'
+        b'Requires-Dist: torch==2.9.1; extra == "test"\n'
+        b"Requires-Dist: numpy\n\nRequires-Dist: torch==1.0 (description text, not a header)\n"
+    )
+    stack = dataclasses.replace(config.stack(CU130), requires=(("torch", "torch>=2.10"),))
+    after, changes = rewrite_requires(metadata, stack)
+    assert requires_dist(after) == [
+        'torch[opt]>=2.10; sys_platform == "linux"',
+        'torch>=2.10; extra == "test"',
+        "numpy",
+    ]
+    assert len(changes) == 2
+    assert after.endswith(b"\n\nRequires-Dist: torch==1.0 (description text, not a header)\n")
+
+
+def test_requires_override_naming_no_requirement_is_an_error(config: Config) -> None:
+    stack = dataclasses.replace(config.stack(CU130), requires=(("cuda-pyhton", "cuda-pyhton>=13"),))
+    with pytest.raises(BuildError, match="cuda-pyhton matches no requirement") as info:
+        rewrite_requires(upstream_metadata(stack), stack)
+    assert info.value.exit_code == 2
+
+
+def test_wheel_version_is_forced_from_the_stack_and_series(config: Config) -> None:
+    stack = config.stack(CU130)
+    series = series_of(stack)
+    assert wheel_version(stack, series) == f"0.5.9+cu130.{series.id}"
+    assert wheel_version(config.stack(CU128), series) == f"0.5.9+cu128.{series.id}"
+
+
+def test_install_recipe_cu130_has_the_cuda13_indexes_and_pins(config: Config) -> None:
+    stack = config.stack(CU130)
+    text = install_recipe(stack, "0.5.9+cu130.abc")
+    lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    assert lines == [
+        "--extra-index-url https://download.pytorch.org/whl/cu130",
+        "--extra-index-url https://flashinfer.ai/whl/cu130",
+        "--find-links .",
+        *stack.install.pins,
+        "sglang==0.5.9+cu130.abc",
+    ]
+    assert "cuda-python>=13.0,<14" in lines
+
+
+def test_install_recipe_cu128_says_it_needs_no_overrides(config: Config) -> None:
+    text = install_recipe(config.stack(CU128), "0.5.9+cu128.abc")
+    assert "# No Requires-Dist overrides" in text
+    assert "--extra-index-url" not in text
+    assert "cuda-python==12.9" in text.splitlines()
+
+
+def _inputs(config: Config, **changes: object) -> BuildInputs:
+    stack = config.stack(CU130)
+    series = series_of(stack)
+    base = BuildInputs(
+        stack=stack,
+        series=series,
+        version=wheel_version(stack, series),
+        phase="patched",
+        base="b" * 40,
+        head="h" * 40,
+        tree="t" * 40,
+        source_date_epoch=1771834439,
+        isolated=True,
+        before=(),
+        after=(),
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_cache_key_changes_with_every_input(config: Config) -> None:
+    same = cache_key(_inputs(config))
+    assert cache_key(_inputs(config)) == same
+    other_series = dataclasses.replace(series_of(config.stack(CU130)), patches=())
+    variants = [
+        _inputs(config, head="x" * 40),
+        _inputs(config, tree="x" * 40),
+        _inputs(config, base="x" * 40),
+        _inputs(config, series=other_series),
+        _inputs(config, stack=config.stack(CU128)),
+        _inputs(config, stack=dataclasses.replace(config.stack(CU130), requires=())),
+        _inputs(config, isolated=False),
+        _inputs(config, phase="pristine"),
+        _inputs(config, source_date_epoch=1),
+    ]
+    keys = {cache_key(v) for v in variants}
+    assert same not in keys and len(keys) == len(variants)
+
+
+def test_last_line_names_the_backends_error() -> None:
+    backend = (
+        b"* Getting build dependencies for wheel...\nTraceback (most recent call last):\n"
+        b'  File "<string>", line 1, in <module>\nRuntimeError: boom backend\n'
+        b"TIP pass --env-dir and --sdist-extract-dir to keep the build environment\n"
+        b"ERROR Backend subprocess exited when trying to invoke get_requires_for_build_wheel\n"
+    )
+    assert _last_line(backend) == "RuntimeError: boom backend"
+    missing = (
+        b"* Getting build dependencies for wheel...\n"
+        b"ERROR Unmet dependencies (checked against /venv/bin/python):\n"
+        b"\tsetuptools-scm>=8.0\n\t\twanted: >=8.0\n\t\tfound: not installed\n"
+    )
+    assert _last_line(missing) == "Unmet dependencies (checked against /venv/bin/python): setuptools-scm>=8.0"
+
+
+# --------------------------------------------------------------------------- fast: refusals
+
+
+def test_build_refuses_a_pristine_checkout(
+    tmp_path: Path, config: Config, pristine_checkout: Callable[[], Path]
+) -> None:
+    stack = config.stack(CU130)
+    checkout = pristine_checkout()
+    with pytest.raises(CheckoutError, match="is pristine") as info:
+        build_wheel(config, stack, series_of(stack), checkout, tmp_path / "dist", cache_dir=tmp_path / "c")
+    assert info.value.exit_code == 2
+    assert not (tmp_path / "dist").exists()
+
+
+def test_build_refuses_a_dirty_checkout(tmp_path: Path, config: Config, patched_checkout: Callable[[], Path]) -> None:
+    stack = config.stack(CU130)
+    checkout = patched_checkout()
+    (checkout / "python" / "stray.txt").write_text("local change\n")
+    with pytest.raises(CheckoutError, match="uncommitted changes") as info:
+        build_wheel(config, stack, series_of(stack), checkout, tmp_path / "dist", cache_dir=tmp_path / "c")
+    assert info.value.exit_code == 2
+    assert (checkout / "python" / "stray.txt").read_text() == "local change\n"
+
+
+def test_build_refuses_an_output_inside_the_checkout(
+    tmp_path: Path, config: Config, patched_checkout: Callable[[], Path]
+) -> None:
+    stack = config.stack(CU130)
+    checkout = patched_checkout()
+    with pytest.raises(BuildError, match="inside the checkout"):
+        build_wheel(config, stack, series_of(stack), checkout, checkout / "dist", cache_dir=tmp_path / "c")
+    assert git(checkout, "status", "--porcelain") == ""
+
+
+def _has_build_backend() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("setuptools_scm", "wheel"))
+
+
+@pytest.mark.skipif(_has_build_backend(), reason="this environment can build sglang without isolation")
+def test_offline_build_without_the_backend_fails_in_one_line(
+    tmp_path: Path, config: Config, patched_checkout: Callable[[], Path], capfd: pytest.CaptureFixture[str]
+) -> None:
+    stack = config.stack(CU130)
+    checkout = patched_checkout()
+    with pytest.raises(BuildError) as info:
+        build_wheel(
+            config, stack, series_of(stack), checkout, tmp_path / "dist", isolated=False, cache_dir=tmp_path / "c"
+        )
+    err = info.value
+    assert err.exit_code == 2 and "\n" not in err.message
+    assert "Unmet dependencies" in err.message and "setuptools-scm>=8.0" in err.message
+    assert err.hint is not None and str(tmp_path / "c" / "logs") in err.hint
+    log = Path(err.hint.split("the full build log is ")[1].split(";")[0])
+    assert "Unmet dependencies" in log.read_text()
+    assert capfd.readouterr().out == ""  # the build's chatter never reaches stdout
+    assert git(checkout, "status", "--porcelain") == ""
+    assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_build_backend(), reason="needs setuptools-scm and wheel in this environment")
+def test_offline_build_uses_the_current_environment(
+    tmp_path: Path, config: Config, patched_checkout: Callable[[], Path], capfd: pytest.CaptureFixture[str]
+) -> None:
+    stack = config.stack(CU130)
+    series = series_of(stack)
+    result = build_wheel(
+        config, stack, series, patched_checkout(), tmp_path / "dist", isolated=False, cache_dir=tmp_path / "c"
+    )
+    assert result.checks.ok, result.checks.failures
+    assert result.wheel.name == f"sglang-0.5.9+cu130.{series.id}-py3-none-any.whl"
+    assert (read_provenance(result.wheel) or {})["build"]["isolated"] is False
+    assert capfd.readouterr().out == ""
+
+
+# --------------------------------------------------------------------------- slow: real builds
+
+
+@dataclasses.dataclass
+class Builds:
+    checkout: Path
+    cache: Path
+    before: dict[str, str]
+    cu130: BuildResult
+    cu130_seconds: float
+    again: BuildResult
+    cu128: BuildResult
+    unpatched: BuildResult
+
+
+@pytest.fixture(scope="module")
+def builds(
+    tmp_path_factory: pytest.TempPathFactory, config: Config, template_checkout: Path, template_patched: Path
+) -> Builds:
+    stack = config.stack(CU130)
+    series = series_of(stack)
+    checkout = copy_checkout(tmp_path_factory, template_patched, "wheel-patched")
+    # A higher tag on another branch: setuptools-scm alone would take it (it sorts tags, not HEAD's history).
+    head = git(checkout, "rev-parse", "HEAD")
+    side = git(
+        checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit-tree", "HEAD^{tree}", "-p", head, "-m", "x"
+    )
+    git(checkout, "branch", "release/0.5.10", side)
+    git(checkout, "tag", "v0.5.10", side)
+    before = snapshot(checkout)
+    cache = tmp_path_factory.mktemp("wheel-cache")
+    started = time.perf_counter()
+    cu130 = build_wheel(config, stack, series, checkout, tmp_path_factory.mktemp("dist-a"), cache_dir=cache)
+    seconds = time.perf_counter() - started
+    # Same inputs from another checkout copy, another output and another cache: a real second build.
+    other = copy_checkout(tmp_path_factory, template_patched, "wheel-patched-b")
+    again = build_wheel(
+        config, stack, series, other, tmp_path_factory.mktemp("dist-b"), cache_dir=tmp_path_factory.mktemp("cache-b")
+    )
+    cu128 = build_wheel(
+        config, config.stack(CU128), series, checkout, tmp_path_factory.mktemp("dist-cu128"), cache_dir=cache
+    )
+    pristine = copy_checkout(tmp_path_factory, template_checkout, "wheel-pristine")
+    unpatched = build_wheel(
+        config,
+        stack,
+        series,
+        pristine,
+        tmp_path_factory.mktemp("dist-unpatched"),
+        cache_dir=tmp_path_factory.mktemp("cache-unpatched"),
+        allow_unpatched=True,
+    )
+    return Builds(checkout, cache, before, cu130, seconds, again, cu128, unpatched)
+
+
+@pytest.mark.slow
+def test_wheel_name_is_forced_despite_a_higher_tag(builds: Builds, config: Config) -> None:
+    series_id = series_of(config.stack(CU130)).id
+    assert git(builds.checkout, "tag", "--list", "--sort=-version:refname", "v*.*.*").splitlines()[0] == "v0.5.10"
+    assert builds.cu130.wheel.name == f"sglang-0.5.9+cu130.{series_id}-py3-none-any.whl"
+    assert builds.cu130.version == f"0.5.9+cu130.{series_id}"
+    assert not builds.cu130.cached
+    tree = ZipTree(builds.cu130.wheel)
+    assert f"version = '0.5.9+cu130.{series_id}'".encode() in (tree.read("python/sglang/_version.py") or b"")
+
+
+@pytest.mark.slow
+def test_wheel_carries_the_patches_and_verifies(builds: Builds, config: Config) -> None:
+    result = builds.cu130
+    assert result.checks.ok, result.checks.failures
+    tree = ZipTree(result.wheel)
+    kimi = tree.read(KIMI)
+    assert kimi is not None
+    cls = next(
+        n for n in ast.parse(kimi).body if isinstance(n, ast.ClassDef) and n.name == "KimiK25ForConditionalGeneration"
+    )
+    methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    assert methods >= EAGLE3_METHODS
+    deepseek = tree.read(DEEPSEEK)
+    assert deepseek is not None
+    assert b"            if layer_ids and layer_ids[0] == 1:\n" in deepseek
+    assert b"                self.model.layers_to_capture = list(layer_ids)\n" in deepseek
+    # The anchor/blob/patch part is verify's own report on the wheel.
+    stack = config.stack(CU130)
+    series = series_of(stack)
+    report = verify_tree(stack, series, load_anchors(stack.series_dir / "anchors.toml"), tree, require_patched=True)
+    assert report.ok and report.phase == "patched"
+    assert {c.name for c in result.checks.checks} == {
+        "name",
+        "record",
+        "requires",
+        "provenance",
+        "anchors",
+        "file-set",
+        "upstream-bytes",
+        "checkout-bytes",
+    }
+    doc = result.checks.as_dict()
+    assert doc["ok"] is True and doc["verify"]["phase"] == "patched" and doc["failures"] == []
+
+
+@pytest.mark.slow
+def test_provenance_reads_back(builds: Builds, config: Config) -> None:
+    stack = config.stack(CU130)
+    series = series_of(stack)
+    doc = read_provenance(builds.cu130.wheel)
+    assert doc is not None
+    assert doc["stack"] == CU130 and doc["version"] == builds.cu130.version
+    assert doc["upstream"] == {"tag": "v0.5.9", "commit": stack.commit}
+    assert doc["source"]["kind"] == "pypi"
+    assert doc["source"]["base_commit"] == stack.pypi_commit
+    assert doc["source"]["artifact"]["sha256"] == stack.source_artifact.sha256  # type: ignore[union-attr]
+    assert doc["series"]["id"] == series.id
+    assert doc["series"]["patches"] == [{"name": p.name, "sha256": p.sha256} for p in series.patches]
+    assert {f["path"]: (f["before"], f["after"]) for f in doc["files"]} == {
+        f.path: (f.pristine, f.patched) for f in stack.files
+    }
+    assert doc["requires"] == [{"name": "cuda-python", "from": "cuda-python==12.9", "to": "cuda-python<14,>=13.0"}]
+    with zipfile.ZipFile(builds.cu130.wheel) as zf:
+        record = zf.read(f"sglang-{builds.cu130.version}.dist-info/RECORD").decode()
+    assert f"sglang-{builds.cu130.version}.dist-info/sgpatch.json,sha256=" in record
+
+
+@pytest.mark.slow
+def test_two_builds_are_byte_identical(builds: Builds) -> None:
+    assert builds.again.wheel.parent != builds.cu130.wheel.parent
+    assert not builds.again.cached
+    assert sha256(builds.again.wheel) == sha256(builds.cu130.wheel)
+
+
+@pytest.mark.slow
+def test_metadata_requires_per_stack(builds: Builds) -> None:
+    def cuda_python(result: BuildResult) -> list[str]:
+        with zipfile.ZipFile(result.wheel) as zf:
+            metadata = zf.read(f"sglang-{result.version}.dist-info/METADATA")
+        return [r for r in requires_dist(metadata) if r.startswith("cuda-python")]
+
+    assert cuda_python(builds.cu130) == ["cuda-python<14,>=13.0"]
+    assert cuda_python(builds.cu128) == ["cuda-python==12.9"]
+    assert builds.cu128.checks.ok, builds.cu128.checks.failures
+    assert builds.cu128.wheel.name.startswith("sglang-0.5.9+cu128.")
+
+
+@pytest.mark.slow
+def test_file_set_and_bytes_equal_upstreams_wheel(builds: Builds, config: Config) -> None:
+    stack = config.stack(CU130)
+    with zipfile.ZipFile(builds.cu130.wheel) as ours, zipfile.ZipFile(upstream_wheel(stack)) as theirs:
+        mine = {n for n in ours.namelist() if ".dist-info/" not in n}
+        upstream = {n for n in theirs.namelist() if ".dist-info/" not in n}
+        assert mine == upstream and len(mine) == UPSTREAM_FILES
+        differ = sorted(n for n in mine if ours.read(n) != theirs.read(n))
+    assert differ == ["sglang/_version.py", "sglang/srt/models/deepseek_v2.py", "sglang/srt/models/kimi_k25.py"]
+    checks = {c.name: c for c in builds.cu130.checks.checks}
+    assert checks["file-set"].ok and checks["upstream-bytes"].ok and checks["checkout-bytes"].ok
+    for path in (KIMI, DEEPSEEK):
+        assert ZipTree(builds.cu130.wheel).read(path) == (builds.checkout / path).read_bytes()
+
+
+@pytest.mark.slow
+def test_checkout_stays_clean(builds: Builds) -> None:
+    assert git(builds.checkout, "status", "--porcelain", "--untracked-files=all", "--ignored") == ""
+    assert snapshot(builds.checkout) == builds.before
+
+
+@pytest.mark.slow
+def test_unpatched_wheel_fails_naming_the_missing_anchors(builds: Builds, config: Config) -> None:
+    stack = config.stack(CU130)
+    series = series_of(stack)
+    report = check_wheel(stack, series, builds.unpatched.wheel)
+    assert not report.ok and not builds.unpatched.checks.ok
+    anchors = {c.name: c for c in report.checks}["anchors"]
+    assert not anchors.ok
+    missing = {a.id for a in load_anchors(stack.series_dir / "anchors.toml") if a.phase == "patched"}
+    assert len(missing) == 4
+    for anchor_id in missing:
+        assert anchor_id in anchors.detail
+    assert any("does not carry the series" in f for f in report.failures)
+    assert any(f.startswith("provenance: built from a pristine checkout") for f in report.failures)
+
+
+@pytest.mark.slow
+def test_tampered_wheel_fails(builds: Builds, config: Config, tmp_path: Path) -> None:
+    stack = config.stack(CU130)
+    tampered = tmp_path / builds.cu130.wheel.name
+    target = "sglang/srt/models/kimi_k25.py"
+    with zipfile.ZipFile(builds.cu130.wheel) as src, zipfile.ZipFile(tampered, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == target:
+                data = data.replace(b"get_embed_and_head", b"get_embed_and_heaD", 1)
+            dst.writestr(info, data)
+    report = check_wheel(stack, series_of(stack), tampered)
+    assert not report.ok
+    record = {c.name: c for c in report.checks}["record"]
+    assert not record.ok and f"{target}: sha256 differs from RECORD" in record.detail
+    # The untouched original still passes the same checks.
+    assert check_wheel(stack, series_of(stack), builds.cu130.wheel).ok
+
+
+@pytest.mark.slow
+def test_unchanged_inputs_reuse_the_wheel(builds: Builds, config: Config, tmp_path: Path) -> None:
+    stack = config.stack(CU130)
+    started = time.perf_counter()
+    again = build_wheel(config, stack, series_of(stack), builds.checkout, tmp_path / "dist", cache_dir=builds.cache)
+    cached_seconds = time.perf_counter() - started
+    assert again.cached and again.checks.ok
+    assert sha256(again.wheel) == sha256(builds.cu130.wheel)
+    assert again.recipe.read_text() == builds.cu130.recipe.read_text()
+    assert cached_seconds < builds.cu130_seconds / 2, (cached_seconds, builds.cu130_seconds)
+    # Any input change rebuilds: cu128 was built from the very same checkout and cache.
+    assert not builds.cu128.cached
+
+
+@pytest.mark.slow
+def test_wheel_installs_the_patched_files(builds: Builds, config: Config, tmp_path: Path) -> None:
+    stack = config.stack(CU130)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check"]
+    # Install the way the recipe does (--find-links . relative to the recipe file), without the CUDA pins.
+    host = tmp_path / "host"
+    host.mkdir()
+    shutil.copy2(builds.cu130.wheel, host)
+    kept = [ln for ln in builds.cu130.recipe.read_text().splitlines() if ln.startswith(("--find-links", "sglang=="))]
+    (host / "recipe.txt").write_text("\n".join(kept) + "\n")
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", "--no-compile", "-q", "-r", "host/recipe.txt"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    site = Path(purelib)
+    for path in (KIMI, DEEPSEEK):
+        installed = site / path.removeprefix("python/")
+        assert installed.read_bytes() == (builds.checkout / path).read_bytes()
+    assert (site / f"sglang-{builds.cu130.version}.dist-info" / "sgpatch.json").is_file()
+    series = series_of(stack)
+    anchors = load_anchors(stack.series_dir / "anchors.toml")
+    assert verify_tree(stack, series, anchors, site_packages_tree(site), require_patched=True).ok
