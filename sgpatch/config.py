@@ -81,6 +81,7 @@ class Stack:
     requires: tuple[tuple[str, str], ...]
     install: InstallRecipe
     interface: InterfaceSpec | None
+    build_requires: tuple[str, ...] = ()
 
     def artifact(self, kind: str) -> Artifact | None:
         return next((a for a in self.artifacts if a.kind == kind), None)
@@ -327,6 +328,12 @@ def _stack(name: str, r: _Reader, root: Path) -> Stack:
         )
         it.finish()
 
+    build_requires: tuple[str, ...] = ()
+    bt = r.table("build")
+    if bt is not None:
+        build_requires = bt.strings("requires")
+        bt.finish()
+
     interface = None
     itf = r.table("interface")
     if itf is not None:
@@ -355,6 +362,7 @@ def _stack(name: str, r: _Reader, root: Path) -> Stack:
         requires=tuple(requires),
         install=install,
         interface=interface,
+        build_requires=build_requires,
     )
 
 

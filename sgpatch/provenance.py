@@ -182,7 +182,11 @@ def make_provenance(inputs: BuildInputs, changes: Sequence[RequirementChange]) -
         },
         "files": [{"path": path, "before": before.get(path), "after": after} for path, after in inputs.after],
         "requires": [c.as_dict() for c in changes],
-        "build": {"source_date_epoch": inputs.source_date_epoch, "isolated": inputs.isolated},
+        "build": {
+            "source_date_epoch": inputs.source_date_epoch,
+            "isolated": inputs.isolated,
+            "requires": list(stack.build_requires) if inputs.isolated else None,
+        },
     }
 
 

@@ -337,6 +337,7 @@ def cache_key(inputs: BuildInputs) -> str:
         "requires": [list(r) for r in stack.requires],
         "source_date_epoch": inputs.source_date_epoch,
         "isolated": inputs.isolated,
+        "build_requires": list(stack.build_requires) if inputs.isolated else None,
         "python": sys.executable if not inputs.isolated else None,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
@@ -509,13 +510,14 @@ def build_wheel(
             export_commit(checkout, head, work / "src")
             log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
             say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
-            _run_build(
-                work / "src" / "python",
-                work / "dist",
-                log,
-                build_environment(version, inputs.source_date_epoch),
-                isolated=isolated,
-            )
+            env = build_environment(version, inputs.source_date_epoch)
+            if isolated and stack.build_requires:
+                # The isolated environment gets exactly the pinned backend, so a later
+                # setuptools cannot change the wheel (WHEEL's Generator line included).
+                constraints = work / "build-constraints.txt"
+                constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
+                env["PIP_CONSTRAINT"] = str(constraints)
+            _run_build(work / "src" / "python", work / "dist", log, env, isolated=isolated)
             built = sorted((work / "dist").glob("*.whl"))
             if [b.name for b in built] != [name]:
                 found = ", ".join(b.name for b in built) or "nothing"

@@ -398,7 +398,12 @@ def test_provenance_reads_back(builds: Builds, config: Config) -> None:
     assert doc["requires"] == [{"name": "cuda-python", "from": "cuda-python==12.9", "to": "cuda-python<14,>=13.0"}]
     with zipfile.ZipFile(builds.cu130.wheel) as zf:
         record = zf.read(f"sglang-{builds.cu130.version}.dist-info/RECORD").decode()
+        generator = zf.read(f"sglang-{builds.cu130.version}.dist-info/WHEEL").decode()
     assert f"sglang-{builds.cu130.version}.dist-info/sgpatch.json,sha256=" in record
+    # The isolated build used exactly the pinned backend (VERSIONS.toml [build] requires).
+    assert doc["build"]["requires"] == list(stack.build_requires)
+    pinned = next(r for r in stack.build_requires if r.startswith("setuptools=="))
+    assert f"Generator: setuptools ({pinned.split('==')[1]})" in generator
 
 
 @pytest.mark.slow
