@@ -151,6 +151,7 @@ class BuildInputs:
     isolated: bool
     before: tuple[tuple[str, str | None], ...]  # touched path -> blob id at the base
     after: tuple[tuple[str, str | None], ...]  # touched path -> blob id at HEAD
+    python: str = ""  # the interpreter that runs PyPA build (its environment matters without isolation)
 
     @property
     def source_kind(self) -> str:

@@ -270,9 +270,9 @@ def _last_line(stderr: bytes) -> str:
     return f"{text} {', '.join(detail)}".strip() if detail else text
 
 
-def _run_build(src: Path, dist: Path, log: Path, env: Mapping[str, str], *, isolated: bool) -> None:
+def _run_build(src: Path, dist: Path, log: Path, env: Mapping[str, str], *, isolated: bool, python: str) -> None:
     # -P and a neutral cwd: a ``build`` module in the source tree can never shadow PyPA build.
-    cmd = [sys.executable, "-P", "-m", "build", "--wheel", "--outdir", str(dist)]
+    cmd = [python, "-P", "-m", "build", "--wheel", "--outdir", str(dist)]
     if not isolated:
         cmd.append("--no-isolation")
     cmd.append(str(src))
@@ -291,7 +291,7 @@ def _run_build(src: Path, dist: Path, log: Path, env: Mapping[str, str], *, isol
                 check=False,
             )
         except OSError as exc:
-            raise BuildError(f"cannot run {sys.executable} -m build: {exc}") from exc
+            raise BuildError(f"cannot run {python} -m build: {exc}") from exc
         out.write(b"\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:
         needs = "" if isolated else "; without isolation the current environment needs sglang's build requirements"
@@ -338,7 +338,7 @@ def cache_key(inputs: BuildInputs) -> str:
         "source_date_epoch": inputs.source_date_epoch,
         "isolated": inputs.isolated,
         "build_requires": list(stack.build_requires) if inputs.isolated else None,
-        "python": sys.executable if not inputs.isolated else None,
+        "python": inputs.python if not inputs.isolated else None,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -463,11 +463,13 @@ def build_wheel(
     progress: Progress | None = None,
     allow_unpatched: bool = False,
     cache_dir: Path | None = None,
+    python: str | None = None,
 ) -> BuildResult:
     """Build (or reuse) the patched wheel of ``checkout`` into ``out_dir`` and check it.
 
     ``isolated=False`` builds with the current environment's setuptools and
-    setuptools-scm (offline).  ``cache_dir`` defaults to ``.sgpatch/builds``
+    setuptools-scm (offline); ``python`` is the interpreter whose environment that is
+    (default: this one).  ``cache_dir`` defaults to ``.sgpatch/builds``
     beside VERSIONS.toml.  The result's ``checks`` say whether the wheel passed.
     """
     say = progress or _noop
@@ -490,6 +492,7 @@ def build_wheel(
         tree=g.tree_of(head),
         source_date_epoch=int(g.commit_date(base).split()[0]),
         isolated=isolated,
+        python=python or sys.executable,
         before=tuple((p, g.blob_id(base, p)) for p in paths),
         after=tuple((p, g.blob_id(head, p)) for p in paths),
     )
@@ -517,7 +520,7 @@ def build_wheel(
                 constraints = work / "build-constraints.txt"
                 constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
                 env["PIP_CONSTRAINT"] = str(constraints)
-            _run_build(work / "src" / "python", work / "dist", log, env, isolated=isolated)
+            _run_build(work / "src" / "python", work / "dist", log, env, isolated=isolated, python=inputs.python)
             built = sorted((work / "dist").glob("*.whl"))
             if [b.name for b in built] != [name]:
                 found = ", ".join(b.name for b in built) or "nothing"

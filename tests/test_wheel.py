@@ -235,21 +235,47 @@ def test_build_refuses_an_output_inside_the_checkout(
     assert git(checkout, "status", "--porcelain") == ""
 
 
-def _has_build_backend() -> bool:
-    import importlib.util
+def _build_venv(root: Path, *requirements: str) -> str:
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    subprocess.run(
+        [str(root / "bin/python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
+        check=True,
+        capture_output=True,
+    )
+    return str(root / "bin/python")
 
-    return all(importlib.util.find_spec(m) is not None for m in ("setuptools_scm", "wheel"))
+
+@pytest.fixture(scope="module")
+def bare_build_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter with PyPA build but without sglang's build backend (setuptools-scm)."""
+    return _build_venv(tmp_path_factory.mktemp("bare-build") / "venv", "build")
 
 
-@pytest.mark.skipif(_has_build_backend(), reason="this environment can build sglang without isolation")
+@pytest.fixture(scope="module")
+def offline_build_python(tmp_path_factory: pytest.TempPathFactory, config: Config) -> str:
+    """An offline build host: PyPA build plus exactly the stack's pinned backend, installed beforehand."""
+    return _build_venv(tmp_path_factory.mktemp("offline-build") / "venv", "build", *config.stack(CU130).build_requires)
+
+
 def test_offline_build_without_the_backend_fails_in_one_line(
-    tmp_path: Path, config: Config, patched_checkout: Callable[[], Path], capfd: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    config: Config,
+    patched_checkout: Callable[[], Path],
+    capfd: pytest.CaptureFixture[str],
+    bare_build_python: str,
 ) -> None:
     stack = config.stack(CU130)
     checkout = patched_checkout()
     with pytest.raises(BuildError) as info:
         build_wheel(
-            config, stack, series_of(stack), checkout, tmp_path / "dist", isolated=False, cache_dir=tmp_path / "c"
+            config,
+            stack,
+            series_of(stack),
+            checkout,
+            tmp_path / "dist",
+            isolated=False,
+            cache_dir=tmp_path / "c",
+            python=bare_build_python,
         )
     err = info.value
     assert err.exit_code == 2 and "\n" not in err.message
@@ -263,14 +289,24 @@ def test_offline_build_without_the_backend_fails_in_one_line(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_build_backend(), reason="needs setuptools-scm and wheel in this environment")
 def test_offline_build_uses_the_current_environment(
-    tmp_path: Path, config: Config, patched_checkout: Callable[[], Path], capfd: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    config: Config,
+    patched_checkout: Callable[[], Path],
+    capfd: pytest.CaptureFixture[str],
+    offline_build_python: str,
 ) -> None:
     stack = config.stack(CU130)
     series = series_of(stack)
     result = build_wheel(
-        config, stack, series, patched_checkout(), tmp_path / "dist", isolated=False, cache_dir=tmp_path / "c"
+        config,
+        stack,
+        series,
+        patched_checkout(),
+        tmp_path / "dist",
+        isolated=False,
+        cache_dir=tmp_path / "c",
+        python=offline_build_python,
     )
     assert result.checks.ok, result.checks.failures
     assert result.wheel.name == f"sglang-0.5.9+cu130.{series.id}-py3-none-any.whl"
