@@ -61,17 +61,20 @@ def main() -> None:
         floor = ["bash", "-c", f'set -e; for p in {patches}; do git apply -R --check "$p"; done; {seds}']
         sgpatch = shutil.which("sgpatch", path=str(Path(sys.executable).parent)) or "sgpatch"
         ours = [sgpatch, "verify", "--checkout", str(co), "--config", str(config.path), "--json"]
-        floor_t, ours_t = [], []
+        iface = [sgpatch, "check-interface", "--checkout", str(co), "--config", str(config.path), "--json"]
+        floor_t, ours_t, iface_t = [], [], []
         for _ in range(args.runs):
             floor_t.append(_time(floor, co))
             ours_t.append(_time(ours, co))
-        f, o = statistics.median(floor_t), statistics.median(ours_t)
+            iface_t.append(_time(iface, co))
+        f, o, i = statistics.median(floor_t), statistics.median(ours_t), statistics.median(iface_t)
         n_anchor = sum(a.holds_in("patched") for a in project.anchors)
         print(f"checkout: patched 0.5.9 ({len(project.series.patches)} patches, {n_anchor} patched-phase anchors)")
         print(
             f"floor  git apply -R --check x{len(project.series.patches)} + sed -n x{n_anchor}: median {f * 1000:.1f} ms"
         )
-        print(f"sgpatch verify (cold process, anchors+blobs+landing): median {o * 1000:.1f} ms")
+        print(f"sgpatch verify (cold process; git state, anchors, blobs, landing, interface): median {o * 1000:.1f} ms")
+        print(f"  of which the EAGLE-3 interface check (sgpatch check-interface alone): median {i * 1000:.1f} ms")
         print(f"ratio sgpatch/floor: {o / f:.2f}x  (runs={args.runs})")
 
 

@@ -1,0 +1,255 @@
+"""The probe: a self-contained script run by the *target* interpreter, locally or over ssh.
+
+The checking side starts ``PYTHON -E -c BOOTSTRAP``, sends this file's source
+on stdin (after one line with its length), then one JSON request per line; the
+probe answers each with one line.  So one process (one ssh connection) serves
+the whole check, and only the files the checks actually read cross it.  It
+must stay standard-library only and run on any Python 3.8+.
+
+It never imports the distributions it inspects: each one is found through its
+installed metadata (``importlib.metadata``) and its package directory through
+``importlib.util.find_spec``, which locates a top-level package without
+executing it.  Every answer reports the watched modules in ``sys.modules``,
+so the checking side can prove that.
+
+Requests: ``inspect`` (versions, site-packages directory, import root, chosen
+files and ``.dist-info`` files, the names of the package's files, and the
+RECORD: its paths and every row whose file no longer has the recorded sha256,
+hashed here so that only mismatches travel) and ``read`` (files below an
+inspected package's import root).
+Answer lines start with ``MARK``: a login banner on stdout is skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+
+# ``python -c`` puts the working directory first on sys.path: drop it before any
+# other import, so a stray json.py in the remote home directory cannot take over.
+if __name__ == "__main__" and sys.path and sys.path[0] in ("", "."):
+    del sys.path[0]
+
+import base64
+import csv
+import hashlib
+import json
+import os
+import re
+from typing import IO, Any
+
+PROBE_VERSION = 1
+MARK = b"sgpatch-probe-answer "  # starts each answer line: anything else on stdout is noise
+ROOTS: dict[str, str | None] = {}  # inspected distribution -> the directory its package imports from
+WATCHED = ("sglang", "torch", "sgl_kernel", "flashinfer")  # must never be imported by the probe
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distributions(name: str) -> list[Any]:
+    """Every installed distribution called ``name``, in sys.path order (the first one wins)."""
+    import importlib.metadata as md
+
+    try:
+        found = list(md.distributions(name=name))  # type: ignore[call-arg, unused-ignore]
+    except TypeError:  # Python < 3.10: no name filter
+        found = [d for d in md.distributions() if _normalize(d.metadata["Name"] or "") == _normalize(name)]
+    return found
+
+
+def _dist_info_dir(dist: Any) -> str | None:
+    path = getattr(dist, "_path", None)  # PathDistribution's directory; no public accessor exists
+    return str(path) if path is not None else None
+
+
+def _package_root(package: str) -> str | None:
+    """The directory that holds ``package``'s directory, as the import system finds it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or [])
+    if locations:
+        return os.path.dirname(os.path.abspath(locations[0]))
+    if spec.origin:
+        return os.path.dirname(os.path.abspath(spec.origin))
+    return None
+
+
+def _sha256_row(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).digest()
+    except OSError:
+        return None
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def _record(dist: Any, location: str) -> dict[str, Any]:
+    text = dist.read_text("RECORD")
+    if text is None:
+        return {"present": False, "paths": [], "modified": [], "missing": [], "unhashed": 0}
+    paths: list[str] = []
+    modified: list[dict[str, str | None]] = []
+    missing: list[str] = []
+    unhashed = 0
+    for row in csv.reader(text.splitlines()):
+        if not row:
+            continue
+        path = row[0]
+        paths.append(path)
+        recorded = row[1] if len(row) > 1 else ""
+        if not recorded:
+            unhashed += 1
+            continue
+        full = os.path.normpath(os.path.join(location, path))
+        if not os.path.isfile(full):
+            missing.append(path)
+            continue
+        algorithm = recorded.split("=", 1)[0]
+        if algorithm != "sha256":
+            unhashed += 1
+            continue
+        found = _sha256_row(full)
+        if found != recorded:
+            modified.append({"path": path, "recorded": recorded, "found": found})
+    return {"present": True, "paths": paths, "modified": modified, "missing": missing, "unhashed": unhashed}
+
+
+def _read(root: str | None, rel: str) -> str | None:
+    if root is None:
+        return None
+    full = os.path.join(root, *rel.split("/"))
+    if os.path.islink(full) or not os.path.isfile(full):
+        return None
+    with open(full, "rb") as fh:
+        return base64.b64encode(fh.read()).decode("ascii")
+
+
+def inspect_dist(name: str, want: dict[str, Any]) -> dict[str, Any] | None:
+    """What ``want`` asks about distribution ``name``; None when it is not installed."""
+    dists = _distributions(name)
+    if not dists:
+        return None
+    dist = dists[0]
+    seen = {_dist_info_dir(dist)}
+    others = []
+    for d in dists[1:]:  # sys.path may list a directory twice
+        if _dist_info_dir(d) not in seen:
+            seen.add(_dist_info_dir(d))
+            others.append(d)
+    location = os.path.abspath(str(dist.locate_file("")))
+    package = want.get("package")
+    root = _package_root(package) if package else location
+    ROOTS[name] = root
+    out: dict[str, Any] = {
+        "name": dist.metadata["Name"],
+        "version": dist.version,
+        "location": location,
+        "dist_info": _dist_info_dir(dist),
+        "package_root": root,
+        "shadowed": [os.path.abspath(str(d.locate_file(""))) + f" ({d.version})" for d in others],
+        "files": {rel: _read(root, rel) for rel in want.get("files", [])},
+        "meta": {m: dist.read_text(m) for m in want.get("meta", [])},
+    }
+    if want.get("record"):
+        out["record"] = _record(dist, location)
+    if want.get("tree") and package:
+        out["tree"] = _walk(root, package)
+    return out
+
+
+def _safe(rel: str) -> str:
+    parts = rel.split("/")
+    if rel.startswith("/") or ".." in parts or "\\" in rel:
+        raise ValueError(f"not a relative path: {rel!r}")
+    return rel
+
+
+def _walk(root: str | None, rel: str) -> list[str]:
+    """The regular files below ``rel`` (``__pycache__`` skipped), sorted, relative to ``root``."""
+    names: list[str] = []
+    if root is None:
+        return names
+    top = os.path.join(root, *rel.split("/"))
+    for here, dirs, entries in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for f in entries:
+            full = os.path.join(here, f)
+            if os.path.isfile(full) and not os.path.islink(full):
+                names.append(os.path.relpath(full, root).replace(os.sep, "/"))
+    return sorted(names)
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """The answer to one request: ``inspect`` distributions, ``read`` or ``list`` below one's package root."""
+    op = request.get("op")
+    if op == "inspect":
+        return {
+            "python": {
+                "executable": sys.executable,
+                "version": sys.version.split()[0],
+                "prefix": sys.prefix,
+                "environment": environment(),
+            },
+            "dists": {name: inspect_dist(name, want) for name, want in request["dists"].items()},
+        }
+    if op == "read":
+        name = request["dist"]
+        if name not in ROOTS:
+            raise ValueError(f"{name} was not inspected")
+        return {"files": {rel: _read(ROOTS[name], _safe(rel)) for rel in request["files"]}}
+    raise ValueError(f"unknown request {op!r}")
+
+
+def _full_version(info: Any) -> str:
+    version = f"{info.major}.{info.minor}.{info.micro}"
+    if info.releaselevel != "final":
+        version += info.releaselevel[0] + str(info.serial)
+    return version
+
+
+def environment() -> dict[str, str]:
+    """The PEP 508 marker environment of this interpreter (as ``packaging`` computes it)."""
+    import platform
+
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": _full_version(sys.implementation.version),
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "platform_python_implementation": platform.python_implementation(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
+def serve(stdin: IO[bytes], stdout: IO[bytes]) -> int:
+    """Answer one JSON request per line until ``bye`` or end of input; each answer is one marked line."""
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            if request.get("op") == "bye":
+                break
+            doc = answer(request)
+        except Exception as exc:  # reported to the checking side, which raises a clear error
+            doc = {"error": f"{type(exc).__name__}: {exc}"}
+        doc["imported"] = sorted(m for m in sys.modules if m.split(".")[0] in WATCHED)
+        stdout.write(MARK + json.dumps(doc).encode() + b"\n")
+        stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.stdin.buffer, sys.stdout.buffer))

@@ -1,0 +1,361 @@
+"""Run the probe (``sgpatch/probe.py``) in a target interpreter: here, or on a host over ssh.
+
+The same probe and the same requests serve both: locally the interpreter runs
+``-E -c BOOTSTRAP`` and reads the probe from stdin; remotely the system ``ssh``
+client (so ``~/.ssh/config``, agents and jump hosts work as they do for the
+user) runs the same command on the host, in batch mode (never a password
+prompt) with a short connect timeout.  One process, one connection, for as
+many requests as the check needs.
+
+``SGPATCH_SSH_CONFIG=FILE`` makes sgpatch call ``ssh -F FILE`` instead of
+reading ``~/.ssh/config`` (tests use it for a throwaway key and known_hosts).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sgpatch import probe
+from sgpatch.errors import EnvironmentFailure, SgpatchError
+
+SSH_CONFIG_ENV = "SGPATCH_SSH_CONFIG"
+CONNECT_TIMEOUT = 5  # seconds: an unreachable host fails fast
+ANSWER_TIMEOUT = 300  # seconds: the whole probe, connection included
+DEFAULT_REMOTE_PYTHON = "python3"
+PYTHON_FLAGS = ("-E", "-c")  # ignore PYTHON* variables; the bootstrap reads the probe from stdin
+
+_UNREACHABLE = (
+    "could not resolve hostname",
+    "connection refused",
+    "connection timed out",
+    "timed out during banner exchange",
+    "operation timed out",
+    "no route to host",
+    "network is unreachable",
+    "connection closed by",
+    "connection reset",
+)
+_AUTH = ("permission denied", "too many authentication failures", "no supported authentication methods")
+_HOST_KEY = ("host key verification failed", "remote host identification has changed")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An interpreter to probe: ``python`` on this machine, or on ``host`` over ssh."""
+
+    python: str
+    host: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.python} on {self.host}" if self.host else self.python
+
+
+def target_for(*, python: str | None, host: str | None) -> Target:
+    """The target of ``--python``/``--ssh``: the current interpreter, or ``python3`` on the host."""
+    if host is not None:
+        if not host or host.startswith("-") or any(c.isspace() for c in host):
+            raise SgpatchError(f"{host!r} is not a host: give [USER@]HOST or a Host alias of ~/.ssh/config")
+        return Target(python or DEFAULT_REMOTE_PYTHON, host)
+    return Target(python or sys.executable)
+
+
+# --------------------------------------------------------------------------- the answer
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCheck:
+    """A distribution's RECORD against its files on the target, hashed there."""
+
+    present: bool
+    paths: tuple[str, ...]
+    modified: tuple[str, ...]  # rows whose file no longer has the recorded sha256
+    missing: tuple[str, ...]  # rows whose file is gone
+    unhashed: int  # rows without a hash (RECORD itself, .pyc files, INSTALLER, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledDist:
+    """One installed distribution as the probe found it."""
+
+    name: str
+    version: str
+    location: str  # the site-packages directory holding its .dist-info
+    dist_info: str | None
+    package_root: str | None  # where its package imports from (differs for editable installs)
+    shadowed: tuple[str, ...]  # other installs of the same name later on sys.path
+    files: Mapping[str, bytes | None]  # requested files, relative to package_root
+    meta: Mapping[str, str | None]  # requested .dist-info files
+    record: RecordCheck | None
+    tree: tuple[str, ...] | None = None  # every file of the package, relative to package_root, if asked
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """The probe's answer: the interpreter and the requested distributions (None: not installed)."""
+
+    target: Target
+    executable: str
+    python_version: str
+    environment: Mapping[str, str]  # PEP 508 marker environment of the target
+    dists: Mapping[str, InstalledDist | None]
+    imported: tuple[str, ...]  # watched modules in the probe's sys.modules (must be empty)
+
+
+def _dist(doc: Mapping[str, Any]) -> InstalledDist:
+    record = doc.get("record")
+    return InstalledDist(
+        name=str(doc["name"]),
+        version=str(doc["version"]),
+        location=str(doc["location"]),
+        dist_info=doc.get("dist_info"),
+        package_root=doc.get("package_root"),
+        shadowed=tuple(doc.get("shadowed") or ()),
+        files={k: (base64.b64decode(v) if v is not None else None) for k, v in (doc.get("files") or {}).items()},
+        meta=dict(doc.get("meta") or {}),
+        record=None
+        if record is None
+        else RecordCheck(
+            present=bool(record["present"]),
+            paths=tuple(record["paths"]),
+            modified=tuple(m["path"] for m in record["modified"]),
+            missing=tuple(record["missing"]),
+            unhashed=int(record["unhashed"]),
+        ),
+        tree=tuple(doc["tree"]) if doc.get("tree") is not None else None,
+    )
+
+
+# --------------------------------------------------------------------------- running it
+
+
+BOOTSTRAP = "import sys;exec(compile(sys.stdin.buffer.read(int(sys.stdin.buffer.readline())),'sgpatch-probe','exec'))"
+
+
+def ssh_command(target: Target) -> list[str]:
+    """The ssh invocation: batch mode, fast connect timeout, the probe's interpreter on the host."""
+    assert target.host is not None
+    cmd = ["ssh"]
+    config = os.environ.get(SSH_CONFIG_ENV)
+    if config:
+        cmd += ["-F", config]
+    cmd += [
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={CONNECT_TIMEOUT}",
+        "-o",
+        "ServerAliveInterval=10",
+        "-o",
+        "ServerAliveCountMax=3",
+        "-T",
+        "--",
+        target.host,
+        " ".join(shlex.quote(a) for a in (target.python, *PYTHON_FLAGS, BOOTSTRAP)),
+    ]
+    return cmd
+
+
+def command_for(target: Target) -> list[str]:
+    """The command that starts the probe for ``target``: the interpreter itself, or ssh running it."""
+    return ssh_command(target) if target.host else [target.python, *PYTHON_FLAGS, BOOTSTRAP]
+
+
+def _lines(stderr: bytes) -> list[str]:
+    return [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+
+
+def _first(lines: Sequence[str], needles: Sequence[str]) -> str | None:
+    return next((ln for ln in lines if any(n in ln.lower() for n in needles)), None)
+
+
+def _ssh_failure(target: Target, stderr: bytes) -> EnvironmentFailure:
+    """ssh's own failure (exit 255) as one clear error."""
+    host = target.host
+    lines = _lines(stderr)
+    if (line := _first(lines, _UNREACHABLE)) is not None:
+        return EnvironmentFailure(
+            f"cannot reach {host} over ssh: {line}",
+            hint=f"check the host name, port and network (ssh -v {host} true); "
+            f"sgpatch waits {CONNECT_TIMEOUT}s for a connection",
+        )
+    if (line := _first(lines, _HOST_KEY)) is not None:
+        return EnvironmentFailure(
+            f"ssh {host}: {line}",
+            hint=f"sgpatch never accepts a host key: connect once with 'ssh {host}' to check and accept it",
+        )
+    if (line := _first(lines, _AUTH)) is not None:
+        return EnvironmentFailure(
+            f"ssh {host}: authentication failed: {line}",
+            hint="sgpatch runs ssh in batch mode, without password prompts: "
+            "use a key (ssh-agent, or IdentityFile in ~/.ssh/config)",
+        )
+    detail = lines[-1] if lines else "no message"
+    return EnvironmentFailure(f"ssh {host} failed: {detail}", hint=f"try 'ssh -v {host} true' to see why")
+
+
+def _failure(target: Target, code: int | None, stderr: bytes) -> EnvironmentFailure:
+    """Why the probe process ended without an answer."""
+    if target.host and code == 255:
+        return _ssh_failure(target, stderr)
+    lines = _lines(stderr)
+    detail = lines[-1] if lines else f"exit status {code}"
+    if target.host and code in (126, 127):
+        what = "no interpreter" if code == 127 else "cannot run the interpreter"
+        return EnvironmentFailure(
+            f"{target.host}: {what} {target.python} ({detail})",
+            hint="pass --python with the serving environment's interpreter, e.g. --python /opt/sglang/bin/python",
+        )
+    return EnvironmentFailure(
+        f"the probe failed under {target.label} (exit {code}): {detail}",
+        hint="the probe needs Python 3.8 or newer on the target",
+    )
+
+
+class ProbeSession:
+    """One running probe (one process, one ssh connection) answering requests until closed.
+
+    Use as a context manager.  Every failure of the transport, and a probe that
+    does not answer within ``timeout`` seconds in all, is an EnvironmentFailure.
+    """
+
+    def __init__(self, target: Target, *, timeout: float = ANSWER_TIMEOUT) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.imported: tuple[str, ...] = ()  # watched modules the probe's process had loaded at its last answer
+        self.requests = 0  # answered requests: the round trips of this session
+        self._timed_out = threading.Event()
+        cmd = command_for(target)
+        try:
+            self._proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/"
+            )
+        except FileNotFoundError as exc:
+            if target.host:
+                raise EnvironmentFailure(
+                    "no ssh client on this machine", hint="install OpenSSH's client (ssh)"
+                ) from exc
+            raise EnvironmentFailure(
+                f"{target.python}: no such interpreter",
+                hint="give --python the path of an existing python (e.g. /opt/sglang/bin/python)",
+            ) from exc
+        except PermissionError as exc:
+            raise EnvironmentFailure(f"{cmd[0]}: cannot run it: {exc.strerror}") from exc
+        self._stderr: list[bytes] = []
+        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
+        self._drain.start()
+        self._watchdog = threading.Timer(timeout, self._expire)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+        source = Path(probe.__file__).read_bytes()
+        self._send(b"%d\n" % len(source) + source)
+
+    def _read_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        for chunk in iter(lambda: self._proc.stderr.read(65536), b""):  # type: ignore[union-attr]
+            self._stderr.append(chunk)
+
+    def _expire(self) -> None:
+        self._timed_out.set()
+        self._proc.kill()
+
+    def _dead(self) -> EnvironmentFailure:
+        """The error for a probe that stopped answering."""
+        if self._timed_out.is_set():
+            return EnvironmentFailure(f"{self.target.label}: no answer within {self.timeout:.0f}s")
+        try:
+            code = self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            code = None
+        self._drain.join(timeout=5)
+        return _failure(self.target, code, b"".join(self._stderr))
+
+    def _send(self, data: bytes) -> None:
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(data)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the process is gone: the next read says why
+
+    def ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Send one request and return the probe's answer."""
+        self._send(json.dumps(request).encode() + b"\n")
+        assert self._proc.stdout is not None
+        while True:
+            line = self._proc.stdout.readline()
+            if not line:
+                raise self._dead()
+            if line.startswith(probe.MARK):
+                break  # anything else is noise (a login banner, a chatty sitecustomize)
+        doc: dict[str, Any] = json.loads(line[len(probe.MARK) :])
+        self.requests += 1
+        self.imported = tuple(doc.pop("imported", ()))
+        if doc.get("error"):
+            raise EnvironmentFailure(
+                f"{self.target.label}: the probe failed: {doc['error']}",
+                hint="the probe needs Python 3.8 or newer on the target",
+            )
+        return doc
+
+    def inspect(self, dists: Mapping[str, Mapping[str, Any]]) -> ProbeResult:
+        """Inspect the named distributions (see ``probe.inspect_dist`` for what each may ask)."""
+        doc = self.ask({"op": "inspect", "dists": dists})
+        python = doc["python"]
+        return ProbeResult(
+            target=self.target,
+            executable=str(python["executable"]),
+            python_version=str(python["version"]),
+            environment=dict(python.get("environment") or {}),
+            dists={name: (_dist(d) if d is not None else None) for name, d in doc["dists"].items()},
+            imported=self.imported,
+        )
+
+    def read(self, dist: str, files: Sequence[str]) -> dict[str, bytes | None]:
+        """Files below an inspected distribution's import root (None: no such file)."""
+        doc = self.ask({"op": "read", "dist": dist, "files": list(files)})
+        return {k: (base64.b64decode(v) if v is not None else None) for k, v in doc["files"].items()}
+
+    def close(self) -> None:
+        """Say goodbye and reap the process (killing it if it lingers)."""
+        self._watchdog.cancel()
+        if self._proc.poll() is None:
+            self._send(json.dumps({"op": "bye"}).encode() + b"\n")
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()  # type: ignore[union-attr]
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._drain.join(timeout=5)
+        for stream in (self._proc.stdout, self._proc.stderr, self._proc.stdin):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+    def __enter__(self) -> ProbeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_probe(
+    target: Target, dists: Mapping[str, Mapping[str, Any]], *, timeout: float = ANSWER_TIMEOUT
+) -> ProbeResult:
+    """One ``inspect`` in a fresh session."""
+    with ProbeSession(target, timeout=timeout) as session:
+        return session.inspect(dists)
