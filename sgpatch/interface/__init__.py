@@ -1,0 +1,254 @@
+"""Static check of the interface a speculative algorithm uses on the target and draft models.
+
+Nothing is imported: the tree's sources are parsed with :mod:`ast`, so the check needs no torch and runs
+the same on a checkout, a wheel or an installed sglang, in about a second, long before a model would load.
+
+*Required* names come from the tree's own call sites, never from a built-in list:
+
+- ``SpeculativeAlgorithm.create_worker`` (``speculative/spec_info.py``) is evaluated for the algorithm,
+  its ``is_*()`` predicates read from their bodies; that names the algorithm's worker classes.  Their
+  modules, their bases' modules and the ``speculative/`` modules those import belong to the algorithm.
+- There, a name used on ``<...>.target_worker.model_runner.model`` (also through local names) is a target
+  requirement, and one used on a draft runner's ``.model`` (``draft_runner``, ``draft_model_runner``,
+  ``mtp_model_runner(i)``) a draft requirement.  Branches the algorithm never takes are skipped
+  (``if algo.is_eagle3(): ... else: <skipped for EAGLE3>``).
+- In ``model_executor/`` a name used on the runner's model (``self.model``, ``model_runner.model``) is a
+  requirement when its guards can hold for the algorithm but not without speculative decoding, directly
+  (``algo.is_eagle3()``) or through a flag only ever set under such a guard
+  (``self.eagle_use_aux_hidden_state``).  It is the target's unless guarded by ``is_draft_worker``.
+- ``hasattr(m, "name")`` guards (not ``if not hasattr(...): raise``) and ``getattr(m, "name", default)``
+  make a use optional: listed, never a gap.
+
+*Provided* names are the class's methods and attributes (``self.x = ...`` included) with its bases
+resolved through the tree's imports, stopping at bases outside the tree.  A provided method that calls
+``self.<attr>.<name>(...)`` is checked through the class ``__init__`` assigns to ``self.<attr>``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from typing import Any
+
+from sgpatch.config import InterfaceSpec
+from sgpatch.errors import ConfigError
+from sgpatch.interface.algorithms import Algorithms, scan_sites
+from sgpatch.interface.model import (
+    DRAFT,
+    MAX_FORWARD_DEPTH,
+    NO_ALGORITHM,
+    SPEC_INFO,
+    TARGET,
+    CallSite,
+    ClassRef,
+    DelegationGap,
+    Gap,
+    InterfaceReport,
+    Location,
+    Member,
+    OtherUse,
+    Requirement,
+    StaleName,
+)
+from sgpatch.interface.modules import (
+    ClassNode,
+    Modules,
+    base_chain,
+    class_info,
+    delegates_of,
+    is_name,
+    methods_of,
+    provider_of,
+    resolution_of,
+)
+from sgpatch.interface.sites import Collector, Site
+from sgpatch.tree import SourceTree
+
+__all__ = [
+    "CallSite",
+    "ClassRef",
+    "DelegationGap",
+    "Gap",
+    "InterfaceReport",
+    "Location",
+    "OtherUse",
+    "Requirement",
+    "StaleName",
+    "check_interface",
+    "interface_of",
+]
+
+# ---------------------------------------------------------------------------------------- check
+
+
+def check_interface(
+    tree: SourceTree,
+    *,
+    target: ClassRef,
+    draft: ClassRef | None = None,
+    algorithm: str = "eagle3",
+    declared_target: Sequence[str] = (),
+    declared_draft: Sequence[str] = (),
+) -> InterfaceReport:
+    """Every name ``algorithm`` uses on the target (and draft) model that the class does not provide.
+
+    Raises :class:`ConfigError` when a class, its file or the algorithm is not in the tree.
+    """
+    mods = Modules(tree)
+    classes = {
+        TARGET: mods.find_class(target),
+        DRAFT: mods.find_class(draft) if draft else None,
+    }
+    algos = Algorithms(mods)
+    algo = algorithm.upper()
+    if algo not in algos.members or algo == NO_ALGORITHM:
+        known = ", ".join(m.lower() for m in algos.members if m != NO_ALGORITHM)
+        raise ConfigError(
+            f"unknown speculative algorithm {algorithm!r} in {tree.label}",
+            hint=f"known: {known}",
+        )
+    notes: list[str] = []
+    if not algos.workers[algo]:
+        notes.append(f"{SPEC_INFO}: create_worker names no worker class for {algo}; worker call sites not used")
+
+    mine: dict[tuple[str, str], list[Site]] = {}
+    others: dict[tuple[str, str], tuple[set[str], list[Site]]] = {}
+    for s in scan_sites(mods, algos):
+        if algos.runs(s, algo):
+            mine.setdefault((s.role, s.name), []).append(s)
+            continue
+        users = {m for m in algos.members if m not in (algo, NO_ALGORITHM) and algos.runs(s, m)}
+        if users:
+            entry = others.setdefault((s.role, s.name), (set(), []))
+            entry[0].update(users)
+            entry[1].append(s)
+
+    requirements: list[Requirement] = []
+    gaps: list[Gap] = []
+    forwards: list[DelegationGap] = []
+    stale: list[StaleName] = []
+    for role, declared in ((TARGET, declared_target), (DRAFT, declared_draft)):
+        cls = classes[role]
+        chain = base_chain(cls) if cls else []
+        used = {name for r, name in mine if r == role}
+        for name in (n for n in declared if n not in used):
+            stale.append(StaleName(role, name, tuple(sorted(others.get((role, name), (set(), []))[0]))))
+        for name in sorted(used | set(declared)):
+            sites = _call_sites(mine.get((role, name), []))
+            found = provider_of(chain, name)
+            member = Member(found[0].name, found[1], Location(found[0].path, found[2])) if found else None
+            req = Requirement(role, name, sites, name in declared, member)
+            requirements.append(req)
+            if cls is None or req.optional:
+                continue
+            if found is None:
+                method = req.declared or any(s.access == "call" for s in sites)
+                gaps.append(
+                    Gap(
+                        role,
+                        name,
+                        cls.name,
+                        sites,
+                        _fix(mods, cls, chain, name, method=method),
+                    )
+                )
+            else:
+                forwards += _forwards(mods, chain, name, role, sites, notes, set())
+        if cls is None and used:
+            notes.append(f"no {role} class given: {len(used)} {role} name(s) listed, not checked")
+
+    refs = {TARGET: target, DRAFT: draft}
+    resolutions = {role: resolution_of(mods, ref, c) for role, ref in refs.items() if ref and (c := classes[role])}
+    for res in resolutions.values():
+        notes += [f"{res.ref.name}: base {ext} is outside the tree, not inspected" for ext in res.external_bases]
+    return InterfaceReport(
+        tree=tree.label,
+        algorithm=algorithm.lower(),
+        workers=tuple(class_info(w) for w in algos.workers[algo]),
+        target=resolutions[TARGET],
+        draft=resolutions.get(DRAFT),
+        requirements=tuple(requirements),
+        gaps=tuple(gaps),
+        delegation_gaps=tuple(dict.fromkeys(forwards)),
+        stale=tuple(stale),
+        other_uses=tuple(
+            OtherUse(role, name, tuple(sorted(users)), _call_sites(found))
+            for (role, name), (users, found) in sorted(others.items())
+        ),
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+def _call_sites(sites: list[Site]) -> tuple[CallSite, ...]:
+    return tuple(sorted({s.call_site() for s in sites}, key=lambda c: (c.path, c.line, c.access)))
+
+
+def _fix(mods: Modules, cls: ClassNode, chain: list[ClassNode], name: str, *, method: bool) -> str:
+    ways = [f"define {name}() on {cls.name}" if method else f"set self.{name} in {cls.name}.__init__"]
+    for attr, _, delegate in delegates_of(mods, chain):
+        found = provider_of(base_chain(delegate), name) if delegate else None
+        if delegate and found:
+            via = "" if found[0] is delegate else f" via {found[0].name}"
+            ways.append(f"forward to self.{attr} ({delegate.name} provides it{via}, {found[0].path}:{found[2]})")
+    return ", or ".join(ways)
+
+
+def _forwards(
+    mods: Modules,
+    chain: list[ClassNode],
+    name: str,
+    role: str,
+    call_sites: tuple[CallSite, ...],
+    notes: list[str],
+    seen: set[tuple[int, str]],
+) -> list[DelegationGap]:
+    """Gaps behind a provided method that calls ``self.<attr>.<x>(...)`` when the delegate lacks ``x``."""
+    found = provider_of(chain, name)
+    if found is None or found[1] != "method" or (id(found[0]), name) in seen or len(seen) > MAX_FORWARD_DEPTH:
+        return []
+    seen.add((id(found[0]), name))
+    owner = found[0]
+    fn = next(f for f in methods_of(owner.node) if f.name == name)
+    attrs = {attr for c in chain for attr, _, _ in c.inits}
+
+    def role_of(expr: ast.expr, names: dict[str, str]) -> str | None:
+        if isinstance(expr, ast.Attribute) and is_name(expr.value, "self") and expr.attr in attrs:
+            return "self." + expr.attr
+        return None
+
+    collector = Collector(owner.path, role_of, frozenset("self." + a for a in attrs))
+    collector.body(fn.body, (), {})
+    out: list[DelegationGap] = []
+    for s in (s for s in collector.sites if s.access == "call" and not s.optional):
+        attr = s.role.removeprefix("self.")
+        for _, delegate, cls in delegates_of(mods, chain, attr):
+            if cls is None:
+                notes.append(f"{s.path}:{s.line}: self.{attr} is {delegate.written}, outside the tree; not checked")
+            elif provider_of(base_chain(cls), s.name) is None:
+                method = Location(owner.path, fn.lineno)
+                out.append(
+                    DelegationGap(
+                        role,
+                        name,
+                        method,
+                        attr,
+                        cls.name,
+                        s.name,
+                        Location(s.path, s.line),
+                        call_sites,
+                    )
+                )
+            else:
+                out += _forwards(mods, base_chain(cls), s.name, role, call_sites, notes, seen)
+    return out
+
+
+def interface_of(spec: InterfaceSpec) -> dict[str, Any]:
+    """``check_interface`` keyword arguments from a stack's ``[interface]`` table."""
+    return {
+        "target": ClassRef.parse(spec.target),
+        "draft": ClassRef.parse(spec.draft) if spec.draft else None,
+        "algorithm": spec.algorithm,
+        "declared_target": spec.declared_target,
+        "declared_draft": spec.declared_draft,
+    }
