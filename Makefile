@@ -6,7 +6,7 @@ SGPATCH := $(VENV)/bin/sgpatch
 STACK  ?=
 PYTEST_ARGS ?=
 
-.PHONY: help venv test lint patch wheel bench fuzz clean
+.PHONY: help venv test lint patch wheel bench fuzz reliability-table clean
 
 help:
 	@echo "make test    - run the test suite (creates .venv)"
@@ -14,6 +14,8 @@ help:
 	@echo "make wheel   - make patch, then build and verify the patched wheel into dist/"
 	@echo "make lint    - ruff and mypy --strict"
 	@echo "make bench   - benchmarks against their shell floors"
+	@echo "make fuzz    - the fuzz tests with 25x the examples make test runs (about 4 minutes)"
+	@echo "make reliability-table - run the fault/kill/hostile-input tests, regenerate docs/reliability.md"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +28,7 @@ test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check sgpatch tests bench
+	$(VENV)/bin/ruff check sgpatch tests bench tools
 	$(VENV)/bin/mypy
 
 patch: venv
@@ -39,6 +41,12 @@ wheel: patch
 	@mkdir -p dist
 	$(SGPATCH) build $(STACK) --out dist --json > .sgpatch/build.json
 	$(SGPATCH) verify $(STACK) --wheel "$$($(PY) -c 'import json; print(json.load(open(".sgpatch/build.json"))["wheel"])')"
+
+fuzz: venv
+	SGPATCH_FUZZ_SCALE=25 $(PY) -m pytest tests/test_fuzz.py -q $(PYTEST_ARGS)
+
+reliability-table: venv
+	$(PY) tools/reliability_table.py --output docs/reliability.md
 
 bench: venv
 	$(PY) bench/verify.py

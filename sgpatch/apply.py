@@ -3,7 +3,8 @@
 Nothing in the work tree changes until every patch has been classified and
 every commit object exists; then one two-way ``read-tree`` and one ref update
 move the checkout, behind a journal that ``state.recover`` finishes if the
-process dies in between.
+process dies in between.  The whole apply holds the checkout's lock, so a
+second sgpatch waits for it (or gives up with exit 3).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgpatch.anchors import check_landing
-from sgpatch.checkout import CommitSpec, Git
+from sgpatch.checkout import CommitSpec, Git, object_types
 from sgpatch.config import Stack
-from sgpatch.errors import CheckoutError
+from sgpatch.errors import CheckoutError, PatchError
+from sgpatch.lock import Notify, pause
 from sgpatch.patchset import HunkFailure, Patch, Series, apply_patch, duplicate_definitions
-from sgpatch.state import CheckoutState, check_base_files, clear_journal, inspect, open_checkout, write_journal
+from sgpatch.state import CheckoutState, check_base_files, inspect, lock_checkout, move_checkout, open_checkout
 
 Files = Mapping[str, bytes | None]
 
@@ -104,7 +106,7 @@ def commit_series(g: Git, base: str, series: Series, after: list[dict[str, bytes
     parent = base
     tree = g.tree_of(base)
     previous: Files = read_files(g, base, series.touched)
-    for patch, files in zip(series.patches, after, strict=True):
+    for number, (patch, files) in enumerate(zip(series.patches, after, strict=True), start=1):
         changes: dict[str, tuple[str, str]] = {}
         removed: list[str] = []
         for path, data in files.items():
@@ -121,28 +123,110 @@ def commit_series(g: Git, base: str, series: Series, after: list[dict[str, bytes
         tree = g.tree_with(tree, changes)
         parent = g.commit_tree(CommitSpec(tree, (parent,), patch.commit_message(), date))
         previous = files
+        pause(f"apply:commit:{number}")
     return parent
 
 
-def apply_series(stack: Stack, series: Series, checkout: Path) -> ApplyResult:
-    """Apply the whole series to a pristine checkout, or confirm a patched one (no-op)."""
+def apply_series(stack: Stack, series: Series, checkout: Path, *, notify: Notify | None = None) -> ApplyResult:
+    """Apply the whole series to a pristine checkout, or confirm a patched one (no-op).
+
+    ``notify`` hears what is worth a line on stderr: waiting for another
+    sgpatch's lock, finishing an apply that was killed part-way.
+    """
     g = open_checkout(checkout)
-    state = inspect(g, stack, series)
-    _refuse_unsafe(g, state)
-    assert state.base is not None
-    check_base_files(g, stack, state.base)
-    if state.phase == "patched":
-        done = tuple(PatchState(p.name, "applied", "already applied") for p in series.patches)
-        return ApplyResult(stack.name, checkout, done, state.head, state.head, False)
-    base_files = read_files(g, state.base, series.touched)
-    states, after = classify(base_files, series)
-    if any(s.state != "applicable" for s in states):
-        return ApplyResult(stack.name, checkout, tuple(states), state.head, state.head, False)
-    new_head = commit_series(g, state.base, series, after)
-    write_journal(g, old=state.head, new=new_head)
-    g.move_to(new_head, old=state.head, reason=f"sgpatch apply {stack.name} series {series.id}")
-    clear_journal(g)
+    with lock_checkout(g, command="apply", notify=notify) as held:
+        if held.stale is not None and notify is not None:
+            notify(f"the previous {held.stale.describe()} was killed while it held {checkout}; checking what it left")
+        pause("apply:locked")
+        state = inspect(g, stack, series, notify=notify)
+        _refuse_unsafe(g, state)
+        assert state.base is not None
+        check_base_files(g, stack, state.base)
+        if state.phase == "patched":
+            done = tuple(PatchState(p.name, "applied", "already applied") for p in series.patches)
+            return ApplyResult(stack.name, checkout, done, state.head, state.head, False)
+        check_touched_paths(g, state.base, series)
+        base_files = read_files(g, state.base, series.touched)
+        states, after = classify(base_files, series)
+        if any(s.state != "applicable" for s in states):
+            return ApplyResult(stack.name, checkout, tuple(states), state.head, state.head, False)
+        pause("apply:classified")
+        new_head = commit_series(g, state.base, series, after)
+        move_checkout(g, old=state.head, new=new_head, reason=f"sgpatch apply {stack.name} series {series.id}")
+        pause("apply:done")
     return ApplyResult(stack.name, checkout, tuple(states), state.head, new_head, True)
+
+
+_GIT_METADATA = (".gitattributes", ".gitmodules")
+
+
+def check_touched_paths(g: Git, base: str, series: Series) -> None:
+    """Refuse a series that would write anywhere but a regular file inside the checkout.
+
+    Checked against the base commit and the work tree, before anything is
+    written: no control character in a path; no leading component may be a
+    file, symlink or submodule; the target may not be a symlink, submodule or
+    directory; nothing on the way may be a symlink on disk (tracked or not); a
+    file the series creates may not exist yet (an ignored or untracked file
+    would be overwritten); and no patch may touch ``.git`` or the files that
+    change how git writes the tree.
+    """
+    owners: dict[str, Patch] = {}
+    for patch in series.patches:
+        for fp in patch.files:
+            owners.setdefault(fp.path, patch)
+            if any(ord(c) < 32 or ord(c) == 127 for c in fp.path):
+                raise PatchError(
+                    f"{patch.path}: {fp.path!r}: control character in a path",
+                    hint="a patch may only change regular files inside the checkout",
+                )
+    paths = list(owners)
+    prefixes = sorted({"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)})
+    specs = prefixes + paths
+    types = dict(zip(specs, object_types(g, [f"{base}:{s}" for s in specs]), strict=True))
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    listed = g.run("ls-tree", "-z", base, "--", *paths, env=literal).stdout.decode("utf-8", "surrogateescape")
+    modes = {}
+    for entry in listed.split("\0"):
+        if entry:
+            meta, _, name = entry.partition("\t")
+            modes[name] = meta.split(" ", 1)[0]
+    for path, patch in owners.items():
+
+        def refuse(why: str, path: str = path, patch: Patch = patch) -> PatchError:
+            return PatchError(
+                f"{patch.path}: {path}: {why}", hint="a patch may only change regular files inside the checkout"
+            )
+
+        parts = path.split("/")
+        if any(part.lower() == ".git" for part in parts) or parts[-1].lower() in _GIT_METADATA:
+            raise refuse("git metadata; refusing to touch it")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            kind = types.get(prefix)
+            if kind is None:
+                break
+            if kind != "tree":
+                raise refuse(f"{prefix} is a file, symlink or submodule in the checkout, not a directory")
+        kind, mode = types.get(path), modes.get(path)
+        if kind == "tree":
+            raise refuse("is a directory in the checkout")
+        if mode is not None and mode not in ("100644", "100755"):
+            what = "a symlink" if mode == "120000" else "a submodule" if mode == "160000" else f"mode {mode}"
+            raise refuse(f"is {what} in the checkout")
+        local = g.root
+        for part in parts:
+            local = local / part
+            if local.is_symlink():
+                rel, target = local.relative_to(g.root), local.readlink()
+                raise refuse(f"{rel} is a symlink in the work tree (to {target}); refusing to write through it")
+            if not local.exists():
+                break
+        if kind is None and mode is None and (g.root / path).exists():
+            raise CheckoutError(
+                f"{g.root}: {path} exists but is not tracked (ignored or untracked); {patch.name} would overwrite it",
+                hint="move it away; sgpatch never discards your files",
+            )
 
 
 def _refuse_unsafe(g: Git, state: CheckoutState) -> None:

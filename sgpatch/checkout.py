@@ -240,14 +240,83 @@ class Git:
     def tag(self, name: str, commit: str) -> None:
         self.run("tag", "--no-sign", name, commit)
 
+    # ---------------------------------------------------------------- port and export
+
+    def diff_patch(self, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
+        """``git diff old new`` in the shipped patches' style, whatever the user's git config says.
+
+        ``a/`` ``b/`` prefixes, 3 lines of context, Myers, 7-digit index lines,
+        no renames, no color; Python funcname hunk headers come from
+        ``.git/info/attributes`` (``write_info_attributes``).
+        """
+        args = [
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--no-relative",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "--unified=3",
+            "--inter-hunk-context=0",
+            "--diff-algorithm=myers",
+            "--indent-heuristic",
+            "--abbrev=7",
+            "--end-of-options",
+            old,
+            new,
+            "--",
+            *paths,
+        ]
+        env = {"GIT_CONFIG_GLOBAL": os.devnull}
+        return self.run("-c", "diff.suppressBlankEmpty=false", "-c", "core.quotePath=true", *args, env=env).stdout
+
+    def list_files(self, rev: str, prefix: str) -> list[str]:
+        """Sorted paths of the files at or below directory ``prefix`` in ``rev``."""
+        out = self.run("ls-tree", "-r", "-z", "--name-only", "--end-of-options", rev, "--", prefix).stdout
+        return sorted(p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)
+
+    def commit_info(self, commit: str) -> tuple[str, str, str]:
+        """Author ``Name <email>``, author date (``YYYY-MM-DD``) and the raw message of ``commit``."""
+        out = self.run("log", "-1", "--format=%an <%ae>%x00%ad%x00%B", "--date=short", commit).stdout
+        author, date, message = out.decode("utf-8", "replace").split("\0", 2)
+        return author, date, message
+
+    def replace_head(self, new: str, *, old: str, reason: str) -> None:
+        """Point HEAD (and its branch) at ``new``, whose tree is HEAD's: index and files stay as they are."""
+        if self.tree_of(new) != self.tree_of(old):
+            raise CheckoutError(f"{self.root}: refusing to move HEAD to {new[:12]}: its tree differs from HEAD's")
+        self.run("update-ref", "-m", reason, "HEAD", new, old)
+
+    def checkout_branch(self, branch: str, commit: str) -> None:
+        """Check ``commit`` out on a new branch ``branch`` (a fresh clone: no local changes to keep)."""
+        self.run("checkout", "-q", "-B", branch, commit)
+
+    def merge_file(self, current: bytes, base: bytes, other: bytes, labels: tuple[str, str, str]) -> tuple[bytes, int]:
+        """Three-way merge of one file (``git merge-file --diff3``): the result and its number of conflicts.
+
+        ``current`` gains the changes ``base`` -> ``other``; conflicts are marked
+        with ``labels`` (current, base, other).
+        """
+        with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as tmp:
+            names = []
+            for name, data in (("current", current), ("base", base), ("other", other)):
+                path = Path(tmp) / name
+                path.write_bytes(data)
+                names.append(str(path))
+            label_args = [arg for label in labels for arg in ("-L", label)]
+            proc = self.run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=Path(tmp))
+        if proc.returncode < 0 or proc.returncode > 127:
+            detail = proc.stderr.decode("utf-8", "replace").strip()
+            raise CheckoutError(f"git merge-file failed: {detail or proc.returncode}")
+        return proc.stdout, proc.returncode
+
 
 def clone(url: str, into: Path, *, tag: str) -> Git:
     """Clone ``url`` into ``into`` (which must not exist) detached at ``tag``."""
-    if url.startswith("-") or tag.startswith("-"):
-        raise CheckoutError(f"refusing option-like URL or tag: {url!r} {tag!r}")
-    lowered = url.lower()
-    if "::" in url or lowered.startswith(("ext:", "fd:")):
-        raise CheckoutError(f"refusing git URL {url!r}: only https, ssh and file transports are allowed")
+    url = check_git_url(url, cwd=Path.cwd())  # every caller is checked here, whatever it checked itself
+    check_ref_name(tag)
     g = Git(into)
     proc = g.run("clone", "--quiet", "--no-checkout", "--", url, str(into), check=False, cwd=into.parent)
     if proc.returncode != 0:
@@ -257,3 +326,105 @@ def clone(url: str, into: Path, *, tag: str) -> Git:
             shutil.rmtree(into)
         raise EnvironmentFailure(f"git clone {url} failed: {msg}")
     return g
+
+
+# --------------------------------------------------------------------------- crash safety and hostile input
+
+
+def run_guarded(g: Git, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run a git command that moves the checkout (``read-tree -u``, ``update-ref``).
+
+    Unlike ``Git.run``: stdin is closed, and the child runs in its own process
+    group, so a terminal's Ctrl-C does not cut it mid-write, and dies with
+    sgpatch if sgpatch is killed (Linux), so a ``.lock`` file it leaves behind
+    is provably stale.  Errors carry git's own message, like ``Git.run``.
+    """
+    from sgpatch.lock import tie_to_parent
+
+    cmd = [_git_exe(), *args]
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=g.root,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=git_env(),
+            check=False,
+            preexec_fn=tie_to_parent(),  # sgpatch runs no threads of its own
+        )
+    except OSError as exc:
+        raise EnvironmentFailure(f"cannot run git: {exc}") from exc
+    if proc.returncode != 0:
+        stderr = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        detail = stderr[-1] if stderr else f"exit {proc.returncode}"
+        raise CheckoutError(f"{g.root}: git {args[0]} failed: {detail}")
+    return proc
+
+
+def git_dirs(g: Git) -> tuple[Path, Path]:
+    """The repository's own git directory and its common one (they differ in a linked worktree)."""
+    out = g.out("rev-parse", "--absolute-git-dir", "--git-common-dir").splitlines()
+    git_dir = Path(out[0])
+    common = Path(out[1]) if len(out) > 1 else git_dir
+    if not common.is_absolute():
+        common = (g.root / common).resolve()
+    return git_dir, common
+
+
+def object_types(g: Git, specs: Sequence[str]) -> list[str | None]:
+    """``git cat-file --batch-check`` types (``blob``, ``tree``, ...) of ``rev:path`` specs; None if missing."""
+    if not specs:
+        return []
+    data = "".join(f"{s}\n" for s in specs).encode()
+    if any("\n" in s or "\0" in s for s in specs):
+        raise CheckoutError(f"{g.root}: a path with a newline or NUL cannot be looked up")
+    lines = g.run("cat-file", "--batch-check=%(objecttype)", input=data).stdout.decode().split("\n")
+    return [line if line in ("blob", "tree", "commit", "tag") else None for line in lines[: len(specs)]]
+
+
+_URL_SCHEMES = ("https", "ssh", "git+ssh", "ssh+git", "file")
+
+
+def check_git_url(url: str, *, cwd: Path) -> str:
+    """Refuse a git URL sgpatch must not hand to git; return it, with a local path made absolute.
+
+    Allowed: ``https://``, ``ssh://`` (and scp-like ``user@host:path``),
+    ``file://`` and local paths.  Refused: every other transport (``http``,
+    ``git``, ``ext::``, ``fd::``, any ``<helper>::``), option-like strings and
+    ssh hosts that git would read as options.
+    """
+    bad = CheckoutError(
+        f"refusing git URL {url!r}: only https, ssh and file transports (or a local path) are allowed",
+        hint="e.g. https://github.com/sgl-project/sglang.git",
+    )
+    if not url or url.startswith("-") or any(ord(c) < 32 or c == "\x7f" for c in url) or "::" in url:
+        raise bad
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        if scheme.lower() not in _URL_SCHEMES:
+            raise bad
+        if scheme.lower() != "file":
+            authority = rest.split("/", 1)[0]
+            host = authority.rsplit("@", 1)[-1]
+            if not host or host.startswith("-") or authority.startswith("-"):
+                raise bad
+        return url
+    head, colon, _ = url.partition(":")
+    if colon and "/" not in head:  # scp-like [user@]host:path is ssh
+        host = head.rsplit("@", 1)[-1]
+        if not host or host.startswith("-") or head.startswith("-"):
+            raise bad
+        return url
+    return str((cwd / url).resolve())
+
+
+def check_ref_name(name: str, *, what: str = "tag") -> str:
+    """Refuse a tag or branch name that is option-like or not a valid git ref name."""
+    if not name or name.startswith("-") or any(ord(c) < 32 or c in " ~^:?*[\\\x7f" for c in name):
+        raise CheckoutError(f"refusing {what} {name!r}: not a valid git ref name")
+    parts = name.split("/")
+    if any(not p or p.startswith(".") or p.endswith(".lock") for p in parts) or ".." in name or "@{" in name:
+        raise CheckoutError(f"refusing {what} {name!r}: not a valid git ref name")
+    if name.endswith("."):
+        raise CheckoutError(f"refusing {what} {name!r}: not a valid git ref name")
+    return name

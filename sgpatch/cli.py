@@ -142,7 +142,12 @@ def apply(
 
     cfg = _config(config)
     project = load_project(cfg, stack)
-    result = apply_series(project.stack, project.series, _checkout(cfg, project.stack, checkout))
+    result = apply_series(
+        project.stack,
+        project.series,
+        _checkout(cfg, project.stack, checkout),
+        notify=lambda message: _err(f"sgpatch: {message}"),  # waits and recoveries: always worth a line
+    )
     if json_out:
         typer.echo(
             dumps(
@@ -266,13 +271,8 @@ def _resolve_file(tree: Any, file: str, known: list[str]) -> str:
     raise Bad(f"{file}: no such file in {tree.label}")
 
 
-# Commands of other areas register themselves on ``app`` when their module is imported.
-for _area in ("cli_build", "cli_interface", "cli_deployed", "cli_port"):
-    try:
-        __import__(f"sgpatch.{_area}")
-    except ModuleNotFoundError as _exc:  # an area not yet written
-        if _exc.name != f"sgpatch.{_area}":
-            raise
+# The commands of the other areas register themselves on ``app`` when imported.
+from sgpatch import cli_build, cli_deployed, cli_interface, cli_port  # noqa: E402, F401
 
 
 def main() -> None:

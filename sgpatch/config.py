@@ -22,6 +22,7 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _STACK_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
 _LABEL = re.compile(r"^[0-9A-Za-z]+(\.[0-9A-Za-z]+)*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ class Stack:
     name: str
     sglang_version: str
     tag: str
-    commit: str
+    commit: str | None  # upstream's commit of the tag; None when only PyPI was reachable (port)
     series_dir: Path
     cuda: str
     local_label: str
@@ -257,6 +258,8 @@ class _Reader:
 
 def _project_path(r: _Reader, key: str, root: Path) -> Path:
     raw = r.req_string(key)
+    if _CONTROL.search(raw):
+        raise r.error(key, f"{raw!r} has a control character")
     if Path(raw).is_absolute() or ".." in Path(raw).parts:
         raise r.error(key, f"{raw!r} points outside the project", hint="use a path relative to VERSIONS.toml")
     resolved = (root / raw).resolve()
@@ -270,7 +273,7 @@ def _artifact(r: _Reader, kind: str) -> Artifact | None:
     if t is None:
         return None
     filename = t.req_string("filename")
-    if "/" in filename or "\\" in filename or filename.startswith("."):
+    if "/" in filename or "\\" in filename or filename.startswith(".") or _CONTROL.search(filename):
         raise t.error("filename", f"{filename!r} is not a plain file name")
     sha = t.req_string("sha256", pattern=_HEX64, what="a sha256 (64 lowercase hex digits)")
     t.finish()
@@ -282,7 +285,7 @@ def _stack(name: str, r: _Reader, root: Path) -> Stack:
         raise r.error(None, f"stack name {name!r} must be letters, digits and . + _ -")
     version = r.req_string("sglang_version")
     tag = r.req_string("tag")
-    commit = r.req_string("commit", pattern=_HEX40, what="a full 40-hex commit SHA")
+    commit = r.string("commit", required=False, pattern=_HEX40, what="a full 40-hex commit SHA")
     series_dir = _project_path(r, "series", root)
     cuda = r.req_string("cuda")
     label = r.req_string("local_label", pattern=_LABEL, what="a PEP 440 local label (e.g. cu130)")
@@ -297,14 +300,18 @@ def _stack(name: str, r: _Reader, root: Path) -> Stack:
     artifacts = tuple(a for a in (_artifact(src, "sdist"), _artifact(src, "wheel")) if a is not None)
     if not artifacts:
         raise src.error(None, "needs an sdist or a wheel table (filename, sha256)")
+    if commit is None and pypi_commit is None:
+        raise r.error(None, "needs the upstream 'commit' or source.pypi_commit (or both)")
+    if commit is None and default_source == "git":
+        raise src.error("default", "the git source needs the stack's upstream 'commit'")
     src.finish()
 
     files: list[PinnedFile] = []
     ft = r.table("files")
     if ft is not None:
         for path in ft.keys():  # noqa: SIM118
-            if path.startswith("/") or ".." in path.split("/"):
-                raise ft.error(path, "file paths are relative to the checkout root")
+            if path.startswith("/") or ".." in path.split("/") or _CONTROL.search(path):
+                raise ft.error(path, "file paths are relative to the checkout root, without control characters")
             entry = ft.table(path, required=True)
             assert entry is not None
             pristine = entry.req_string("pristine", pattern=_HEX40, what="a git blob id")

@@ -121,7 +121,7 @@ def render_stacks(config: Config) -> str:
             ("* " if s.name == config.default_stack else "  ") + s.name,
             s.sglang_version,
             s.cuda,
-            s.commit[:12],
+            (s.commit or "-")[:12],
             str(s.series_dir.relative_to(config.root)),
         )
         for s in config.stacks.values()

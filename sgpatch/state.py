@@ -8,16 +8,20 @@ file and its sha256.  Anything else is described precisely and refused.
 from __future__ import annotations
 
 import json
+import os
 import re
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.checkout import Git
+from sgpatch.checkout import Git, git_dirs, run_guarded
 from sgpatch.config import Stack
-from sgpatch.errors import CheckoutError
+from sgpatch.errors import CheckoutError, SgpatchError
+from sgpatch.lock import Held, Notify, exclusive, pause, signals_deferred
 from sgpatch.patchset import TRAILER_PATCH, TRAILER_SHA, Series
 
 JOURNAL = "sgpatch-apply.json"
+LOCK = "sgpatch.lock"
 _TRAILER = re.compile(rf"^({TRAILER_PATCH}|{TRAILER_SHA}):\s*(\S+)\s*$", re.MULTILINE)
 
 
@@ -53,9 +57,14 @@ def trailers(message: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _TRAILER.finditer(message)}
 
 
-def inspect(g: Git, stack: Stack, series: Series) -> CheckoutState:
-    """Find the base under HEAD and compare the commits above it with the series."""
-    recover(g)
+def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = None) -> CheckoutState:
+    """Find the base under HEAD and compare the commits above it with the series.
+
+    An apply that was killed part-way is finished first (``recover``).
+    """
+    done = recover(g, notify=notify)
+    if done and notify is not None:
+        notify(done)
     head = g.head()
     if head is None:
         raise CheckoutError(f"{g.root}: has no commits", hint="run 'sgpatch fetch' to create the checkout")
@@ -115,6 +124,8 @@ def _compare_series(g: Git, chain: list[str], series: Series) -> str | None:
 def check_base_files(g: Git, stack: Stack, base: str) -> None:
     """The touched files at the base must be the pinned blobs: otherwise it is the wrong source."""
     for pinned in stack.files:
+        if any(ord(c) < 32 or ord(c) == 127 for c in pinned.path):
+            raise CheckoutError(f"{stack.name}: pinned file {pinned.path!r} has a control character in its path")
         found = g.blob_id(base, pinned.path)
         if found != pinned.pristine:
             raise CheckoutError(
@@ -124,45 +135,198 @@ def check_base_files(g: Git, stack: Stack, base: str) -> None:
             )
 
 
-# --------------------------------------------------------------------------- crash recovery
+# --------------------------------------------------------------------------- locking and crash recovery
+#
+# An apply writes every object first, then records {old, new} in a journal in
+# the git directory, then moves index and files (``read-tree -m -u``) and HEAD
+# (``update-ref``), then removes the journal.  A kill before the journal leaves
+# only unreachable objects; a kill after it leaves a journal that the next
+# sgpatch command (under the checkout lock) finishes: it removes the git lock
+# files the killed run left (they are newer than the journal), checks that
+# every difference from ``old`` is its own, and completes the move to ``new``.
+
+
+def lock_checkout(g: Git, *, command: str, notify: Notify | None = None) -> AbstractContextManager[Held]:
+    """The checkout's sgpatch lock (``.git/sgpatch.lock``): one writer at a time."""
+    git_dir, _ = git_dirs(g)
+    return exclusive(git_dir / LOCK, what=f"checkout {g.root}", command=command, notify=notify)
 
 
 def journal_path(g: Git) -> Path:
-    return Path(g.out("rev-parse", "--absolute-git-dir")) / JOURNAL
+    return git_dirs(g)[0] / JOURNAL
+
+
+def _journal_tmp(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
 
 
 def write_journal(g: Git, *, old: str, new: str) -> None:
+    """Record the move atomically and durably (temp file, fsync, rename)."""
     path = journal_path(g)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"old": old, "new": new}))
-    tmp.replace(path)
+    tmp = _journal_tmp(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, json.dumps({"old": old, "new": new, "pid": os.getpid()}).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def clear_journal(g: Git) -> None:
     journal_path(g).unlink(missing_ok=True)
 
 
-def recover(g: Git) -> str | None:
-    """Finish an apply that was interrupted while moving HEAD; returns what was done.
+def _git_locks(g: Git) -> list[Path]:
+    """The lock files git takes to move index and HEAD in this checkout."""
+    git_dir, common = git_dirs(g)
+    locks = [git_dir / "index.lock", git_dir / "HEAD.lock", common / "packed-refs.lock"]
+    branch = g.current_branch()
+    if branch:
+        locks.append(common / f"{branch}.lock")
+    return locks
 
-    The journal is written only after every object exists and only on a clean
-    tree, so every difference from ``new`` in index and files is ours to redo.
+
+def _refuse_git_locks(g: Git) -> None:
+    for lock in _git_locks(g):
+        if lock.exists():
+            raise CheckoutError(
+                f"{g.root}: {lock} exists: a git command is running in the checkout, or one was killed",
+                hint=f"if no git command is running there, remove {lock}",
+            )
+
+
+def move_checkout(g: Git, *, old: str, new: str, reason: str) -> None:
+    """Move index, files and HEAD from ``old`` to ``new`` as one step a kill cannot split.
+
+    Signals wait until the step is done; git runs tied to this process; a kill
+    leaves the journal that ``recover`` finishes.  If git refuses, nothing has
+    moved: the journal goes and the error is raised.
+    """
+    _refuse_git_locks(g)
+    with signals_deferred():
+        write_journal(g, old=old, new=new)
+        pause("apply:journal")
+        try:
+            run_guarded(g, "read-tree", "-m", "-u", old, new)
+        except SgpatchError as exc:
+            if g.head() == old and not g.status():
+                clear_journal(g)
+                raise
+            raise CheckoutError(
+                f"{exc.message}; the checkout is part-way to {new[:12]}",
+                hint="fix the cause; the next sgpatch command finishes the apply",
+            ) from exc
+        pause("apply:tree")
+        try:
+            run_guarded(g, "update-ref", "-m", reason, "HEAD", new, old)
+        except SgpatchError as exc:
+            try:
+                run_guarded(g, "read-tree", "-m", "-u", new, old)
+            except SgpatchError:
+                raise CheckoutError(
+                    f"{exc.message}; the files are at {new[:12]} but HEAD is not",
+                    hint="fix the cause; the next sgpatch command finishes the apply",
+                ) from exc
+            clear_journal(g)
+            raise
+        pause("apply:ref")
+        clear_journal(g)
+
+
+def recover(g: Git, *, notify: Notify | None = None) -> str | None:
+    """Finish an apply that was killed while moving the checkout; returns what was done.
+
+    Without a journal or lock file this only looks at three paths: read-only
+    commands on a read-only checkout stay read-only.  Otherwise it waits for
+    the checkout lock (a running apply finishes first; a killed one's lock
+    file is cleared) and then finishes the move the journal records.
     """
     path = journal_path(g)
-    if not path.exists():
+    journal = path.exists() or _journal_tmp(path).exists()
+    if not journal and not path.with_name(LOCK).exists():
         return None
     try:
+        with lock_checkout(g, command="recover", notify=notify):
+            return _recover_locked(g, path)
+    except CheckoutError:
+        if journal:
+            raise
+        return None  # only a lock file, and we may not write here (a read-only checkout): nothing to finish
+
+
+def _recover_locked(g: Git, path: Path) -> str | None:
+    _journal_tmp(path).unlink(missing_ok=True)  # a journal never renamed into place: nothing moved
+    if not path.exists():
+        return None  # the apply we waited for finished
+    try:
         entry = json.loads(path.read_text())
-        old, new = entry["old"], entry["new"]
-    except (ValueError, KeyError, OSError):
-        path.unlink(missing_ok=True)
-        return None
+        old, new = str(entry["old"]), str(entry["new"])
+        journal_time = path.stat().st_mtime_ns
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        raise CheckoutError(
+            f"{g.root}: cannot read the journal of an interrupted apply ({path}): {exc}",
+            hint=f"check the checkout with 'git status', then remove {path}",
+        ) from None
     head = g.head()
     if head not in (old, new) or g.rev_parse(f"{new}^{{commit}}") is None:
         path.unlink(missing_ok=True)
-        return None
-    g.run("read-tree", "--reset", "-u", new)
-    if head == old:
-        g.run("update-ref", "-m", "sgpatch apply (recovered)", "HEAD", new, old)
-    path.unlink(missing_ok=True)
-    return f"finished an interrupted apply: HEAD {new[:12]}"
+        return f"dropped the journal of an interrupted apply: HEAD {str(head)[:12]} has moved since"
+    pause("recover:start")
+    removed = _remove_stale_git_locks(g, since=journal_time)
+    _refuse_foreign_changes(g, old, new, path)
+    with signals_deferred():
+        run_guarded(g, "read-tree", "--reset", "-u", new)
+        pause("recover:tree")
+        if head == old:
+            run_guarded(g, "update-ref", "-m", "sgpatch apply (finished after an interruption)", "HEAD", new, old)
+        path.unlink(missing_ok=True)
+    note = f" (removed {', '.join(p.name for p in removed)} left by the killed run)" if removed else ""
+    return f"finished an interrupted apply: HEAD {old[:12]} -> {new[:12]}{note}"
+
+
+def _remove_stale_git_locks(g: Git, *, since: int) -> list[Path]:
+    """Remove git lock files the killed apply left; refuse one that predates it.
+
+    The apply's git children die with it (``run_guarded``) and we hold the
+    checkout lock, so a lock file written after the journal is the killed run's.
+    """
+    removed = []
+    for lock in _git_locks(g):
+        try:
+            made = lock.stat().st_mtime_ns
+        except FileNotFoundError:
+            continue
+        if made < since:
+            raise CheckoutError(
+                f"{g.root}: an interrupted apply needs finishing, but {lock} is older than it: "
+                "another git command holds it",
+                hint=f"if no git command is running in the checkout, remove {lock}",
+            )
+        lock.unlink(missing_ok=True)
+        removed.append(lock)
+    return removed
+
+
+def _refuse_foreign_changes(g: Git, old: str, new: str, journal: Path) -> None:
+    """Every difference from ``old`` must be the interrupted move's own; never overwrite the user's."""
+    out = g.run("diff-tree", "-r", "-z", "--no-renames", "--name-only", old, new).stdout
+    changed = {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
+    foreign = [e[3:] for e in g.status() if not e.startswith("??") and e[3:] not in changed]
+    for rel in sorted(changed):
+        local = g.root / rel
+        if local.is_symlink() or (local.exists() and not local.is_file()):
+            foreign.append(rel)
+        elif local.exists():
+            data = local.read_bytes()
+            before, after = g.read_blob(old, rel), g.read_blob(new, rel)
+            # Ours: the old file, the new one, or the new one cut short by the kill.
+            if data != before and (after is None or not after.startswith(data)):
+                foreign.append(rel)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (" …" if len(foreign) > 3 else "")
+        raise CheckoutError(
+            f"{g.root}: an apply was interrupted ({old[:12]} -> {new[:12]}) and these files changed since: {shown}; "
+            "sgpatch will not overwrite them",
+            hint=f"save your changes elsewhere and restore the files with git, or remove {journal} to give up",
+        )

@@ -1,0 +1,313 @@
+"""Did upstream already make a patch's change?  Pure functions over file contents (SPEC §9).
+
+A patch is judged file by file against the new release with three tests, the
+strongest first: its hunks reverse-apply exactly (offsets allowed: the base
+moved); every definition it changes is equal, as a Python AST, to the new
+release's definition of the same name in the same scope (comments and
+formatting ignored); every run of lines it adds stands verbatim in the new
+file, inside the definition it was added to.  A patch whose added definitions
+all exist upstream with other bodies is ``superseded``: applying it would put
+a second ``def`` of the same name in the scope.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sgpatch.patchset import FilePatch, HunkFailure, Patch, apply_patch, split_lines
+
+Files = Mapping[str, bytes | None]
+
+# The tests, in the order they are tried.
+REVERSE_APPLY = "reverse-apply"
+AST_EQUAL = "ast-equal"
+VERBATIM = "verbatim"
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """A function or class and where it stands in one file."""
+
+    qualname: str  # e.g. "KimiK25ForConditionalGeneration.get_embed_and_head"
+    kind: str  # "def" or "class"
+    start: int  # first line (decorators included), 1-based
+    end: int  # last line, inclusive
+    dump: str  # ast.dump: what the code does, without comments, formatting or line numbers
+    text: str  # the exact source lines
+
+    @property
+    def scope(self) -> str:
+        outer, _, _ = self.qualname.rpartition(".")
+        return f"class {outer}" if outer else "module"
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rpartition(".")[2]
+
+
+@dataclass(frozen=True, slots=True)
+class Outline:
+    """A parsed Python file: its definitions and, per scope, its other statements."""
+
+    definitions: dict[str, tuple[Definition, ...]]
+    statements: dict[str, tuple[str, ...]]  # scope qualname ("" = module) -> dumps of non-def statements
+
+
+def outline(source: bytes | None) -> Outline | None:
+    """The definitions and other statements of ``source``; None if it is absent or not Python."""
+    if source is None:
+        return None
+    return _outline(source)
+
+
+@functools.lru_cache(maxsize=32)
+def _outline(source: bytes) -> Outline | None:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    lines = split_lines(source)
+    defs: dict[str, list[Definition]] = {}
+    stmts: dict[str, list[str]] = {}
+    pending: list[tuple[str, Sequence[ast.stmt]]] = [("", tree.body)]
+    while pending:
+        scope, body = pending.pop()
+        stmts.setdefault(scope, [])
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                qual = f"{scope}.{node.name}" if scope else node.name
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                end = node.end_lineno or node.lineno
+                kind = "class" if isinstance(node, ast.ClassDef) else "def"
+                text = b"".join(lines[start - 1 : end]).decode("utf-8", "replace")
+                defs.setdefault(qual, []).append(Definition(qual, kind, start, end, ast.dump(node), text))
+                if isinstance(node, ast.ClassDef):
+                    pending.append((qual, node.body))
+            else:
+                stmts[scope].append(ast.dump(node))
+    return Outline(
+        definitions={k: tuple(v) for k, v in defs.items()},
+        statements={k: tuple(sorted(v)) for k, v in stmts.items()},
+    )
+
+
+def group_names(qualnames: Sequence[str]) -> str:
+    """``A.x, A.y, f`` written as ``A.{x, y}, f``."""
+    groups: dict[str, list[str]] = {}
+    for q in qualnames:
+        outer, _, name = q.rpartition(".")
+        groups.setdefault(outer, []).append(name)
+    parts = []
+    for outer, members in groups.items():
+        inner = members[0] if len(members) == 1 else "{" + ", ".join(members) + "}"
+        parts.append(f"{outer}.{inner}" if outer else inner)
+    return ", ".join(parts)
+
+
+def _dumps(defs: tuple[Definition, ...] | None) -> tuple[str, ...]:
+    return tuple(d.dump for d in defs or ())
+
+
+def _functions_changed(before: Outline, after: Outline) -> list[str]:
+    """Qualified names of the functions (and whole classes) the change adds, removes or alters.
+
+    A class present on both sides is a scope, not a unit: its methods and
+    statements are compared one by one.
+    """
+    changed = []
+    for qual in sorted(set(before.definitions) | set(after.definitions)):
+        b, a = before.definitions.get(qual), after.definitions.get(qual)
+        both_classes = b and a and all(d.kind == "class" for d in (*b, *a))
+        if both_classes:
+            continue
+        if _dumps(b) != _dumps(a) and not _inside_new_class(qual, before, after):
+            changed.append(qual)
+    return changed
+
+
+def _inside_new_class(qual: str, before: Outline, after: Outline) -> bool:
+    """Whether ``qual`` sits in a class that only one side has (the class is then the unit)."""
+    parts = qual.split(".")
+    for i in range(1, len(parts)):
+        outer = ".".join(parts[:i])
+        if (outer in before.definitions) != (outer in after.definitions):
+            return True
+    return False
+
+
+def _statements_changed(before: Outline, after: Outline) -> dict[str, tuple[list[str], list[str]]]:
+    """Per scope present on both sides: the non-def statements added and removed."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for scope in set(before.statements) & set(after.statements):
+        b, a = list(before.statements[scope]), list(after.statements[scope])
+        added = [s for s in a if s not in b]
+        removed = [s for s in b if s not in a]
+        if added or removed:
+            out[scope] = (added, removed)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SideBySide:
+    """A definition the patch adds, and the one upstream has in the same scope."""
+
+    path: str
+    qualname: str
+    ours: Definition
+    theirs: Definition
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "file": self.path,
+            "name": self.qualname,
+            "ours": {"lines": [self.ours.start, self.ours.end], "text": self.ours.text},
+            "upstream": {"lines": [self.theirs.start, self.theirs.end], "text": self.theirs.text},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the tests found for one patch against the new release."""
+
+    state: str  # "upstream", "superseded" or "" (neither: apply or merge decides)
+    proof: str  # which test proved "upstream" (per file when they differ), or why superseded
+    side_by_side: tuple[SideBySide, ...] = ()
+    duplicates: tuple[str, ...] = ()  # names the patch would define twice: never apply it
+
+
+def _ast_equal(path: str, before: Outline, after: Outline, new: Outline) -> str | None:
+    """Why every change from ``before`` to ``after`` is already in ``new`` as an AST; None if not."""
+    units = _functions_changed(before, after)
+    stmt_changes = _statements_changed(before, after)
+    if not units and not stmt_changes:
+        return None  # nothing the AST can see (comments only): no proof either way
+    for qual in units:
+        if _dumps(after.definitions.get(qual)) != _dumps(new.definitions.get(qual)):
+            return None
+    for scope, (added, removed) in stmt_changes.items():
+        have = new.statements.get(scope)
+        if have is None or any(s not in have for s in added) or any(s in have for s in removed):
+            return None
+    what = f"{group_names(units)} equal as Python ASTs" if units else "its statements present as Python ASTs"
+    return f"{what} ({path.rsplit('/', 1)[-1]})"
+
+
+def _enclosing(outline_: Outline, line: int) -> str:
+    """The innermost function or class holding ``line`` ("" at module level)."""
+    best, size = "", 1 << 30
+    for defs in outline_.definitions.values():
+        for d in defs:
+            if d.start <= line <= d.end and d.end - d.start < size:
+                best, size = d.qualname, d.end - d.start
+    return best
+
+
+def _verbatim(fp: FilePatch, after: bytes, new: bytes) -> str | None:
+    """Why every run of added lines stands in ``new``, in the same definition; None if not."""
+    after_outline, new_outline = outline(after), outline(new)
+    new_lines = split_lines(new)
+    runs = 0
+    for hunk in fp.hunks:
+        groups: list[list[tuple[int, bytes]]] = []
+        for number, text in hunk.added:
+            if groups and groups[-1][-1][0] == number - 1:
+                groups[-1].append((number, text))
+            else:
+                groups.append([(number, text)])
+        for group in groups:
+            block = [text for _, text in group]
+            if not any(t.strip() for t in block):
+                continue  # blank lines prove nothing
+            hits = [
+                i + 1
+                for i in range(len(new_lines) - len(block) + 1)
+                if new_lines[i] == block[0] and new_lines[i : i + len(block)] == block
+            ]
+            if after_outline is not None and new_outline is not None:
+                scope = _enclosing(after_outline, group[0][0])
+                hits = [h for h in hits if _enclosing(new_outline, h) == scope]
+            if not hits:
+                return None
+            runs += 1
+    if not runs:
+        return None
+    return f"its {runs} added block(s) stand verbatim in the same definitions ({fp.path.rsplit('/', 1)[-1]})"
+
+
+def judge(patch: Patch, old_before: Files, old_after: Files, new: Files) -> Verdict:
+    """Is ``patch`` (``old_before`` -> ``old_after`` on the old release) already in ``new``?"""
+    back = apply_patch(new, patch, reverse=True, allow_offset=True)
+    if not isinstance(back, HunkFailure):
+        return Verdict("upstream", f"{REVERSE_APPLY}: its hunks reverse-apply with exact context")
+    proofs: list[str] = []
+    for fp in patch.files:
+        before, after, now = old_before.get(fp.path), old_after.get(fp.path), new.get(fp.path)
+        if after is None or now is None:
+            if after is None and now is None and fp.deleted:
+                proofs.append(f"{AST_EQUAL}: deleted upstream too ({fp.path.rsplit('/', 1)[-1]})")
+                continue
+            break
+        o_before, o_after, o_new = outline(before or b""), outline(after), outline(now)
+        proof = None
+        if o_before is not None and o_after is not None and o_new is not None:
+            proof = _ast_equal(fp.path, o_before, o_after, o_new)
+            if proof is not None:
+                proof = f"{AST_EQUAL}: {proof}"
+        if proof is None:
+            found = _verbatim(fp, after, now)
+            proof = f"{VERBATIM}: {found}" if found else None
+        if proof is None:
+            break
+        proofs.append(proof)
+    else:
+        return Verdict("upstream", "; ".join(proofs))
+    return _superseded(patch, old_before, old_after, new)
+
+
+def _superseded(patch: Patch, old_before: Files, old_after: Files, new: Files) -> Verdict:
+    """``superseded`` when every definition the patch adds exists upstream, in its scope, with another body."""
+    pairs: list[SideBySide] = []
+    rest: list[str] = []
+    for fp in patch.files:
+        o_before = outline(old_before.get(fp.path) or b"")
+        o_after, o_new = outline(old_after.get(fp.path)), outline(new.get(fp.path))
+        if o_before is None or o_after is None or o_new is None:
+            return Verdict("", "")
+        added = [
+            q
+            for q in o_after.definitions
+            if q not in o_before.definitions and not _inside_new_class(q, o_before, o_after)
+        ]
+        if not added:
+            return Verdict("", "")
+        for qual in added:
+            theirs = o_new.definitions.get(qual)
+            if theirs is None:
+                return Verdict("", "")
+            pairs.append(SideBySide(fp.path, qual, o_after.definitions[qual][-1], theirs[-1]))
+        # Whatever else the patch changes must already be upstream, or dropping it would lose it.
+        for qual in _functions_changed(o_before, o_after):
+            if qual not in added and _dumps(o_after.definitions.get(qual)) != _dumps(o_new.definitions.get(qual)):
+                rest.append(qual)
+        for scope, (stmt_added, _) in _statements_changed(o_before, o_after).items():
+            have = o_new.statements.get(scope, ())
+            if any(s not in have for s in stmt_added):
+                rest.append(f"statements of {scope or 'the module'}")
+    names = tuple(f"{p.qualname} in {p.path}" for p in pairs)
+    if rest:
+        return Verdict(
+            "",
+            f"upstream now defines {group_names([p.qualname for p in pairs])}, "
+            f"but the patch also changes {', '.join(rest)}",
+            tuple(pairs),
+            names,
+        )
+    return Verdict(
+        "superseded",
+        f"upstream defines {group_names([p.qualname for p in pairs])} with another body",
+        tuple(pairs),
+        names,
+    )

@@ -1,0 +1,357 @@
+"""The reliability cases: every fault or bad input the suite tries, what the user sees, what must survive.
+
+Each ``Case`` is exercised by a test in ``test_reliability.py``, ``test_hostile.py``
+or ``test_fuzz.py``, which asserts the expected exit code and message and that
+nothing was lost.  With ``SGPATCH_RELIABILITY_LOG=FILE`` set, the tests also
+append what they observed (exit code, the line the user saw) to FILE;
+``tools/reliability_table.py`` runs them that way and renders
+``docs/reliability.md`` from this registry and those observations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG_ENV = "SGPATCH_RELIABILITY_LOG"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    area: str
+    fault: str  # the fault or bad input, as a reader of the table should understand it
+    exit: int | None  # the exit code the user gets; None where the test kills the process
+    expect: str  # a fragment of what the user sees (asserted by the test)
+    kept: str  # what the test proves was not lost or let out
+
+
+CASES: dict[str, Case] = {}
+
+
+def case(id: str, area: str, fault: str, exit: int | None, expect: str, kept: str) -> Case:
+    assert id not in CASES, id
+    CASES[id] = Case(id, area, fault, exit, expect, kept)
+    return CASES[id]
+
+
+def record(case_id: str, *, exit: int | str | None, shown: str, note: str = "", roots: tuple[Path, ...] = ()) -> None:
+    """Append what a test observed for ``case_id`` to ``$SGPATCH_RELIABILITY_LOG`` (if set)."""
+    assert case_id in CASES, case_id
+    log = os.environ.get(LOG_ENV)
+    if not log:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    entry = {"id": case_id, "exit": exit, "shown": sanitize(shown, roots), "note": sanitize(note, roots), "test": test}
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry) + "\n")
+
+
+def sanitize(text: str, roots: tuple[Path, ...] = ()) -> str:
+    """One line, with temporary paths, pids and SHAs made stable for the table."""
+    for root in sorted(roots, key=lambda r: -len(str(r))):
+        text = text.replace(str(root), "<tmp>")
+    text = re.sub(r"/tmp/pytest-of-[^/\s]+/pytest-\d+/[^/\s]+", "<tmp>", text)
+    text = re.sub(r"/tmp/pip-[\w-]+", "<pip-tmp>", text)
+    text = re.sub(r"\bpid \d+", "pid N", text)
+    text = re.sub(r"since \d\d:\d\d:\d\d", "since HH:MM:SS", text)
+    text = re.sub(r"\b[0-9a-f]{64}\b", lambda m: m.group(0)[:8] + "…", text)
+    return " ".join(text.split())
+
+
+def first_error(stderr: str) -> str:
+    """The line a user reads first: sgpatch's error (and its hint), else the last line."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("sgpatch: error:", "sgpatch: interrupted", "sgpatch: internal"))]
+    if errors:
+        i = lines.index(errors[0])
+        hint = lines[i + 1] if i + 1 < len(lines) and lines[i + 1].startswith("hint:") else ""
+        return f"{errors[0]} {hint}".strip()
+    notes = [ln for ln in lines if ln.startswith("sgpatch:")]
+    return notes[-1] if notes else (lines[-1] if lines else "")
+
+
+# --------------------------------------------------------------------------- crash safety
+
+CRASH = "crash safety"
+_CHECKS = "HEAD, index, status, every file's bytes and every ref compared with a reference copy"
+_P = (
+    f"left exactly pristine ({_CHECKS}; only unreachable objects added); the next apply patches; "
+    "git fsck --strict clean; no journal or lock left"
+)
+_Q = (
+    "left exactly patched or a journalled move, which the next command finishes: exactly patched "
+    f"({_CHECKS}); git fsck --strict clean; no journal or lock left"
+)
+_P_NOW = f"exactly pristine ({_CHECKS}); git fsck --strict clean; no journal or lock left"
+_Q_NOW = f"exactly patched ({_CHECKS}); git fsck --strict clean; no journal or lock left"
+KILL_POINTS = {
+    # point: (fault, state the next command leaves)
+    "apply:locked": ("SIGKILL right after taking the checkout lock", "pristine"),
+    "apply:classified": ("SIGKILL after classifying, before any object is written", "pristine"),
+    "apply:commit:1": ("SIGKILL between the two patch commits (objects only, no ref)", "pristine"),
+    "apply:commit:2": ("SIGKILL after the last commit object, before the journal", "pristine"),
+    "apply:journal": ("SIGKILL after the journal is written, before any file moves", "patched"),
+    "git:read-tree": (
+        "SIGKILL while `git read-tree -u` writes the files (one rewritten, the next unlinked, "
+        "`.git/index.lock` held; git dies with sgpatch)",
+        "patched",
+    ),
+    "apply:tree": ("SIGKILL after index and files moved, before HEAD", "patched"),
+    "git:update-ref": (
+        "SIGKILL while `git update-ref` holds the branch's `.lock` (reference-transaction `prepared`)",
+        "patched",
+    ),
+    "git:ref-committed": ("SIGKILL just after git moved the branch (reference-transaction `committed`)", "patched"),
+    "apply:ref": ("SIGKILL after HEAD moved, before the journal is removed", "patched"),
+    "apply:done": ("SIGKILL after the apply, before the lock is released", "patched"),
+}
+for _point, (_fault, _end) in KILL_POINTS.items():
+    case(
+        f"kill-{_point.replace(':', '-')}",
+        CRASH,
+        f"`sgpatch apply` on the 0.5.9 checkout: {_fault}",
+        0,
+        "next `sgpatch apply`: exit 0",
+        _P if _end == "pristine" else _Q,
+    )
+case(
+    "kill-recover",
+    CRASH,
+    "the commands finishing an interrupted apply are SIGKILLed too (`verify` before, `apply` after its "
+    "`read-tree --reset`)",
+    0,
+    "next `sgpatch apply`: exit 0",
+    _Q,
+)
+case(
+    "kill-timed-sweep",
+    CRASH,
+    "SIGKILL at evenly spaced moments of `sgpatch apply` of a 6-patch series (18 files, tiny repo)",
+    0,
+    "next `sgpatch apply`: exit 0",
+    "each run left exactly pristine, exactly patched or a journalled move; after the next apply exactly patched; "
+    "git fsck --strict clean",
+)
+case(
+    "sigint-before-move",
+    CRASH,
+    "Ctrl-C (SIGINT) after classifying, before anything moves",
+    130,
+    "sgpatch: interrupted",
+    _P_NOW,
+)
+case(
+    "sigint-during-move",
+    CRASH,
+    "Ctrl-C (SIGINT) while index, files and HEAD move (deferred until the move is whole)",
+    130,
+    "sgpatch: interrupted",
+    _Q_NOW,
+)
+case(
+    "sigterm-during-move",
+    CRASH,
+    "SIGTERM while index, files and HEAD move (deferred, then re-delivered)",
+    None,
+    "terminated by SIGTERM",
+    "checkout exactly patched; git fsck clean; no journal left",
+)
+case(
+    "user-edit-after-kill",
+    CRASH,
+    "killed mid-move, then the user edits a file the move touches before running sgpatch again",
+    2,
+    "sgpatch will not overwrite them",
+    "the user's edit is kept byte for byte; the journal stays so nothing is decided for them",
+)
+
+# --------------------------------------------------------------------------- concurrency
+
+CONC = "concurrency"
+case(
+    "lock-busy",
+    CONC,
+    "a second `sgpatch apply` while the first holds the checkout (SGPATCH_LOCK_TIMEOUT=1)",
+    3,
+    "is in use by sgpatch pid",
+    "checkout untouched by the second process",
+)
+case(
+    "lock-wait",
+    CONC,
+    "a second `sgpatch apply` while the first holds the checkout (default timeout)",
+    0,
+    "already patched",
+    "waits, then finds the checkout patched: one series, applied once",
+)
+case(
+    "parallel-apply",
+    CONC,
+    "four `sgpatch apply` processes started at once on one pristine checkout",
+    0,
+    "1 applied, 3 found it already patched",
+    _Q_NOW + "; exactly two series commits",
+)
+case(
+    "verify-during-apply",
+    CONC,
+    "`sgpatch verify` while an apply is part-way through moving the checkout",
+    0,
+    "phase patched",
+    "verify waits for the apply's lock and reports the finished state, never a half-moved one",
+)
+case(
+    "stale-lock",
+    CONC,
+    "a lock file left by a dead process (pid no longer running)",
+    0,
+    "2 patch(es) applied",
+    "the stale lock is taken over at once (no wait) and removed",
+)
+case(
+    "parallel-fetch",
+    CONC,
+    "two `sgpatch fetch` processes creating the same checkout at once",
+    0,
+    "created / already present",
+    "one checkout, at the pinned pypi_commit; no staging directory left",
+)
+
+# --------------------------------------------------------------------------- hostile input
+
+HOSTILE = "hostile input"
+_IN = "checkout unchanged (HEAD, index, files); nothing written outside the test's temp dir"
+_NOFETCH = "no checkout, no staging directory, nothing written outside the test's temp dir"
+for _id, _fault, _expect in [
+    ("patch-dotdot", "a patch path with `..` (`b/../outside/pwned.py`)", "leaves the checkout"),
+    ("patch-absolute", "an absolute patch path (`b//…/outside/pwned.py`)", "is absolute"),
+    ("patch-dotgit", "a patch that edits `.git/config`", "leaves the checkout"),
+    ("patch-dotgit-case", "a patch that creates `.GIT/hooks/post-checkout` (case-folded `.git`)", "git metadata"),
+    ("patch-gitattributes", "a patch that adds `.gitattributes` (would change how git writes files)", "git metadata"),
+    ("patch-creates-symlink", "a patch that creates a symlink (`new file mode 120000`)", "symlink"),
+    (
+        "patch-through-tracked-symlink",
+        "a patch writing through a symlink committed in the checkout that points outside",
+        "not a directory",
+    ),
+    (
+        "patch-through-untracked-symlink",
+        "a patch writing through an ignored, untracked symlink in the work tree that points outside",
+        "is a symlink in the work tree",
+    ),
+    ("patch-onto-symlink", "a patch that edits a file that is a symlink in the checkout", "is a symlink in"),
+    (
+        "patch-over-ignored-file",
+        "a patch creating a file where an ignored file of the user's already is",
+        "is not tracked",
+    ),
+    ("patch-nul-in-path", "a patch path with a NUL byte", "control character in a path"),
+    ("patch-cr-in-path", "a patch path with a carriage return", "control character in a path"),
+    ("patch-control-in-path", "a patch path with another control character (\\x01)", "control character in a path"),
+    ("series-outside", "a series entry naming a file outside `patches/` (`../evil.patch`)", "not a patch file name"),
+    ("series-symlink", "a series entry that is a symlink to a patch outside the project", "not a regular file"),
+    (
+        "series-option",
+        "a series entry that looks like an option (`--upload-pack=touch pwned`)",
+        "not a patch file name",
+    ),
+]:
+    case(_id, HOSTILE, _fault, 2, _expect, _IN)
+for _id, _fault, _expect in [
+    ("config-series-dotdot", 'VERSIONS.toml `series = "../outside"`', "points outside the project"),
+    ("config-series-absolute", 'VERSIONS.toml `series = "/etc"`', "points outside the project"),
+    ("config-series-symlink", "VERSIONS.toml series directory that is a symlink to outside", "resolves outside"),
+    ("config-artifact-path", 'VERSIONS.toml sdist `filename = "../../evil.tar.gz"`', "not a plain file name"),
+    ("config-git-url-ext", 'VERSIONS.toml `git_url = "ext::sh -c touch% pwned"`', "refusing git URL"),
+    ("config-tag-option", 'VERSIONS.toml `tag = "--upload-pack=touch pwned"` with the git source', "refusing"),
+    ("config-files-nul", "VERSIONS.toml `[files]` key with a NUL byte (`python/a\\u0000b.py`)", "control character"),
+]:
+    case(_id, HOSTILE, _fault, 2, _expect, _NOFETCH)
+for _id, _url in [
+    ("url-ext", "ext::sh -c touch% /tmp/pwned"),
+    ("url-fd", "fd::3"),
+    ("url-helper", "testhelper::https://example.com/x"),
+    ("url-http", "http://example.com/sglang.git"),
+    ("url-git", "git://example.com/sglang.git"),
+    ("url-ssh-option-host", "ssh://-oProxyCommand=touch%20pwned/x"),
+    ("url-scp-option-host", "-oProxyCommand=touch pwned:x"),
+    ("url-upload-pack", "--upload-pack=touch /tmp/pwned"),
+]:
+    case(_id, HOSTILE, f"`fetch --source git --url '{_url}'`", 2, "refusing", _NOFETCH)
+for _id, _fault, _expect in [
+    ("sdist-traversal", "an sdist member `sglang-0.5.9/../../pwned.py`", "escapes the archive root"),
+    ("sdist-absolute", "an absolute sdist member (`/…/outside/pwned.py`)", "escapes the archive root"),
+    ("sdist-symlink", "an sdist symlink member pointing outside", "is a link or device"),
+    ("sdist-hardlink", "an sdist hard-link member to `/etc/passwd`", "is a link or device"),
+    ("sdist-fifo", "an sdist FIFO member", "is a link or device"),
+    ("sdist-two-tops", "an sdist member outside its top directory", "outside the top directory"),
+    ("sdist-dotgit", "an sdist member `sglang-0.5.9/.git/hooks/post-checkout`", "git metadata"),
+    ("sdist-clash", "an sdist where `sglang/x` is both a file and a directory", "both a file and a directory"),
+    ("wheel-traversal", "a wheel member `../../pwned.py`", "escapes the archive root"),
+    ("wheel-absolute", "an absolute wheel member (`/…/outside/pwned.py`)", "escapes the archive root"),
+    ("wheel-backslash", "a wheel member `..\\pwned.py`", "escapes the archive root"),
+    ("wheel-symlink", "a wheel member with symlink mode bits", "is a link or device"),
+    ("wheel-duplicate", "a wheel with the same member twice", "appears twice"),
+]:
+    case(
+        _id,
+        HOSTILE,
+        f"{_fault} (its sha256 pinned, so only the member checks stand in the way)",
+        2,
+        _expect,
+        _NOFETCH,
+    )
+
+# --------------------------------------------------------------------------- network
+
+NET = "network"
+_CACHE = "nothing in the cache (no partial file, no `.download-*`); no checkout; a retry succeeds"
+case("net-cut", NET, "the index cuts the connection half-way through the file", 3, "cannot download", _CACHE)
+case("net-short", NET, "the index serves a file of the wrong size (half of it)", 3, "cannot download", _CACHE)
+case("net-altered", NET, "the index serves an altered file of the right size", 2, "sha256 mismatch", _CACHE)
+case("net-unreachable", NET, "the index is unreachable (connection refused)", 3, "cannot download", _CACHE)
+case(
+    "net-killed",
+    NET,
+    "`sgpatch fetch` SIGKILLed mid-download (pip dies with it)",
+    None,
+    "next fetch: created",
+    "the `.download-*` directory the kill left is removed by the next fetch, which succeeds",
+)
+case(
+    "fetch-killed-staged",
+    NET,
+    "`sgpatch fetch` SIGKILLed after laying out the checkout, before moving it into place",
+    None,
+    "next fetch: created",
+    "the target never holds a half-made checkout; the next fetch removes the staging directory",
+)
+
+# --------------------------------------------------------------------------- fuzzing
+
+FUZZ = "fuzzing"
+_CLEAN = "every outcome a result or a clean error with its exit code; never a traceback"
+case("fuzz-patch", FUZZ, "mutated patch files (bytes, lines, hunk headers, paths, modes)", 2, "PatchError", _CLEAN)
+case(
+    "fuzz-series",
+    FUZZ,
+    "generated series files (names, comments, traversal, options, duplicates)",
+    2,
+    "PatchError",
+    _CLEAN,
+)
+case("fuzz-anchors", FUZZ, "mutated anchors.toml", 2, "ConfigError", _CLEAN)
+case("fuzz-config", FUZZ, "mutated VERSIONS.toml", 2, "ConfigError", _CLEAN)
+case(
+    "fuzz-apply",
+    FUZZ,
+    "`sgpatch apply` of mutated series (mutated hunks, hostile paths, reordering) on a small real repo",
+    None,
+    "exit 0, 1 or 2",
+    "exit 0: exactly patched with the expected bytes; otherwise HEAD, index and files unchanged; "
+    "nothing outside the repo",
+)
