@@ -7,8 +7,9 @@ A pristine 0.5.9 checkout is made once per session and copied for each test.
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from sgpatch.apply import apply_series
 from sgpatch.config import Artifact, Config, load_config
 from sgpatch.source import fetch, fetch_artifact, read_sdist, read_wheel
 from sgpatch.verify import Project, load_project
+
+from .sshd import Sshd, have_sshd, start_sshd
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -117,3 +120,15 @@ def release_tree(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Ca
 def patched_059_tree(template_patched: Path) -> Path:
     """A 0.5.9 tree (python/sglang/...) with the shipped series applied (read-only use)."""
     return template_patched
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """A real OpenSSH server on 127.0.0.1 with throwaway keys (tests/sshd.py)."""
+    if not have_sshd():
+        if os.environ.get("CI"):
+            pytest.fail("/usr/sbin/sshd is missing: .ci/run installs openssh-server")
+        pytest.skip("needs OpenSSH's sshd (apt-get install openssh-server)")
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ from sgpatch.verify import Project
 from sgpatch.wheel import build_wheel, check_wheel
 
 from .helpers import json_out, run_cli
-from .sshd import Sshd, free_port, have_sshd, keygen, start_sshd
+from .sshd import Sshd, free_port, keygen
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "VERSIONS.toml")
@@ -142,17 +140,6 @@ def modified_venv(tmp_path_factory: pytest.TempPathFactory, patched_wheel: Path)
         path = venv.site_packages / rel
         path.write_bytes(path.read_bytes() + b"# hotfix applied by hand on the host\n")
     return venv
-
-
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not have_sshd():
-        if os.environ.get("CI"):
-            pytest.fail("/usr/sbin/sshd is missing: .ci/run installs openssh-server")
-        pytest.skip("needs OpenSSH's sshd (apt-get install openssh-server)")
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
 
 
 @pytest.fixture

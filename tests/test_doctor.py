@@ -13,11 +13,10 @@ import csv
 import hashlib
 import io
 import json
-import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from sgpatch.doctor import DoctorReport, build_tag, doctor, torch_cuda
 from sgpatch.errors import EnvironmentFailure
 
 from .helpers import json_out, run_cli
-from .sshd import Sshd, have_sshd, start_sshd
+from .sshd import Sshd
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "VERSIONS.toml")
@@ -116,17 +115,6 @@ def matching_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         files = torch_files(version, "13.0", root / IMPORTED) if name == "torch" else {}
         made.append(str(make_wheel(wheels, name, version, files)))
     return make_venv(root / "venv", "--no-deps", "--no-index", *made)
-
-
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not have_sshd():
-        if os.environ.get("CI"):
-            pytest.fail("/usr/sbin/sshd is missing: .ci/run installs openssh-server")
-        pytest.skip("needs OpenSSH's sshd (apt-get install openssh-server)")
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
 
 
 def rows(report: DoctorReport | dict[str, Any]) -> dict[str, tuple[str, str | None, bool]]:
