@@ -46,7 +46,7 @@ fuzz: venv
 	SGPATCH_FUZZ_SCALE=25 $(PY) -m pytest tests/test_fuzz.py -q $(PYTEST_ARGS)
 
 reliability-table: venv
-	$(PY) tools/reliability_table.py --output docs/reliability.md
+	$(PY) tools/reliability_table.py --output docs/reliability.md --readme README.md
 
 bench: venv
 	$(PY) bench/verify.py

@@ -6,6 +6,7 @@ errors: a typo must never silently turn a pin off.
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _STACK_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
 _LABEL = re.compile(r"^[0-9A-Za-z]+(\.[0-9A-Za-z]+)*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +203,8 @@ class _Reader:
     def error(self, key: str | None, message: str, hint: str | None = None) -> ConfigError:
         where = self.path + ((key,) if key else ())
         line = locate(self.text, where)
-        dotted = ".".join(where) or "(top level)"
+        # Keys are shown as TOML spells them: bare when plain, else quoted with escapes (never a raw control byte).
+        dotted = ".".join(k if _BARE_KEY.match(k) else json.dumps(k) for k in where) or "(top level)"
         return ConfigError(f"{self.config_path}:{line}: {dotted}: {message}", hint=hint)
 
     def _get(self, key: str, kind: type | tuple[type, ...], kind_name: str, *, required: bool) -> Any:

@@ -92,6 +92,8 @@ def _check_refused(case_id: str, result: Any, roots: tuple[Path, ...]) -> None:
     assert result.exit_code == case.exit, result.stderr
     assert case.expect in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    # The one line is safe to print: hostile names are shown escaped, never as raw control bytes.
+    assert not any(ord(c) < 32 and c not in "\n\t" for c in result.stderr), repr(result.stderr)
     record(case_id, exit=result.exit_code, shown=first_error(result.stderr), roots=roots)
 
 
