@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from sgpatch.anchors import ANCHORS_FILE, Anchor, load_anchors
 from sgpatch.checkout import CommitSpec, Git, clone
-from sgpatch.config import Artifact, Config, Stack, parse_config
+from sgpatch.config import Artifact, Config, InstallRecipe, Stack, parse_config
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.export import (
     find_chain,
@@ -50,7 +52,16 @@ from sgpatch.patchset import (
     Series,
     parse_patch,
 )
-from sgpatch.pins import FilePin, append_stack, stack_block
+from sgpatch.pins import (
+    RENAMES,
+    FilePin,
+    append_stack,
+    check_build_requires,
+    port_pins,
+    release_requires,
+    remove_stack,
+    stack_block,
+)
 from sgpatch.rebase import (
     DROPPED,
     KEPT,
@@ -168,9 +179,19 @@ def read_record(checkout: Path) -> dict[str, Any] | None:
 
 
 def _new_stack(old: Stack, version: str, release: Release, commit: str | None, series_dir: Path) -> Stack:
+    """The new stack's table: the old one's with the release's own pins (install, overrides, build backend)."""
+    name = new_stack_name(old, version)
+    carried = port_pins(old, version, release.metadata())
+    declared = release.build_system_requires()
+    if declared is not None:  # a source build: the pinned backend must be one the release accepts
+        check_build_requires(old.build_requires, declared, where=f"{release.source[0].filename}: pyproject.toml")
+    note = old.install.note
+    for before, after in RENAMES.items():
+        if any(c.startswith(f"{before} renamed") for c in carried.changes):
+            note = note.replace(before, after)
     return dataclasses.replace(
         old,
-        name=new_stack_name(old, version),
+        name=name,
         sglang_version=version,
         tag=f"v{version}",
         commit=commit,
@@ -178,6 +199,9 @@ def _new_stack(old: Stack, version: str, release: Release, commit: str | None, s
         pypi_commit=None,
         artifacts=release.artifacts,
         files=(),
+        requires=carried.requires,
+        install=InstallRecipe(old.install.extra_index_urls, carried.pins, note),
+        build_requires=old.build_requires if declared is not None else (),
         # Without upstream's commit a git checkout cannot be checked: the new stack defaults to PyPI.
         default_source=old.default_source if commit else "pypi",
     )
@@ -238,6 +262,8 @@ class _Plan:
     source: str
     strict: bool
     dry_run: bool
+    config_text: str
+    force: bool = False
 
 
 def port_stack(
@@ -250,9 +276,14 @@ def port_stack(
     checkout: Path | None = None,
     dry_run: bool = False,
     strict: bool = False,
+    force: bool = False,
     progress: Progress | None = None,
 ) -> PortResult:
-    """Port the series of ``stack_name`` to SGLang ``version`` (see the module docstring)."""
+    """Port the series of ``stack_name`` to SGLang ``version`` (see the module docstring).
+
+    ``force`` replaces a stack that port wrote before (its table, series
+    directory and clean checkout); any other existing stack is a ConfigError.
+    """
     if source not in ("pypi", "git"):
         raise SourceError(f"unknown source {source!r}: use pypi or git")
     if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
@@ -261,23 +292,33 @@ def port_stack(
     if version == old_stack.sglang_version:
         raise ConfigError(f"{old_stack.name} is already SGLang {version}")
     new_name = new_stack_name(old_stack, version)
-    if new_name in config.stacks:
-        raise ConfigError(
-            f"{config.path}: stack {new_name} exists already", hint="remove it first to port again from scratch"
-        )
+    config_text = config.path.read_text(encoding="utf-8")
+    replacing = new_name in config.stacks
+    if replacing:
+        if not force:
+            raise ConfigError(
+                f"{config.path}: stack {new_name} exists already",
+                hint="pass --force to replace a stack port made, or remove it first",
+            )
+        config_text = remove_stack(config_text, new_name, where=config.path)
+        config = dataclasses.replace(config, stacks={k: v for k, v in config.stacks.items() if k != new_name})
     old, project = load_old(config, stack_name, progress=progress)
     series_dir = old.series.directory.parent / version
-    plan = _Plan(config, old, project.anchors, version, new_name, series_dir, source, strict, dry_run)
+    plan = _Plan(
+        config, old, project.anchors, version, new_name, series_dir, source, strict, dry_run, config_text, replacing
+    )
     target = checkout or config.root / ".sgpatch" / "checkouts" / new_name
     if not dry_run:
         record = read_record(target) if target.exists() else None
         if record is not None:
             return continue_port(config, target, progress=progress)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise CheckoutError(
-                f"{target}: exists and is not an empty directory",
-                hint="remove it, or pass --checkout DIR for the new stack's checkout",
-            )
+            if not replacing:
+                raise CheckoutError(
+                    f"{target}: exists and is not an empty directory",
+                    hint="remove it, or pass --checkout DIR for the new stack's checkout",
+                )
+            _check_replaceable(target)
 
     release = find_release(version, progress=progress)
     stack = _new_stack(old.stack, version, release, commit, series_dir)
@@ -376,7 +417,7 @@ def _finish(
     written = _write(plan, outputs)
     if g.head() != final:
         move_checkout(g, old=head, new=final, reason=f"sgpatch port {plan.new_name}")
-    _move_checkout(into, target)
+    _move_checkout(into, target, replace=plan.force)
     return dataclasses.replace(result, checkout=target, written=tuple(written))
 
 
@@ -431,6 +472,9 @@ def _outputs(
     anchors_path = old.series.directory / ANCHORS_FILE
     original = anchors_path.read_text(encoding="utf-8") if anchors_path.exists() else ""
     original = _swap_version(original, old.stack.sglang_version, plan.version)
+    source_artifact = release.source[0]
+    if source_artifact.kind != "sdist":  # the header names what the pristine text really comes from
+        original = original.replace(f"the {plan.version} sdist", f"the {plan.version} wheel {source_artifact.filename}")
     outputs[series_dir / ANCHORS_FILE] = render_anchors(original, moves, where=anchors_path).encode()
 
     pins = []
@@ -452,11 +496,40 @@ def _outputs(
             "title": f"{title}\n({summary})." if summary else title,
             "pypi_commit": f"The commit sgpatch makes from {release.source[0].filename} (fixed identity and date).",
             "files": "Git blob ids of the files the series touches, before and after it.",
+            **_pin_comments(stack, old.stack, release),
         },
     )
-    config_text = plan.config.path.read_text(encoding="utf-8")
+    config_text = plan.config_text
     outputs[plan.config.path] = append_stack(config_text, block).encode()
     return outputs, moves
+
+
+def _pin_comments(stack: Stack, old: Stack, release: Release) -> dict[str, str]:
+    """The comments over the new stack's requires, build and install tables: where each pin comes from."""
+    required = release_requires(release.metadata())
+    version = release.version
+    out: dict[str, str] = {}
+    if stack.requires:
+        asked = "; ".join(
+            str(required[canonicalize_name(d)]) for d, _ in stack.requires if canonicalize_name(d) in required
+        )
+        wanted = "; ".join(t for _, t in stack.requires)
+        out["requires"] = (
+            f"Requires-Dist overrides for the wheel: sglang {version} requires {asked}; "
+            f"CUDA {stack.cuda} needs {wanted}."
+        )
+    sdist = release.file("sdist")
+    if stack.build_requires and sdist is not None:
+        declared = ", ".join(release.build_system_requires() or ()) or "nothing"
+        out["build"] = (
+            f"The build backend for the isolated build of {sdist[0].filename}, pinned so that a rebuild is "
+            f"byte-identical\n(its pyproject.toml asks for {declared})."
+        )
+    out["install"] = (
+        f"Install pins: sglang {version}'s own Requires-Dist for the CUDA stack's packages, "
+        f"with the indexes and\nlocal tags of {old.name} (CUDA {stack.cuda})."
+    )
+    return out
 
 
 def _dropped_comment(p: PortedPatch, version: str) -> str:
@@ -495,7 +568,10 @@ def _write(plan: _Plan, outputs: Mapping[Path, bytes]) -> list[Path]:
         existing = {p for p in series_dir.iterdir() if p.is_file()}
         ours = {p for p in outputs if p.parent == series_dir}
         same = existing == ours and all(p.read_bytes() == outputs[p] for p in ours)
-        if not same:
+        if not same and plan.force:  # the series of the stack being replaced: ours to rewrite
+            for stale in existing - ours:
+                stale.unlink()
+        elif not same:
             raise ConfigError(
                 f"{series_dir}: exists with other contents",
                 hint="another stack uses it; move it away or port into an empty directory",
@@ -512,9 +588,23 @@ def _write(plan: _Plan, outputs: Mapping[Path, bytes]) -> list[Path]:
     return written
 
 
-def _move_checkout(into: Path, target: Path) -> None:
+def _check_replaceable(target: Path) -> None:
+    """CheckoutError unless ``target`` is a git checkout without uncommitted changes (port --force replaces it)."""
+    if not (target / ".git").exists() or not Git(target).is_repo():
+        raise CheckoutError(f"{target}: exists and is not a git checkout", hint="move it away, or pass --checkout DIR")
+    if Git(target).status():
+        raise CheckoutError(
+            f"{target}: the checkout of the stack being replaced has uncommitted changes",
+            hint="commit or remove them first; sgpatch never discards your files",
+        )
+
+
+def _move_checkout(into: Path, target: Path, *, replace: bool = False) -> None:
     if into.resolve() == target.resolve():
         return
+    if replace and target.is_dir() and any(target.iterdir()):
+        _check_replaceable(target)
+        shutil.rmtree(target)
     if target.exists():
         target.rmdir()  # checked empty before the port started
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -642,6 +732,7 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
         record["source"],
         record["strict"],
         False,
+        config.path.read_text(encoding="utf-8"),
     )
     current: Files = {p: g.read_blob(tip, p) for p in old.series.touched}
     run = Rebase(g, base, tip, current, [], list(kept))

@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
+import tomllib
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,59 @@ class Release:
     def source(self) -> tuple[Artifact, Path]:
         """What a checkout is made from: the sdist if there is one, else the wheel."""
         return self.artifacts[0], self.paths[0]
+
+    def file(self, kind: str) -> tuple[Artifact, Path] | None:
+        return next(((a, p) for a, p in zip(self.artifacts, self.paths, strict=True) if a.kind == kind), None)
+
+    def metadata(self) -> bytes:
+        """The release's core metadata: the wheel's METADATA, else the sdist's PKG-INFO."""
+        wheel = self.file("wheel")
+        if wheel is not None:
+            name = f"{PACKAGE}-{self.version}.dist-info/METADATA"
+            data = _zip_member(wheel[1], name)
+        else:
+            sdist = self.file("sdist")
+            assert sdist is not None
+            data = _tar_member(sdist[1], f"{PACKAGE}-{self.version}/PKG-INFO")
+        if data is None:
+            raise SourceError(f"{self.source[0].filename}: has no core metadata (METADATA or PKG-INFO)")
+        return data
+
+    def build_system_requires(self) -> tuple[str, ...] | None:
+        """``[build-system] requires`` of the sdist's pyproject.toml; None without an sdist."""
+        sdist = self.file("sdist")
+        if sdist is None:
+            return None
+        data = _tar_member(sdist[1], f"{PACKAGE}-{self.version}/pyproject.toml")
+        if data is None:
+            return ()
+        try:
+            doc = tomllib.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise SourceError(f"{sdist[0].filename}: pyproject.toml does not parse: {exc}") from None
+        requires = (doc.get("build-system") or {}).get("requires") or []
+        return tuple(str(r) for r in requires)
+
+
+def _zip_member(path: Path, name: str) -> bytes | None:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return zf.read(name) if name in zf.namelist() else None
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise SourceError(f"{path}: not a readable wheel: {exc}") from None
+
+
+def _tar_member(path: Path, name: str) -> bytes | None:
+    try:
+        with tarfile.open(path, "r:gz") as tf:
+            try:
+                member = tf.getmember(name)
+            except KeyError:
+                return None
+            fh = tf.extractfile(member) if member.isfile() else None
+            return fh.read() if fh is not None else None
+    except (tarfile.TarError, OSError) as exc:
+        raise SourceError(f"{path}: not a readable sdist: {exc}") from None
 
 
 def _cached(filename: str) -> tuple[Artifact, Path] | None:
