@@ -175,7 +175,7 @@ def verify_tree(
         failures.extend(f"patch {s.name}: {s.state}: {s.detail}" for s in bad)
         if not bad:
             failures.append("the files are neither pristine nor patched")
-    elif phase == "pristine" and require_patched:
+    elif phase == "pristine" and require_patched and series.patches:
         failures.append(f"{tree.label} does not carry the series: every patch is still applicable")
     failures.extend(f"anchor {r.anchor.id}: {r.status} ({r.detail})" for r in anchor_results if not r.ok)
     failures.extend(
@@ -185,6 +185,8 @@ def verify_tree(
     )
     failures.extend(f"{r.patch} {r.path} {r.hunk}: {r.detail}" for r in landing if not r.ok)
     notes = list(notes)
+    if not series.patches:  # everything went upstream: the release's own files are the stack's
+        notes.append(f"nothing to carry: the series of {stack.name} is empty (series {series.id})")
     interface = None
     if stack.interface is not None:
         from sgpatch.interface import check_interface, interface_of
