@@ -40,7 +40,7 @@ patch: venv
 wheel: patch
 	@mkdir -p dist
 	$(SGPATCH) build $(STACK) --out dist --json > .sgpatch/build.json \
-	  || { echo "make wheel: build failed (the failed checks are above); its report: .sgpatch/build.json" >&2; exit 1; }
+	  || { echo "make wheel: sgpatch build failed (the reason is above; its report: .sgpatch/build.json)" >&2; exit 1; }
 	$(SGPATCH) verify $(STACK) --wheel "$$($(PY) -c 'import json; print(json.load(open(".sgpatch/build.json"))["wheel"])')"
 
 fuzz: venv
