@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
-from sgpatch.config import Artifact, Stack
+from sgpatch.config import Artifact, Stack, locate
 from sgpatch.errors import ConfigError
 
 RULE = "# " + "-" * 75
@@ -234,7 +234,7 @@ def _pin(name: str, extras: set[str], version: str, local: str | None) -> str:
     return f"{name}{'[' + ','.join(sorted(extras)) + ']' if extras else ''}=={version}{tail}"
 
 
-def port_pins(old: Stack, version: str, metadata: bytes) -> StackPins:
+def port_pins(old: Stack, version: str, metadata: bytes, *, config: tuple[Path, str] | None = None) -> StackPins:
     """The install pins and overrides of ``old`` carried to sglang ``version``, whose METADATA is ``metadata``.
 
     The CUDA stack's packages take the release's own exact pins (renamed
@@ -242,8 +242,16 @@ def port_pins(old: Stack, version: str, metadata: bytes) -> StackPins:
     tags; a package the release does not require follows its family's pin
     (flashinfer-jit-cache with flashinfer-python).  Overrides stay only while
     the release still asks for something else.  A pin that the release rules
-    out is a ConfigError naming it.
+    out is a ConfigError naming it (at its ``file:line`` when ``config`` gives
+    VERSIONS.toml's path and text).
     """
+
+    def where(*keys: str) -> str:
+        if config is None:
+            return f"{old.name}: {'.'.join(keys)}"
+        path, text = config
+        return f"{path}:{locate(text, ('stacks', old.name, *keys))}: stacks.{old.name}.{'.'.join(keys)}"
+
     required = release_requires(metadata)
     changes: list[str] = []
     requires: list[tuple[str, str]] = []
@@ -252,7 +260,7 @@ def port_pins(old: Stack, version: str, metadata: bytes) -> StackPins:
         try:
             override = Requirement(text)
         except InvalidRequirement as exc:
-            raise ConfigError(f"{old.name}: requires.{dist}: {text!r} is not a requirement: {exc}") from None
+            raise ConfigError(f"{where('requires', dist)}: {text!r} is not a requirement: {exc}") from None
         key = canonicalize_name(dist)
         upstream = required.get(key)
         if upstream is None:
@@ -269,7 +277,7 @@ def port_pins(old: Stack, version: str, metadata: bytes) -> StackPins:
         try:
             req = Requirement(text)
         except InvalidRequirement as exc:
-            raise ConfigError(f"{old.name}: install pin {text!r} is not a requirement: {exc}") from None
+            raise ConfigError(f"{where('install', 'pins')}: {text!r} is not a requirement: {exc}") from None
         key = canonicalize_name(req.name)
         name = req.name
         renamed = RENAMES.get(key)
@@ -311,7 +319,10 @@ def port_pins(old: Stack, version: str, metadata: bytes) -> StackPins:
     for text in pins:
         problem = pin_conflict(text, effective)
         if problem:
-            raise ConfigError(f"{old.name}: install pin {text} contradicts sglang {version}: {problem}")
+            raise ConfigError(
+                f"{where('install', 'pins')}: install pin {text} contradicts sglang {version}: {problem}",
+                hint="change or remove that pin in the old stack, then port again",
+            )
     return StackPins(tuple(pins), tuple(requires), tuple(changes))
 
 

@@ -178,10 +178,12 @@ def read_record(checkout: Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- checkouts of the new release
 
 
-def _new_stack(old: Stack, version: str, release: Release, commit: str | None, series_dir: Path) -> Stack:
+def _new_stack(
+    old: Stack, version: str, release: Release, commit: str | None, series_dir: Path, config: tuple[Path, str]
+) -> Stack:
     """The new stack's table: the old one's with the release's own pins (install, overrides, build backend)."""
     name = new_stack_name(old, version)
-    carried = port_pins(old, version, release.metadata())
+    carried = port_pins(old, version, release.metadata(), config=config)
     declared = release.build_system_requires()
     if declared is not None:  # a source build: the pinned backend must be one the release accepts
         check_build_requires(old.build_requires, declared, where=f"{release.source[0].filename}: pyproject.toml")
@@ -321,7 +323,7 @@ def port_stack(
             _check_replaceable(target)
 
     release = find_release(version, progress=progress)
-    stack = _new_stack(old.stack, version, release, commit, series_dir)
+    stack = _new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
     parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
@@ -721,7 +723,8 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
         paths.append(fetch_artifact(a, record["version"], progress=progress))
     release = Release(record["version"], artifacts, tuple(paths))
     series_dir = old.series.directory.parent / record["version"]
-    stack = _new_stack(old.stack, record["version"], release, record["commit"], series_dir)
+    config_source = (config.path, config.path.read_text(encoding="utf-8"))
+    stack = _new_stack(old.stack, record["version"], release, record["commit"], series_dir, config_source)
     plan = _Plan(
         config,
         old,

@@ -306,6 +306,24 @@ for _id, _fault, _expect in [
         _NOFETCH,
     )
 
+_PORTED = "VERSIONS.toml, patches/ and .sgpatch/ byte-identical; no checkout or staging directory left"
+case(
+    "port-force-hand-written",
+    HOSTILE,
+    "`sgpatch port 0.5.9-cu130 --to 0.5.10 --force` where VERSIONS.toml has a hand-written 0.5.10-cu130",
+    2,
+    "was not written by 'sgpatch port'",
+    _PORTED,
+)
+case(
+    "port-pin-contradicts",
+    HOSTILE,
+    "`sgpatch port --to 0.5.10` of a stack whose install pins hold `openai==1.0` (0.5.10 requires openai==2.6.1)",
+    2,
+    "install pin openai==1.0 contradicts sglang 0.5.10",
+    _PORTED,
+)
+
 # --------------------------------------------------------------------------- network
 
 NET = "network"

@@ -23,7 +23,10 @@ from typing import Any
 
 import pytest
 
-from .helpers import run_cli, snapshot
+from sgpatch.source import fetch_artifact
+
+from .helpers import copy_project_with, run_cli, snapshot
+from .port_fixtures import SDIST_0510
 from .reliability import CASES, HOSTILE, first_error, record
 from .smallrepo import HEADER, STACK, Tiny, add_traps, git, make_tiny, versions_toml
 
@@ -306,3 +309,27 @@ def test_nul_in_series_path_is_a_clean_error(hostile_template: Hostile, tmp_path
     tiny.config.write_text(tiny.config.read_text().replace(f'series = "patches/{STACK}"', 'series = "a\\u0000b"'))
     result = run_cli("stacks", "--config", str(tiny.config))
     assert result.exit_code == 2, result.stderr
+
+
+# --------------------------------------------------------------------------- port: stacks it must not write
+
+_PORT_BAD = {
+    # case id: (VERSIONS.toml replacements, extra port arguments)
+    "port-force-hand-written": ({'[stacks."0.5.9-cu128': '[stacks."0.5.10-cu130'}, ("--force",)),
+    "port-pin-contradicts": ({'  "cuda-python>=13.0,<14",\n]': '  "cuda-python>=13.0,<14",\n  "openai==1.0",\n]'}, ()),
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(_PORT_BAD))
+def test_port_refuses_to_write_a_wrong_stack(case_id: str, tmp_path: Path) -> None:
+    fetch_artifact(SDIST_0510, "0.5.10")
+    replacements, extra = _PORT_BAD[case_id]
+    proj = copy_project_with(tmp_path / "proj", replacements)
+    before = _tree_state(proj)
+    result = run_cli("port", "0.5.9-cu130", "--to", "0.5.10", "--config", str(proj / "VERSIONS.toml"), *extra)
+    case = CASES[case_id]
+    assert result.exit_code == case.exit, result.stderr
+    shown = first_error(result.stderr)
+    assert case.expect in shown
+    assert _tree_state(proj) == before
+    record(case_id, exit=result.exit_code, shown=shown, roots=(tmp_path,))
