@@ -221,12 +221,26 @@ def _local(req: Requirement) -> str | None:
         return None
 
 
+def _overlap(a: SpecifierSet, b: SpecifierSet) -> bool:
+    """Whether some version satisfies both (tried at every version either names, and just above it)."""
+    candidates: list[str] = []
+    for spec in (*a, *b):
+        text = spec.version.removesuffix(".*")
+        try:
+            v = Version(text)
+        except InvalidVersion:
+            continue
+        bumped = ".".join(str(n) for n in (*v.release[:-1], v.release[-1] + 1))
+        candidates.extend((str(v), f"{v}.post1", bumped))
+    return any(a.contains(c, prereleases=True) and b.contains(c, prereleases=True) for c in candidates)
+
+
 def _still_needed(release: Requirement, override: Requirement) -> bool:
-    """Whether an override still changes what the release asks for."""
+    """Whether an override still changes what the release asks for: only while the two ranges are disjoint
+    (sglang 0.5.9 asks for cuda-python==12.9, the CUDA 13 stack needs 13.x; 0.5.15 asks for >=13.0 itself)."""
     if release.specifier == override.specifier:
         return False
-    exact = _exact(release.specifier)
-    return exact is None or not override.specifier.contains(exact, prereleases=True)
+    return not _overlap(release.specifier, override.specifier)
 
 
 def _pin(name: str, extras: set[str], version: str, local: str | None) -> str:
@@ -294,6 +308,8 @@ def port_pins(old: Stack, version: str, metadata: bytes, *, config: tuple[Path, 
             new = next(t for d, t in requires if canonicalize_name(d) == key)
         elif want is not None and _exact(want.specifier) is not None:
             new = _pin(name, set(req.extras) | set(want.extras), str(_exact(want.specifier)), local)
+        elif want is not None and _exact(req.specifier) is None and _overlap(req.specifier, want.specifier):
+            new = text  # a range of the old stack's that the release's range admits stays (e.g. >=13.0,<14)
         elif want is not None:
             new = f"{name}{want.specifier}"
         else:

@@ -20,11 +20,12 @@ from packaging.version import Version
 
 from sgpatch.config import load_config
 from sgpatch.errors import ConfigError
-from sgpatch.patchset import Series
+from sgpatch.patchset import Series, read_series
 from sgpatch.pins import port_pins, release_requires, remove_stack
 from sgpatch.release import find_release
 from sgpatch.wheel import read_provenance
 
+from .conftest import RELEASES
 from .helpers import copy_project_with, empty_series_project, json_out, run_cli
 from .port_fixtures import port, releases_cached  # noqa: F401  (fixtures)
 
@@ -78,6 +79,27 @@ def test_a_pin_the_release_rules_out_is_an_error_naming_it(releases_cached: None
         ConfigError, match=r"install pin openai==1\.0 contradicts sglang 0\.5\.10: it requires openai==2\.6\.1"
     ):
         port_pins(stack, "0.5.10", _metadata_0510())
+
+
+def test_port_to_a_wheel_only_release_writes_its_own_pins_and_names_the_wheel(
+    tmp_path: Path, releases_cached: None
+) -> None:
+    proj = copy_project_with(tmp_path / "proj", {})
+    result = port(proj / "VERSIONS.toml", "--to", "0.5.15")
+    assert result.exit_code == 0, result.stderr
+    stack = load_config(proj / "VERSIONS.toml").stack("0.5.15-cu130")
+    wheel = RELEASES["0.5.15"].filename
+    assert [a.filename for a in stack.artifacts] == [wheel]
+    # Everything went upstream: an empty series.  0.5.15 asks for cuda-python>=13.0 itself: the override went.
+    assert read_series(stack.series_dir).patches == () and stack.files == ()
+    assert stack.requires == () and stack.build_requires == ()  # no sdist: nothing is built from source
+    assert "cuda-python>=13.0,<14" in stack.install.pins  # the old range, which 0.5.15's admits, stays
+    assert "flashinfer-python[cu13]==0.6.12" in stack.install.pins  # the release's extras
+    assert "sglang-kernel==0.4.4+cu130" in stack.install.pins
+    header = (stack.series_dir / "anchors.toml").read_text().splitlines()[1]
+    assert f"pristine: the 0.5.15 wheel {wheel};" in header and "sdist" not in header
+    text = (proj / "VERSIONS.toml").read_text()
+    assert f"# The commit sgpatch makes from {wheel} (fixed identity and date)." in text
 
 
 def test_force_replaces_only_a_stack_port_wrote() -> None:
