@@ -21,7 +21,7 @@ from packaging.version import Version
 from sgpatch.config import load_config
 from sgpatch.errors import ConfigError
 from sgpatch.patchset import Series, read_series
-from sgpatch.pins import port_pins, release_requires, remove_stack
+from sgpatch.pins import check_build_requires, port_pins, release_requires, remove_stack
 from sgpatch.release import find_release
 from sgpatch.wheel import read_provenance
 
@@ -102,6 +102,15 @@ def test_port_to_a_wheel_only_release_writes_its_own_pins_and_names_the_wheel(
     assert f"# The commit sgpatch makes from {wheel} (fixed identity and date)." in text
 
 
+def test_the_build_backend_pins_must_fit_the_releases_build_system() -> None:
+    pinned = ("setuptools==84.2.1", "setuptools-scm==10.3.4", "wheel==0.48.0")
+    check_build_requires(pinned, ("setuptools>=61.0", "setuptools-scm>=8.0", "wheel"), where="pyproject.toml")
+    with pytest.raises(ConfigError, match=r"requires setuptools<80; the pinned setuptools==84\.2\.1 contradicts it"):
+        check_build_requires(pinned, ("setuptools<80",), where="pyproject.toml")
+    with pytest.raises(ConfigError, match="requires hatchling, which \\[build\\] requires does not pin"):
+        check_build_requires(pinned, ("hatchling",), where="pyproject.toml")
+
+
 def test_force_replaces_only_a_stack_port_wrote() -> None:
     text = (REPO / "VERSIONS.toml").read_text()
     with pytest.raises(ConfigError, match=r"0\.5\.9-cu128 was not written by"):
@@ -142,6 +151,14 @@ def test_port_to_0510_then_fetch_apply_verify_build_verify_wheel(tmp_path: Path,
     # Porting again: a refusal without --force, the same stack with it.
     again = port(config, "--to", "0.5.10")
     assert again.exit_code == 2 and "exists already" in again.stderr and "--force" in again.stderr
+    ported_checkout = proj / ".sgpatch/checkouts" / NEW_STACK
+    edited = ported_checkout / "python/sglang/srt/models/deepseek_v2.py"
+    original = edited.read_bytes()
+    edited.write_bytes(original + b"# a local edit\n")
+    dirty = port(config, "--to", "0.5.10", "--force")
+    assert dirty.exit_code == 2 and "uncommitted changes" in dirty.stderr  # never discards the user's work
+    assert config.read_bytes() == first and edited.read_bytes().endswith(b"# a local edit\n")
+    edited.write_bytes(original)
     forced = port(config, "--to", "0.5.10", "--force")
     assert forced.exit_code == 0, forced.stderr
     assert config.read_bytes() == first
