@@ -51,6 +51,7 @@ from sgpatch.patchset import (
     Patch,
     Series,
     parse_patch,
+    read_series,
 )
 from sgpatch.pins import (
     RENAMES,
@@ -78,7 +79,7 @@ from sgpatch.rebase import (
 from sgpatch.release import Release, find_release
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
 from sgpatch.source import create_pypi_checkout, fetch_artifact
-from sgpatch.state import lock_checkout, move_checkout, open_checkout
+from sgpatch.state import inspect, lock_checkout, move_checkout, open_checkout
 from sgpatch.tree import DirTree, SourceTree
 from sgpatch.verify import verify_tree
 
@@ -295,8 +296,9 @@ def port_stack(
         raise ConfigError(f"{old_stack.name} is already SGLang {version}")
     new_name = new_stack_name(old_stack, version)
     config_text = config.path.read_text(encoding="utf-8")
-    replacing = new_name in config.stacks
-    if replacing:
+    replaced = config.stacks.get(new_name)
+    replacing = replaced is not None
+    if replaced is not None:
         if not force:
             raise ConfigError(
                 f"{config.path}: stack {new_name} exists already",
@@ -320,7 +322,8 @@ def port_stack(
                     f"{target}: exists and is not an empty directory",
                     hint="remove it, or pass --checkout DIR for the new stack's checkout",
                 )
-            _check_replaceable(target)
+            assert replaced is not None
+            _check_replaceable(target, replaced)
 
     release = find_release(version, progress=progress)
     stack = _new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
@@ -590,14 +593,22 @@ def _write(plan: _Plan, outputs: Mapping[Path, bytes]) -> list[Path]:
     return written
 
 
-def _check_replaceable(target: Path) -> None:
-    """CheckoutError unless ``target`` is a git checkout without uncommitted changes (port --force replaces it)."""
+def _check_replaceable(target: Path, stack: Stack) -> None:
+    """CheckoutError unless ``target`` is exactly what sgpatch makes for ``stack`` (the one port --force replaces):
+    its pinned source, pristine or with its series, and nothing else (no uncommitted change, no commit of the user's).
+    """
     if not (target / ".git").exists() or not Git(target).is_repo():
         raise CheckoutError(f"{target}: exists and is not a git checkout", hint="move it away, or pass --checkout DIR")
-    if Git(target).status():
+    state = inspect(Git(target), stack, read_series(stack.series_dir))
+    if state.dirty:
         raise CheckoutError(
             f"{target}: the checkout of the stack being replaced has uncommitted changes",
-            hint="commit or remove them first; sgpatch never discards your files",
+            hint="keep them elsewhere or discard them yourself; sgpatch never discards your work",
+        )
+    if state.phase == "other":
+        raise CheckoutError(
+            f"{target}: the checkout of the stack being replaced holds more than sgpatch made: {state.problem}",
+            hint="move it away, or pass --checkout DIR for the new stack's checkout",
         )
 
 
@@ -605,8 +616,7 @@ def _move_checkout(into: Path, target: Path, *, replace: bool = False) -> None:
     if into.resolve() == target.resolve():
         return
     if replace and target.is_dir() and any(target.iterdir()):
-        _check_replaceable(target)
-        shutil.rmtree(target)
+        shutil.rmtree(target)  # checked replaceable before the port started
     if target.exists():
         target.rmdir()  # checked empty before the port started
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ from sgpatch.release import find_release
 from sgpatch.wheel import read_provenance
 
 from .conftest import RELEASES
-from .helpers import copy_project_with, empty_series_project, json_out, run_cli
+from .helpers import copy_project_with, empty_series_project, git, json_out, run_cli
 from .port_fixtures import port, releases_cached  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -158,7 +158,11 @@ def test_port_to_0510_then_fetch_apply_verify_build_verify_wheel(tmp_path: Path,
     dirty = port(config, "--to", "0.5.10", "--force")
     assert dirty.exit_code == 2 and "uncommitted changes" in dirty.stderr  # never discards the user's work
     assert config.read_bytes() == first and edited.read_bytes().endswith(b"# a local edit\n")
-    edited.write_bytes(original)
+    git(ported_checkout, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "mine")
+    committed = port(config, "--to", "0.5.10", "--force")
+    assert committed.exit_code == 2 and "holds more than sgpatch made" in committed.stderr
+    git(ported_checkout, "reset", "-q", "--hard", "HEAD~1")
+    assert edited.read_bytes() == original
     forced = port(config, "--to", "0.5.10", "--force")
     assert forced.exit_code == 0, forced.stderr
     assert config.read_bytes() == first
