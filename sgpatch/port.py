@@ -181,8 +181,9 @@ def read_record(checkout: Path) -> dict[str, Any] | None:
 
 def _new_stack(
     old: Stack, version: str, release: Release, commit: str | None, series_dir: Path, config: tuple[Path, str]
-) -> Stack:
-    """The new stack's table: the old one's with the release's own pins (install, overrides, build backend)."""
+) -> tuple[Stack, tuple[str, ...]]:
+    """The new stack's table: the old one's with the release's own pins (install, overrides, build backend),
+    and how those pins changed."""
     name = new_stack_name(old, version)
     carried = port_pins(old, version, release.metadata(), config=config)
     declared = release.build_system_requires()
@@ -192,7 +193,7 @@ def _new_stack(
     for before, after in RENAMES.items():
         if any(c.startswith(f"{before} renamed") for c in carried.changes):
             note = note.replace(before, after)
-    return dataclasses.replace(
+    new = dataclasses.replace(
         old,
         name=name,
         sglang_version=version,
@@ -208,6 +209,7 @@ def _new_stack(
         # Without upstream's commit a git checkout cannot be checked: the new stack defaults to PyPI.
         default_source=old.default_source if commit else "pypi",
     )
+    return new, carried.changes
 
 
 def _make_checkout(
@@ -267,6 +269,7 @@ class _Plan:
     dry_run: bool
     config_text: str
     force: bool = False
+    pin_changes: tuple[str, ...] = ()  # how the install pins and overrides moved (shown in the report)
 
 
 def port_stack(
@@ -326,7 +329,8 @@ def port_stack(
             _check_replaceable(target, replaced)
 
     release = find_release(version, progress=progress)
-    stack = _new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
+    stack, pin_changes = _new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
+    plan = dataclasses.replace(plan, pin_changes=pin_changes)
     parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
@@ -379,6 +383,7 @@ def _finish(
         written=(),
         dry_run=plan.dry_run,
         strict=plan.strict,
+        notes=tuple(f"pins: {c}" for c in plan.pin_changes),
     )
     if conflict_at is not None:
         failures = tuple(f"{p.name}: conflict: {p.detail}" for p in result.patches if p.state == "conflict")
@@ -391,7 +396,7 @@ def _finish(
             f"resolve the conflict markers in {target}, commit (git commit -a), then run "
             f"'sgpatch port {plan.old.stack.name} --to {plan.version}' or 'sgpatch export --checkout {target}'"
         )
-        return dataclasses.replace(result, checkout=target, failures=failures, notes=(note,))
+        return dataclasses.replace(result, checkout=target, failures=failures, notes=(*result.notes, note))
 
     g = run.g
     chain = series_chain(g, run.base, run.tip)
@@ -734,7 +739,7 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
     release = Release(record["version"], artifacts, tuple(paths))
     series_dir = old.series.directory.parent / record["version"]
     config_source = (config.path, config.path.read_text(encoding="utf-8"))
-    stack = _new_stack(old.stack, record["version"], release, record["commit"], series_dir, config_source)
+    stack, pin_changes = _new_stack(old.stack, record["version"], release, record["commit"], series_dir, config_source)
     plan = _Plan(
         config,
         old,
@@ -745,7 +750,8 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
         record["source"],
         record["strict"],
         False,
-        config.path.read_text(encoding="utf-8"),
+        config_source[1],
+        pin_changes=pin_changes,
     )
     current: Files = {p: g.read_blob(tip, p) for p in old.series.touched}
     run = Rebase(g, base, tip, current, [], list(kept))

@@ -128,6 +128,7 @@ def test_ported_stack_pins_and_comments(ported_0510: tuple[Path, dict[str, Any],
     assert new.requires == old.requires  # 0.5.10 still asks for cuda-python==12.9
     assert new.build_requires == old.build_requires
     assert "sglang 0.5.10 requires cuda-python==12.9; CUDA 13.0 needs cuda-python>=13.0,<14" in text.decode()
+    assert "pins: sgl-kernel==0.3.21+cu130 -> sglang-kernel==0.4.1+cu130" in doc["notes"]
     deepseek = new.pinned_file(DEEPSEEK)
     assert deepseek is not None and [f.path for f in new.files] == [DEEPSEEK]
     assert deepseek.pristine == git_blob_id((release_tree("0.5.10") / DEEPSEEK).read_bytes())
