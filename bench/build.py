@@ -128,10 +128,12 @@ def main() -> None:
             if not json.loads(proc.stdout)["cached"]:
                 raise SystemExit("the second build was not a cache hit")
             cached.append(elapsed)
-            print(f"run {n + 1}: ours {ours[-1]:.2f}s  floor {floor[-1]:.2f}s  cached {cached[-1]:.2f}s", file=sys.stderr)
+            line = f"run {n + 1}: ours {ours[-1]:.2f}s  floor {floor[-1]:.2f}s  cached {cached[-1]:.2f}s"
+            print(line, file=sys.stderr)
 
     o, f, c = (statistics.median(x) for x in (ours, floor, cached))
-    print(f"stack {stack} ({version}), {args.runs} interleaved run(s), backend {', '.join(build_requires) or 'unpinned'}")
+    backend = ", ".join(build_requires) or "unpinned"
+    print(f"stack {stack} ({version}), {args.runs} interleaved run(s), backend {backend}")
     print(f"sgpatch build, empty cache (whole process)        median {o:6.2f}s")
     print(f"floor: bare python -m build of a clean export     median {f:6.2f}s")
     print(f"ratio build / floor                                      {o / f:6.2f}x")
