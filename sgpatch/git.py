@@ -80,12 +80,20 @@ _PROGRAM_KEYS = re.compile(
 )
 _OWN_SCOPES = (b"local", b"worktree")
 
+# Test hook, like ``lock.PAUSE_ENV``: ``key=value`` lines given to every git command after the
+# neutralizing settings, so the crash tests can stop git itself mid-write (a smudge filter, a
+# reference-transaction hook) from outside the checkout.  Never set it in normal use.
+TEST_CONFIG_ENV = "SGPATCH_TEST_GIT_CONFIG"
+
 
 def _argv(args: Sequence[str]) -> list[str]:
     """The one builder of a git command line: git, the neutralizing settings, then ``args``."""
     cmd = [_git_exe()]
     for setting in _NEUTRAL:
         cmd += ["-c", setting]
+    for setting in os.environ.get(TEST_CONFIG_ENV, "").splitlines():
+        if setting.strip():
+            cmd += ["-c", setting]
     return [*cmd, *args]
 
 
