@@ -39,7 +39,7 @@ from sgpatch.source import create_pypi_checkout
 from sgpatch.verify import Project, load_project
 
 from .helpers import git, run_cli, snapshot
-from .reliability import KILL_POINTS, first_error, record
+from .reliability import CASES, KILL_POINTS, first_error, record
 from .smallrepo import Tiny, make_tiny
 
 SGPATCH = [sys.executable, "-m", "sgpatch.cli"]
@@ -371,6 +371,59 @@ def test_user_edit_after_kill_is_never_overwritten(
     assert kimi.read_bytes() == mine
     assert (co / ".git/sgpatch-apply.json").exists()
     record("user-edit-after-kill", exit=res.returncode, shown=first_error(res.stderr), roots=(co,))
+
+
+def _edit(co: Path) -> tuple[Path, bytes]:
+    """The user's edit of a file the series changes (replaced: the quick copy hard-links files)."""
+    kimi = co / "python/sglang/srt/models/kimi_k25.py"
+    mine = kimi.read_bytes() + b"# my hotfix\n"
+    kimi.unlink()
+    kimi.write_bytes(mine)
+    return kimi, mine
+
+
+def test_journal_that_moved_nothing_is_cleared(
+    pristine: Callable[[], Path], project: Project, refs: Refs, tmp_path: Path
+) -> None:
+    co, cfg = pristine(), project.config.path
+    run = start(tmp_path, "apply", "--checkout", str(co), "--config", str(cfg), pause="apply:journal")
+    run.wait_paused()
+    kimi, mine = _edit(co)  # before the move: git refuses to overwrite it
+    run.release()
+    code, _, err = run.finish()
+    assert code == 2, err
+    assert CASES["journal-nothing-moved"].expect in err
+    assert not (co / ".git/sgpatch-apply.json").exists()
+    assert kimi.read_bytes() == mine
+    assert git(co, "rev-parse", "HEAD") == refs.pristine["head"]
+    record("journal-nothing-moved", exit=code, shown=first_error(err), roots=(co,))
+    # The next command is not blocked by anything the refused apply left.
+    res = sgpatch("verify", "--checkout", str(co), "--config", str(cfg))
+    assert res.returncode in (0, 1), res.stderr
+    assert "interrupted" not in res.stderr + res.stdout
+    assert_clean_git(co)
+
+
+def test_journal_that_moved_nothing_before_a_kill_is_cleared(
+    pristine: Callable[[], Path], project: Project, refs: Refs, tmp_path: Path
+) -> None:
+    co, cfg = pristine(), project.config.path
+    run = start(tmp_path, "apply", "--checkout", str(co), "--config", str(cfg), pause="apply:journal")
+    run.wait_paused()
+    run.kill()
+    run.finish()
+    assert (co / ".git/sgpatch-apply.json").exists()
+    kimi, mine = _edit(co)
+    res = sgpatch("verify", "--checkout", str(co), "--config", str(cfg))
+    assert res.returncode in (0, 1), res.stderr
+    assert CASES["journal-nothing-moved-after-kill"].expect in res.stdout, res.stdout
+    assert not (co / ".git/sgpatch-apply.json").exists()
+    assert kimi.read_bytes() == mine
+    assert git(co, "rev-parse", "HEAD") == refs.pristine["head"]
+    assert git(co, "diff", "--cached", "--name-only") == ""
+    assert_clean_git(co)
+    note = next(ln for ln in res.stdout.splitlines() if "nothing changed" in ln)
+    record("journal-nothing-moved-after-kill", exit=res.returncode, shown=note.strip(), roots=(co,))
 
 
 # --------------------------------------------------------------------------- kill at timed moments (tiny repo)
