@@ -47,7 +47,8 @@ def write_journal(g: Git, *, old: str, new: str) -> None:
     """Record the move atomically and durably (temp file, fsync, rename)."""
     path = journal_path(g)
     tmp = _journal_tmp(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    tmp.unlink(missing_ok=True)  # we hold the checkout lock: a file (or link) here is a leftover, never followed
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         os.write(fd, json.dumps({"old": old, "new": new, "pid": os.getpid()}).encode())
         os.fsync(fd)
@@ -100,7 +101,10 @@ def move_checkout(g: Git, *, old: str, new: str, reason: str) -> None:
         except SgpatchError as exc:
             if _moved_nothing(g, old, new):
                 clear_journal(g)
-                raise CheckoutError(f"{exc.message}; nothing changed", hint=exc.hint) from exc
+                raise CheckoutError(
+                    f"{exc.message} Nothing changed: the move stopped before touching a file",
+                    hint="commit or stash your changes to the files the series patches, then run it again",
+                ) from exc
             raise CheckoutError(
                 f"{exc.message}; the checkout is part-way to {new[:12]}",
                 hint="fix the cause; the next sgpatch command finishes the apply",
@@ -132,7 +136,7 @@ def recover(g: Git, *, notify: Notify | None = None) -> str | None:
     """
     path = journal_path(g)
     journal = path.exists() or _journal_tmp(path).exists()
-    if not journal and not path.with_name(LOCK).exists():
+    if not journal and not os.path.lexists(path.with_name(LOCK)):
         return None
     try:
         with lock_checkout(g, command="recover", notify=notify):

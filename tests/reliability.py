@@ -165,7 +165,7 @@ case(
     CRASH,
     "the user edits a file the apply will change while it is paused after writing its journal, before the move",
     2,
-    "nothing changed",
+    "Nothing changed: the move stopped before touching a file",
     "git refuses the move; the journal is cleared, the edit kept byte for byte; the next `verify` is not blocked",
 )
 case(
