@@ -79,6 +79,7 @@ _PROGRAM_KEYS = re.compile(
     re.VERBOSE,
 )
 _OWN_SCOPES = (b"local", b"worktree")
+_BOOLEANS = ("true", "false", "yes", "no", "on", "off", "1", "0", "")
 
 # Test hook, like ``lock.PAUSE_ENV``: ``key=value`` lines given to every git command after the
 # neutralizing settings, so the crash tests can stop git itself mid-write (a smudge filter, a
@@ -178,7 +179,10 @@ class Git:
         if proc.returncode == 0:
             items = proc.stdout.split(b"\0")
             for scope, entry in zip(items[0::2], items[1::2], strict=False):
-                key = entry.split(b"\n", 1)[0].decode("utf-8", "replace")
+                raw_key, _, raw_value = entry.partition(b"\n")
+                key, value = raw_key.decode("utf-8", "replace"), raw_value.decode("utf-8", "replace")
+                if key.lower().startswith("pager.") and value.strip().lower() in _BOOLEANS:
+                    continue  # paging on or off for a command names no program
                 if scope in _OWN_SCOPES and _PROGRAM_KEYS.match(key.lower()):
                     raise CheckoutError(
                         f"{self.root}: its git configuration sets {key!r}, which names a program git could run; "
