@@ -4,6 +4,9 @@
   ``flock`` on a lock file that records its owner: the kernel drops the lock
   when the owner dies, so a lock left by a killed run is never in the way; the
   file it leaves behind names the dead owner, and the next run says so.
+  A lock file is never opened through a link (``O_NOFOLLOW``, and its
+  directory is checked with ``lstat``): a planted link is refused (exit 2)
+  and its target left untouched.
 - ``signals_deferred``: SIGINT/SIGTERM/SIGHUP wait until a short critical
   section (moving HEAD, index and files together) is done.
 - ``tie_to_parent``: a child (git moving the checkout, pip downloading) is
