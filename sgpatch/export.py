@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.anchors import ANCHORS_FILE, load_anchors
-from sgpatch.checkout import CommitSpec, Git
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckoutError, PatchError
+from sgpatch.git import CommitSpec, Git
+from sgpatch.journal import lock_checkout, move_checkout, recover
 from sgpatch.patchset import SERIES_FILE, TRAILER_PATCH, HunkFailure, Patch, Series, apply_patch, parse_patch
 from sgpatch.pins import FilePin, set_file_pins
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
-from sgpatch.state import base_candidates, check_base_files, lock_checkout, open_checkout, recover, trailers
+from sgpatch.state import base_candidates, check_base_files, open_checkout, trailers
 
 SCHEMA_VERSION = 1
 MAX_COMMITS = 200  # how far below HEAD the base may be
@@ -391,7 +392,7 @@ def _export(config: Config, stack: Stack, series: Series, g: Git, *, check: bool
     series_chain = [ChainCommit(r.commit, "", r.name) for r in rendered]
     new_head = rerecord(g, base, series_chain, new_patches) if rendered else base
     if new_head != head:
-        g.replace_head(new_head, old=head, reason=f"sgpatch export {stack.name}")
+        move_checkout(g, old=head, new=new_head, reason=f"sgpatch export {stack.name}")
     return ExportResult(
         stack.name, checkout, directory, exported, tuple(moves), tuple(changed), False, head, new_head, tuple(notes)
     )

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout import CommitSpec, Git
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
 from sgpatch.export import ChainCommit
+from sgpatch.git import CommitSpec, Git
 from sgpatch.patchset import TRAILER_PATCH, HunkFailure, Series, apply_patch, duplicate_definitions, split_lines
 from sgpatch.source import fetch_artifact, verify_artifact
 from sgpatch.state import trailers
@@ -164,9 +164,7 @@ def commit_files(
         else:
             changes[path] = (g.file_mode(parent, path) or "100644", g.hash_blob(data))
     if removed:
-        with g.temp_index(tree) as env:
-            g.run("update-index", "--force-remove", "--", *removed, env=env)
-            tree = g.out("write-tree", env=env)
+        tree = g.tree_without(tree, removed)
     tree = g.tree_with(tree, changes)
     return g.commit_tree(CommitSpec(tree, (parent,), message, date))
 

@@ -28,9 +28,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from sgpatch.checkout import CommitSpec, Git, check_git_url, check_ref_name, clone
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, EnvironmentFailure, SourceError
+from sgpatch.git import CommitSpec, Git, check_git_url, check_ref_name, clone
 from sgpatch.lock import Held, exclusive, pause, tie_to_parent
 
 Progress = Callable[[str], None]
@@ -283,10 +283,23 @@ def _prepare_target(into: Path) -> None:
 _STAGING = ".sgpatch-new-"
 
 
+def target_lock_path(into: Path) -> Path:
+    """Where the lock on creating ``into`` lives: in the user's cache, named by ``into``'s real path.
+
+    Never beside ``into``: its parent may be shared (``/tmp``, a team directory)
+    and anyone there could plant a link under a predictable name.
+    """
+    real = os.path.realpath(into)
+    key = hashlib.sha256(os.fsencode(real)).hexdigest()[:32]
+    return cache_root() / "locks" / f"fetch-{key}.lock"
+
+
 def _target_lock(into: Path, progress: Progress | None = None) -> AbstractContextManager[Held]:
-    """The lock on creating ``into``: a hidden file beside it, removed on release."""
+    """The lock on creating ``into`` (``target_lock_path``), removed on release."""
     into.parent.mkdir(parents=True, exist_ok=True)
-    return exclusive(into.parent / f".{into.name}.sgpatch-lock", what=str(into), command="fetch", notify=progress)
+    lock = target_lock_path(into)
+    lock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return exclusive(lock, what=str(into), command="fetch", notify=progress)
 
 
 @contextmanager
@@ -360,7 +373,7 @@ def create_pypi_checkout(
             [("100755" if m.executable else "100644", blob, m.path) for m, blob in zip(members, blobs, strict=True)]
         )
         g.refresh_index()
-        tree = g.out("write-tree")
+        tree = g.write_tree()
         commit = g.commit_tree(CommitSpec(tree, (), pypi_commit_message(stack, artifact), f"{newest} +0000"))
         g.set_ref("HEAD", commit)
         g.tag(stack.tag, commit)
@@ -383,10 +396,7 @@ def create_git_checkout(stack: Stack, url: str, into: Path, *, check: Check | No
     _prepare_target(into)
     with _target_lock(into), _staged(into) as staging:
         _prepare_target(into)
-        g = clone(target, staging, tag=stack.tag)
-        commit = g.rev_parse(f"refs/tags/{stack.tag}^{{commit}}")
-        if commit is None:
-            raise CheckoutError(f"{url}: has no tag {stack.tag}")
+        g, commit = clone(target, staging, tag=stack.tag)
         if stack.commit is None:
             raise CheckoutError(
                 f"{stack.name} pins no upstream commit, so a git checkout cannot be checked against it",
@@ -397,7 +407,7 @@ def create_git_checkout(stack: Stack, url: str, into: Path, *, check: Check | No
                 f"{url}: tag {stack.tag} is commit {commit}, but {stack.name} pins {stack.commit}",
                 hint="the repository is not upstream's, or the tag moved",
             )
-        g.run("checkout", "-q", "-B", f"sgpatch/{stack.name}", commit)
+        g.checkout_branch(f"sgpatch/{stack.name}", commit)
         g.write_info_attributes()
         if check is not None:
             check(g, commit)
@@ -419,13 +429,18 @@ def fetch(
     if kind not in ("git", "pypi"):
         raise SourceError(f"unknown source {kind!r}: use pypi or git")
     if into.is_dir() and (into / ".git").exists():
-        return _existing(stack, into, kind)  # checkouts appear whole (renamed into place): no lock to read one
+        return _existing(stack, into, kind, explicit=source is not None)  # checkouts appear whole: no lock to read one
     with _target_lock(into, progress):
-        return _fetch_locked(stack, into, kind, url=url, progress=progress, show_pip=show_pip)
+        return _fetch_locked(
+            stack, into, kind, url=url, progress=progress, show_pip=show_pip, explicit=source is not None
+        )
 
 
-def _existing(stack: Stack, into: Path, kind: str) -> FetchResult:
-    """Accept the checkout already at ``into`` if its tag is the pinned commit."""
+def _existing(stack: Stack, into: Path, kind: str, *, explicit: bool = False) -> FetchResult:
+    """Accept the checkout already at ``into`` if its tag is the pinned commit; reports the source it was made from.
+
+    With ``--source`` given (``explicit``), a checkout made from the other source is refused.
+    """
     from sgpatch.state import check_base_files
 
     g = Git(into)
@@ -433,8 +448,14 @@ def _existing(stack: Stack, into: Path, kind: str) -> FetchResult:
     expected = stack.pypi_commit if kind == "pypi" else stack.commit
     tagged = g.rev_parse(f"refs/tags/{stack.tag}^{{commit}}")
     if tagged is not None and tagged in (stack.commit, stack.pypi_commit) and head is not None:
+        made = "git" if tagged == stack.commit else "pypi"
+        if explicit and made != kind:
+            raise CheckoutError(
+                f"{into}: is a checkout made from {made} (tag {stack.tag} is {tagged[:12]}), not from {kind}",
+                hint=f"pass --into DIR for a fresh {kind} checkout, or --source {made}",
+            )
         check_base_files(g, stack, tagged)
-        return FetchResult(stack.name, kind, into, tagged, False, None)
+        return FetchResult(stack.name, made, into, tagged, False, None)
     raise CheckoutError(
         f"{into}: is a git repository, but its tag {stack.tag} is {tagged or 'missing'}, not {expected}",
         hint="pass --into DIR for a fresh checkout",
@@ -442,12 +463,19 @@ def _existing(stack: Stack, into: Path, kind: str) -> FetchResult:
 
 
 def _fetch_locked(
-    stack: Stack, into: Path, kind: str, *, url: str | None, progress: Progress | None, show_pip: bool
+    stack: Stack,
+    into: Path,
+    kind: str,
+    *,
+    url: str | None,
+    progress: Progress | None,
+    show_pip: bool,
+    explicit: bool = False,
 ) -> FetchResult:
     from sgpatch.state import check_base_files
 
     if into.is_dir() and (into / ".git").exists():
-        return _existing(stack, into, kind)  # made by the fetch we waited for
+        return _existing(stack, into, kind, explicit=explicit)  # made by the fetch we waited for
 
     def accept(g: Git, commit: str) -> None:
         if kind == "pypi" and stack.pypi_commit and commit != stack.pypi_commit:

@@ -36,9 +36,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from sgpatch import __version__
 from sgpatch.anchors import check_anchors, load_anchors
-from sgpatch.checkout import Git
 from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError, SgpatchError
+from sgpatch.git import Git, clone_shared
 from sgpatch.patchset import Series
 from sgpatch.provenance import (
     PROVENANCE_NAME,
@@ -221,21 +221,7 @@ def export_commit(checkout: Path, commit: str, into: Path) -> None:
     """``commit`` as a fresh git work tree in ``into``: a local clone that shares the checkout's
     objects, without its tags (nothing for setuptools-scm to mistake for the version), and
     without the checkout's index, build output or untracked files.  The checkout is only read."""
-    g = Git(into)
-    g.run(
-        "clone",
-        "--quiet",
-        "--shared",
-        "--no-checkout",
-        "--no-tags",
-        "--config",
-        "core.autocrlf=false",
-        "--",
-        str(checkout.resolve()),
-        str(into),
-        cwd=into.parent,
-    )
-    g.run("checkout", "--quiet", "--detach", commit)
+    clone_shared(checkout, into, commit)
 
 
 def build_environment(version: str, epoch: int) -> dict[str, str]:

@@ -161,6 +161,22 @@ case(
     "checkout exactly patched; git fsck clean; no journal left",
 )
 case(
+    "journal-nothing-moved",
+    CRASH,
+    "the user edits a file the apply will change while it is paused after writing its journal, before the move",
+    2,
+    "Nothing changed: the move stopped before touching a file",
+    "git refuses the move; the journal is cleared, the edit kept byte for byte; the next `verify` is not blocked",
+)
+case(
+    "journal-nothing-moved-after-kill",
+    CRASH,
+    "killed after the journal, before any file moved; then the user edits a file the move would change",
+    0,
+    "it moved nothing, nothing changed",
+    "the next command clears the journal and says so; the edit kept byte for byte; HEAD and index still pristine",
+)
+case(
     "user-edit-after-kill",
     CRASH,
     "killed mid-move, then the user edits a file the move touches before running sgpatch again",
@@ -305,6 +321,78 @@ for _id, _fault, _expect in [
         _expect,
         _NOFETCH,
     )
+
+# A checkout's configuration naming programs (issue 10): git runs none of them, for every command.
+_NORUN = (
+    "the marker file the program would create never appears (a plain git command in the same checkout "
+    "creates it); apply, verify, export, fetch, build and port all checked"
+)
+_NEUTRALIZED = "switched off on every git command; apply, verify, export and fetch exit 0"
+for _id, _fault, _exit, _expect in [
+    (
+        "git-hooks",
+        "every hook git knows (`post-index-change`, `reference-transaction`, `post-checkout`, … 28 names) "
+        "in the checkout's `.git/hooks`, each creating a marker file",
+        0,
+        _NEUTRALIZED,
+    ),
+    ("git-fsmonitor", "`core.fsmonitor = 'touch MARKER; false #'` in the checkout's `.git/config`", 0, _NEUTRALIZED),
+    (
+        "git-filter",
+        "`* filter=evil` in `.git/info/attributes`, `filter.evil.smudge/clean/process` in `.git/config`",
+        2,
+        "'filter.evil.",
+    ),
+    ("git-diff-external", "`diff.external` in the checkout's `.git/config`", 2, "'diff.external'"),
+    (
+        "git-textconv",
+        "`* diff=evil` in `.git/info/attributes`, `diff.evil.textconv` in `.git/config`",
+        2,
+        "'diff.evil.textconv'",
+    ),
+    (
+        "git-include",
+        "`include.path` in `.git/config` naming a file that sets `filter.evil.clean`",
+        2,
+        "'filter.evil.clean'",
+    ),
+    ("git-ssh-command", "`core.sshCommand` in the checkout's `.git/config`", 2, "'core.sshcommand'"),
+]:
+    case(_id, HOSTILE, _fault, _exit, _expect, _NORUN)
+
+# Lock files never follow links and live where they guard (issue 10).
+_VICTIM = "the link's target byte-for-byte unchanged; the link left as it is; checkout unchanged"
+for _id, _fault, _exit, _expect, _kept in [
+    (
+        "lock-link-checkout",
+        "`.git/sgpatch.lock` is a symlink to another file, during `verify` and `apply`",
+        2,
+        "the lock file is a symbolic link",
+        _VICTIM,
+    ),
+    (
+        "lock-link-fetch",
+        "the fetch lock (in the user's cache, named by the target's real path) is a symlink to another file",
+        2,
+        "the lock file is a symbolic link",
+        "the link's target byte-for-byte unchanged; no checkout, no staging directory",
+    ),
+    (
+        "lock-link-fetch-dir",
+        "the directory of the fetch locks (`~/.cache/sgpatch/locks`) is a symlink to another directory",
+        2,
+        "is a symbolic link",
+        "nothing created in the directory the link points at; no checkout",
+    ),
+    (
+        "lock-beside-target",
+        "`.<name>.sgpatch-lock` beside `fetch --into DIR` (the old lock's place, in a shared parent) is a symlink",
+        0,
+        "checkout created",
+        "the link and its target untouched: the lock lives in the user's cache, not in the parent",
+    ),
+]:
+    case(_id, HOSTILE, _fault, _exit, _expect, _kept)
 
 # --------------------------------------------------------------------------- network
 

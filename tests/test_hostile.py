@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import shutil
+import subprocess
 import tarfile
 import warnings
 import zipfile
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from .conftest import REPO, copy_project
 from .helpers import run_cli, snapshot
 from .reliability import CASES, HOSTILE, first_error, record
 from .smallrepo import HEADER, STACK, Tiny, add_traps, git, make_tiny, versions_toml
@@ -306,3 +308,227 @@ def test_nul_in_series_path_is_a_clean_error(hostile_template: Hostile, tmp_path
     tiny.config.write_text(tiny.config.read_text().replace(f'series = "patches/{STACK}"', 'series = "a\\u0000b"'))
     result = run_cli("stacks", "--config", str(tiny.config))
     assert result.exit_code == 2, result.stderr
+
+
+# --------------------------------------------------------------------------- a checkout's configuration (issue 10)
+
+HOOKS = [
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+]
+PROGRAMS = [cid for cid in CASES if cid.startswith("git-") and CASES[cid].area == HOSTILE]
+
+
+def _plant_program(case_id: str, co: Path, marker: Path) -> None:
+    """Make the checkout's configuration name a program that creates ``marker``."""
+    touch = f"touch {marker}"
+    config = co / ".git/config"
+    attributes = co / ".git/info/attributes"
+
+    def set_config(text: str, where: Path = config) -> None:
+        with where.open("a") as fh:
+            fh.write(text)
+
+    if case_id == "git-hooks":
+        hooks = co / ".git/hooks"
+        hooks.mkdir(exist_ok=True)
+        for name in HOOKS:
+            (hooks / name).write_text(f"#!/bin/sh\n{touch}\n")
+            (hooks / name).chmod(0o755)
+    elif case_id == "git-fsmonitor":
+        set_config(f"[core]\n\tfsmonitor = {touch}; false #\n")
+    elif case_id in ("git-filter", "git-include"):
+        driver = f'[filter "evil"]\n\tclean = {touch}; cat\n\tsmudge = {touch}; cat\n\tprocess = {touch}; false\n'
+        if case_id == "git-include":
+            included = marker.parent / "included.gitconfig"
+            included.write_text(driver.replace("\tsmudge", "\t#").replace("\tprocess", "\t#"))
+            set_config(f"[include]\n\tpath = {included}\n")
+        else:
+            set_config(driver)
+        set_config("* filter=evil\n", attributes)
+    elif case_id == "git-diff-external":
+        set_config(f"[diff]\n\texternal = {touch}; true\n")
+    elif case_id == "git-textconv":
+        set_config(f'[diff "evil"]\n\ttextconv = {touch}; cat\n')
+        set_config("* diff=evil\n", attributes)
+    elif case_id == "git-ssh-command":
+        set_config(f"[core]\n\tsshCommand = {touch}; false\n")
+    else:  # pragma: no cover - a case without a plant
+        raise AssertionError(case_id)
+
+
+def _plain_git_runs_it(co: Path, marker: Path) -> None:
+    """The control: plain git commands in the same checkout do run the planted program."""
+    from sgpatch.git import git_env
+
+    touched = co / "python/sglang/version.py"
+    data = touched.read_bytes()
+    touched.unlink()
+    touched.write_bytes(data + b"# edited\n")
+    for args in (
+        ["status"],
+        ["diff"],
+        ["hash-object", str(touched.relative_to(co))],
+        ["update-ref", "refs/sgpatch-control", "HEAD"],
+        ["ls-remote", "ssh://example.invalid/x"],
+    ):
+        subprocess.run(["git", *args], cwd=co, capture_output=True, env=git_env(), timeout=60, check=False)
+    assert marker.exists(), "the planted program did not run even under plain git: the test proves nothing"
+
+
+@pytest.mark.parametrize("case_id", PROGRAMS)
+def test_checkout_config_runs_no_program(
+    case_id: str, pristine_checkout: Callable[[], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """apply, verify, export, fetch, build and port on a checkout whose config names a program: it never runs."""
+    co = pristine_checkout()
+    marker = tmp_path / "MARKER"
+    _plant_program(case_id, co, marker)
+    proj = copy_project(tmp_path / "proj")
+    cfg = str(proj / "VERSIONS.toml")
+    monkeypatch.chdir(tmp_path)
+    before = _digest(co)  # no git here: plain git would run the planted program
+    neutralized = CASES[case_id].exit == 0
+    # build and port on a pristine checkout stop early (build needs it patched, port a free --checkout
+    # directory), after the git commands that read the checkout: the cheap path through both.
+    commands = {
+        "verify": (["verify", "--checkout", str(co), "--config", cfg], 0),
+        "fetch": (["fetch", "--into", str(co), "--config", cfg], 0),
+        "build": (["build", "--checkout", str(co), "--out", str(tmp_path / "dist"), "--config", cfg], 2),
+        "port": (["port", "--to", "0.5.15", "--checkout", str(co), "--config", cfg], 2),
+        "apply": (["apply", "--checkout", str(co), "--config", cfg], 0),
+        "export": (["export", "--checkout", str(co), "--config", cfg], 0),
+    }
+    codes = {}
+    for name, (args, normal) in commands.items():
+        result = run_cli(*args)
+        codes[name] = result.exit_code
+        assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+        assert not marker.exists(), f"{name} ran the program the checkout configures"
+        if neutralized:
+            assert result.exit_code == normal, (name, result.stderr)
+        else:
+            assert result.exit_code == 2, (name, result.stderr)
+            assert CASES[case_id].expect in result.stderr, (name, result.stderr)
+        if name == "verify":
+            first = result
+    if not neutralized:
+        assert _digest(co) == before
+    assert not (tmp_path / "dist").exists()
+    shown = (
+        "; ".join(f"{name} exit {code}" for name, code in codes.items()) + "; no marker"
+        if neutralized
+        else first_error(first.stderr)
+    )
+    record(case_id, exit=codes["verify"], shown=shown, roots=(tmp_path, co.parent))
+    _plain_git_runs_it(co, marker)
+
+
+# --------------------------------------------------------------------------- lock files and links (issue 10)
+
+
+def _digest(root: Path) -> dict[str, str]:
+    """Every path below ``root`` (``.git`` included) with a hash of its bytes or its link target."""
+    state = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            state[rel] = f"-> {p.readlink()}"
+        elif p.is_file():
+            state[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            state[rel] = "dir"
+    return state
+
+
+def test_lock_link_in_checkout_is_refused(pristine_checkout: Callable[[], Path], tmp_path: Path) -> None:
+    co = pristine_checkout()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock = co / ".git/sgpatch.lock"
+    lock.symlink_to(victim)
+    before = snapshot(co)
+    cfg = str(REPO / "VERSIONS.toml")
+    shown = []
+    for command in ("verify", "apply"):
+        result = run_cli(command, "--checkout", str(co), "--config", cfg)
+        assert result.exit_code == 2, result.stderr
+        assert CASES["lock-link-checkout"].expect in result.stderr, result.stderr
+        assert victim.read_text() == "precious\n"
+        assert lock.is_symlink() and snapshot(co) == before
+        shown.append(first_error(result.stderr))
+    record("lock-link-checkout", exit=2, shown=shown[1], roots=(tmp_path, co.parent))
+
+
+def test_fetch_lock_link_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgpatch.source import target_lock_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    into = tmp_path / "co"
+    lock = target_lock_path(into)
+    assert lock.is_relative_to(tmp_path / "cache") and not lock.is_relative_to(into.parent / "co")
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(victim)
+    result = run_cli("fetch", "--into", str(into), "--config", str(REPO / "VERSIONS.toml"))
+    assert result.exit_code == 2, result.stderr
+    assert CASES["lock-link-fetch"].expect in result.stderr, result.stderr
+    assert victim.read_text() == "precious\n" and lock.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "victim.txt"]
+    record("lock-link-fetch", exit=2, shown=first_error(result.stderr), roots=(tmp_path,))
+    # The directory of the locks is a link: refused, nothing created where it points.
+    lock.unlink()
+    lock.parent.rmdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    lock.parent.symlink_to(elsewhere)
+    result = run_cli("fetch", "--into", str(into), "--config", str(REPO / "VERSIONS.toml"))
+    assert result.exit_code == 2, result.stderr
+    assert CASES["lock-link-fetch-dir"].expect in result.stderr, result.stderr
+    assert list(elsewhere.iterdir()) == [] and not into.exists()
+    record("lock-link-fetch-dir", exit=2, shown=first_error(result.stderr), roots=(tmp_path,))
+
+
+def test_no_fetch_lock_beside_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old lock's place beside --into (a shared parent) is never opened: a link planted there stays inert."""
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    into = tmp_path / "shared" / "co"
+    into.parent.mkdir()
+    planted = into.parent / f".{into.name}.sgpatch-lock"
+    planted.symlink_to(victim)
+    result = run_cli("fetch", "--into", str(into), "--config", str(REPO / "VERSIONS.toml"))
+    assert result.exit_code == 0, result.stderr
+    assert (into / ".git").is_dir()
+    assert victim.read_text() == "precious\n" and planted.is_symlink()
+    assert sorted(p.name for p in into.parent.iterdir()) == [".co.sgpatch-lock", "co"]
+    record("lock-beside-target", exit=0, shown="checkout created; the planted link and its target untouched")
