@@ -33,6 +33,7 @@ from typing import Any
 from sgpatch.config import InterfaceSpec
 from sgpatch.errors import ConfigError
 from sgpatch.interface.algorithms import Algorithms, scan_sites
+from sgpatch.interface.external import ExternalBases, ExternalClass, provider
 from sgpatch.interface.model import (
     DRAFT,
     MAX_FORWARD_DEPTH,
@@ -68,6 +69,8 @@ __all__ = [
     "CallSite",
     "ClassRef",
     "DelegationGap",
+    "ExternalBases",
+    "ExternalClass",
     "Gap",
     "InterfaceReport",
     "Location",
@@ -89,12 +92,16 @@ def check_interface(
     algorithm: str = "eagle3",
     declared_target: Sequence[str] = (),
     declared_draft: Sequence[str] = (),
+    externals: ExternalBases | None = None,
 ) -> InterfaceReport:
     """Every name ``algorithm`` uses on the target (and draft) model that the class does not provide.
 
+    ``externals`` knows the members of bases outside the tree (``torch.nn.Module``); by default they are
+    read from this interpreter's torch, else from the list sgpatch keeps.
     Raises :class:`ConfigError` when a class, its file or the algorithm is not in the tree.
     """
     mods = Modules(tree)
+    externals = externals or ExternalBases()
     classes = {
         TARGET: mods.find_class(target),
         DRAFT: mods.find_class(draft) if draft else None,
@@ -135,13 +142,12 @@ def check_interface(
             stale.append(StaleName(role, name, tuple(sorted(others.get((role, name), (set(), []))[0]))))
         for name in sorted(used | set(declared)):
             sites = _call_sites(mine.get((role, name), []))
-            found = provider_of(chain, name)
-            member = Member(found[0].name, found[1], Location(found[0].path, found[2])) if found else None
+            member = provider(chain, name, externals)
             req = Requirement(role, name, sites, name in declared, member)
             requirements.append(req)
             if cls is None or req.optional:
                 continue
-            if found is None:
+            if member is None:
                 method = req.declared or any(s.access == "call" for s in sites)
                 gaps.append(
                     Gap(
@@ -149,18 +155,18 @@ def check_interface(
                         name,
                         cls.name,
                         sites,
-                        _fix(mods, cls, chain, name, method=method),
+                        _fix(mods, cls, chain, name, externals, method=method),
                     )
                 )
             else:
-                forwards += _forwards(mods, chain, name, role, sites, notes, set())
+                forwards += _forwards(mods, chain, name, role, sites, notes, externals, set())
         if cls is None and used:
             notes.append(f"no {role} class given: {len(used)} {role} name(s) listed, not checked")
 
     refs = {TARGET: target, DRAFT: draft}
     resolutions = {role: resolution_of(mods, ref, c) for role, ref in refs.items() if ref and (c := classes[role])}
     for res in resolutions.values():
-        notes += [f"{res.ref.name}: base {ext} is outside the tree, not inspected" for ext in res.external_bases]
+        notes += externals.notes(res.external_bases, res.ref.name)
     return InterfaceReport(
         tree=tree.label,
         algorithm=algorithm.lower(),
@@ -183,13 +189,15 @@ def _call_sites(sites: list[Site]) -> tuple[CallSite, ...]:
     return tuple(sorted({s.call_site() for s in sites}, key=lambda c: (c.path, c.line, c.access)))
 
 
-def _fix(mods: Modules, cls: ClassNode, chain: list[ClassNode], name: str, *, method: bool) -> str:
+def _fix(
+    mods: Modules, cls: ClassNode, chain: list[ClassNode], name: str, externals: ExternalBases, *, method: bool
+) -> str:
     ways = [f"define {name}() on {cls.name}" if method else f"set self.{name} in {cls.name}.__init__"]
     for attr, _, delegate in delegates_of(mods, chain):
-        found = provider_of(base_chain(delegate), name) if delegate else None
+        found = provider(base_chain(delegate), name, externals) if delegate else None
         if delegate and found:
-            via = "" if found[0] is delegate else f" via {found[0].name}"
-            ways.append(f"forward to self.{attr} ({delegate.name} provides it{via}, {found[0].path}:{found[2]})")
+            via = "" if found.class_name == delegate.name else f" via {found.class_name}"
+            ways.append(f"forward to self.{attr} ({delegate.name} provides it{via}, {found.location})")
     return ", or ".join(ways)
 
 
@@ -200,6 +208,7 @@ def _forwards(
     role: str,
     call_sites: tuple[CallSite, ...],
     notes: list[str],
+    externals: ExternalBases,
     seen: set[tuple[int, str]],
 ) -> list[DelegationGap]:
     """Gaps behind a provided method that calls ``self.<attr>.<x>(...)`` when the delegate lacks ``x``."""
@@ -224,7 +233,7 @@ def _forwards(
         for _, delegate, cls in delegates_of(mods, chain, attr):
             if cls is None:
                 notes.append(f"{s.path}:{s.line}: self.{attr} is {delegate.written}, outside the tree; not checked")
-            elif provider_of(base_chain(cls), s.name) is None:
+            elif provider(base_chain(cls), s.name, externals) is None:
                 method = Location(owner.path, fn.lineno)
                 out.append(
                     DelegationGap(
@@ -239,7 +248,7 @@ def _forwards(
                     )
                 )
             else:
-                out += _forwards(mods, base_chain(cls), s.name, role, call_sites, notes, seen)
+                out += _forwards(mods, base_chain(cls), s.name, role, call_sites, notes, externals, seen)
     return out
 
 

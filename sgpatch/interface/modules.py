@@ -183,7 +183,7 @@ class Modules:
     def cls(self, path: str, node: ast.ClassDef) -> ClassNode:
         key = (path, node.lineno)
         if key not in self._classes:
-            made = ClassNode(node.name, path, node, [], _members(node), list(_inits(node)))
+            made = ClassNode(node.name, path, node, [], members_of(node), list(_inits(node)))
             self._classes[key] = made  # registered before its bases: a cycle stops here
             for base in node.bases:
                 resolved = self.resolve_expr(path, base, node.lineno)
@@ -225,7 +225,7 @@ def methods_of(node: ast.ClassDef) -> Iterator[ast.FunctionDef | ast.AsyncFuncti
     return (st for st in node.body if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef))
 
 
-def _members(node: ast.ClassDef) -> dict[str, tuple[str, int]]:
+def members_of(node: ast.ClassDef) -> dict[str, tuple[str, int]]:
     out: dict[str, tuple[str, int]] = {}
     for st in node.body:
         if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef):
