@@ -191,12 +191,19 @@ class Algorithms:
         return self._modules[algo]
 
     def runs(self, site: Site, algo: str) -> bool:
-        """Whether the use is made when ``algo`` runs, and because of it."""
+        """Whether the use is made when ``algo`` runs, and because of it.
+
+        Outside ``speculative/`` that means its guards can hold for ``algo`` and cannot for some other
+        algorithm or without one: the use depends on the algorithm (a flag that a feature outside
+        speculative decoding can also set, like 0.5.23's capture-only ``eagle_use_aux_hidden_state``,
+        still counts).
+        """
         if self.holds(site.guards, algo) is False:
             return False
-        if site.path.startswith(SPECULATIVE):
-            return site.path in self.modules(algo)
-        return self.holds(site.guards, NO_ALGORITHM) is False
+        origin = site.origin or site.path
+        if origin.startswith(SPECULATIVE):
+            return origin in self.modules(algo)
+        return any(self.holds(site.guards, m) is False for m in self.members if m != algo)
 
 
 def scan_sites(mods: Modules, algos: Algorithms) -> list[Site]:
@@ -209,7 +216,7 @@ def scan_sites(mods: Modules, algos: Algorithms) -> list[Site]:
 
     def scan(path: str, role_of: RoleOf) -> None:
         module = mods.parse(path)
-        collector = Collector(path, role_of, frozenset({TARGET, DRAFT, RUNNER}))
+        collector = Collector(path, role_of, frozenset({TARGET, DRAFT, RUNNER}), mods.function)
         collector.body(module.body if module else [], (), {})
         algos.assign(collector.assigned)
         sites.extend(dataclasses.replace(s, role=_runner_role(s)) if s.role == RUNNER else s for s in collector.sites)

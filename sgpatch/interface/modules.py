@@ -19,6 +19,8 @@ from sgpatch.tree import SourceTree
 
 # --------------------------------------------------------------------------- modules and classes
 
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
 
 @dataclass(frozen=True, slots=True)
 class _Binding:
@@ -27,6 +29,7 @@ class _Binding:
     module: str = ""
     attr: str = ""
     node: ast.ClassDef | None = None
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | None = None
     value: ast.expr | None = None
     typing_only: bool = False
 
@@ -92,7 +95,7 @@ class Modules:
             if isinstance(st, ast.ClassDef):
                 table.setdefault(st.name, []).append(_Binding("class", st.lineno, node=st))
             elif isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef):
-                table.setdefault(st.name, []).append(_Binding("other", st.lineno))
+                table.setdefault(st.name, []).append(_Binding("other", st.lineno, fn=st))
             elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
                 named = _dotted(st.value) != ""
                 b = _Binding("alias", st.lineno, value=st.value) if named else _Binding("other", st.lineno)
@@ -168,6 +171,25 @@ class Modules:
         module, _, last = f"{found}.{rest}".rpartition(".")
         inner = self.path_of(module)
         return self.resolve(inner, last) if inner else f"{module}.{last}"
+
+    def function(self, path: str, expr: ast.expr, depth: int = 0) -> tuple[str, Function] | None:
+        """The module-level function of the tree that ``expr`` (``f`` or ``module.f``) names in ``path``."""
+        head, _, rest = _dotted(expr).partition(".")
+        binds = self.bindings(path).get(head) if head and depth <= 16 else None
+        if not binds:
+            return None
+        b = binds[-1]
+        if b.kind == "other" and b.fn is not None and not rest:
+            return path, b.fn
+        if b.kind == "from" and not rest:
+            inner = self.path_of(b.module)
+            return self.function(inner, ast.Name(b.attr), depth + 1) if inner else None
+        if b.kind in ("from", "import") and rest:
+            module = f"{b.module}.{b.attr}" if b.kind == "from" else b.module
+            inner_module, _, last = f"{module}.{rest}".rpartition(".")
+            inner = self.path_of(inner_module)
+            return self.function(inner, ast.Name(last), depth + 1) if inner else None
+        return None
 
     def find_class(self, ref: ClassRef) -> ClassNode:
         if self.parse(ref.path) is None:
