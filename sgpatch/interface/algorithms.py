@@ -18,6 +18,7 @@ from sgpatch.interface.model import (
 )
 from sgpatch.interface.modules import (
     ClassNode,
+    Function,
     Modules,
     absolute_module,
     base_chain,
@@ -214,9 +215,12 @@ def scan_sites(mods: Modules, algos: Algorithms) -> list[Site]:
     """
     sites: list[Site] = []
 
+    def follow(path: str, expr: ast.expr) -> tuple[str, Function] | None:
+        return mods.function(path, expr, (SPECULATIVE, MODEL_EXECUTOR))
+
     def scan(path: str, role_of: RoleOf) -> None:
         module = mods.parse(path)
-        collector = Collector(path, role_of, frozenset({TARGET, DRAFT, RUNNER}), mods.function)
+        collector = Collector(path, role_of, frozenset({TARGET, DRAFT, RUNNER}), follow)
         collector.body(module.body if module else [], (), {})
         algos.assign(collector.assigned)
         sites.extend(dataclasses.replace(s, role=_runner_role(s)) if s.role == RUNNER else s for s in collector.sites)

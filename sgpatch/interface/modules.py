@@ -172,8 +172,9 @@ class Modules:
         inner = self.path_of(module)
         return self.resolve(inner, last) if inner else f"{module}.{last}"
 
-    def function(self, path: str, expr: ast.expr, depth: int = 0) -> tuple[str, Function] | None:
-        """The module-level function of the tree that ``expr`` (``f`` or ``module.f``) names in ``path``."""
+    def function(self, path: str, expr: ast.expr, within: tuple[str, ...], depth: int = 0) -> tuple[str, Function] | None:
+        """The module-level function that ``expr`` (``f`` or ``module.f``) names in ``path``, when it is
+        defined in a module below one of the ``within`` prefixes (no other module is parsed to find it)."""
         head, _, rest = _dotted(expr).partition(".")
         binds = self.bindings(path).get(head) if head and depth <= 16 else None
         if not binds:
@@ -181,15 +182,17 @@ class Modules:
         b = binds[-1]
         if b.kind == "other" and b.fn is not None and not rest:
             return path, b.fn
-        if b.kind == "from" and not rest:
-            inner = self.path_of(b.module)
-            return self.function(inner, ast.Name(b.attr), depth + 1) if inner else None
-        if b.kind in ("from", "import") and rest:
-            module = f"{b.module}.{b.attr}" if b.kind == "from" else b.module
-            inner_module, _, last = f"{module}.{rest}".rpartition(".")
-            inner = self.path_of(inner_module)
-            return self.function(inner, ast.Name(last), depth + 1) if inner else None
-        return None
+        if b.kind not in ("from", "import") or (b.kind == "import" and not rest):
+            return None
+        module = f"{b.module}.{b.attr}" if b.kind == "from" and rest else b.module
+        if rest:
+            module, _, name = f"{module}.{rest}".rpartition(".")
+        else:
+            name = b.attr
+        if not ("python/" + module.replace(".", "/")).startswith(within):
+            return None
+        inner = self.path_of(module)
+        return self.function(inner, ast.Name(name), within, depth + 1) if inner else None
 
     def find_class(self, ref: ClassRef) -> ClassNode:
         if self.parse(ref.path) is None:
