@@ -46,7 +46,6 @@ from sgpatch.interface.model import (
     Gap,
     InterfaceReport,
     Location,
-    Member,
     OtherUse,
     Requirement,
     StaleName,

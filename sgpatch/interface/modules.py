@@ -172,9 +172,11 @@ class Modules:
         inner = self.path_of(module)
         return self.resolve(inner, last) if inner else f"{module}.{last}"
 
-    def function(self, path: str, expr: ast.expr, within: tuple[str, ...], depth: int = 0) -> tuple[str, Function] | None:
-        """The module-level function that ``expr`` (``f`` or ``module.f``) names in ``path``, when it is
-        defined in a module below one of the ``within`` prefixes (no other module is parsed to find it)."""
+    def function(
+        self, path: str, expr: ast.expr, within: tuple[str, ...], depth: int = 0
+    ) -> tuple[str, Function] | None:
+        """The module-level function ``expr`` (``f`` or ``module.f``) names in ``path``, if it is defined
+        in a module below one of the ``within`` prefixes (no other module is parsed to find it)."""
         head, _, rest = _dotted(expr).partition(".")
         binds = self.bindings(path).get(head) if head and depth <= 16 else None
         if not binds:
