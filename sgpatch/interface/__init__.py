@@ -128,6 +128,7 @@ def check_interface(
             entry = others.setdefault((s.role, s.name), (set(), []))
             entry[0].update(users)
             entry[1].append(s)
+    notes += algos.notes
 
     requirements: list[Requirement] = []
     gaps: list[Gap] = []

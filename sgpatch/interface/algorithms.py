@@ -26,6 +26,7 @@ from sgpatch.interface.modules import (
     methods_of,
 )
 from sgpatch.interface.sites import (
+    MAX_FOLLOWED,
     Collector,
     Guard,
     RoleOf,
@@ -75,6 +76,7 @@ class Algorithms:
         create = next((f for f in methods_of(node) if f.name == "create_worker"), None)
         self.workers = {m: self._workers(create, m) if create else [] for m in self.members}
         self._modules: dict[str, set[str]] = {}
+        self.notes: list[str] = []
 
     def _members_of(self, e: ast.expr) -> frozenset[str] | None:
         """The members for which a predicate body (``self == X``, ``self in (X, Y)``, ...) holds."""
@@ -223,6 +225,8 @@ def scan_sites(mods: Modules, algos: Algorithms) -> list[Site]:
         collector = Collector(path, role_of, frozenset({TARGET, DRAFT, RUNNER}), follow)
         collector.body(module.body if module else [], (), {})
         algos.assign(collector.assigned)
+        if collector.capped:
+            algos.notes.append(f"{path}: more than {MAX_FOLLOWED} helper calls given a model; the rest not followed")
         sites.extend(dataclasses.replace(s, role=_runner_role(s)) if s.role == RUNNER else s for s in collector.sites)
 
     for path in mods.tree.list(SPECULATIVE):

@@ -144,6 +144,8 @@ def nn_module_members(source: bytes, *, filename: str = NN_MODULE_SOURCE) -> dic
         module = ast.parse(source, filename=filename)
     except SyntaxError as exc:
         raise ValueError(f"{filename}:{exc.lineno}: cannot parse ({exc.msg})") from exc
+    except (RecursionError, MemoryError) as exc:
+        raise ValueError(f"{filename}: too deeply nested to parse") from exc
     node = next((s for s in module.body if isinstance(s, ast.ClassDef) and s.name == "Module"), None)
     if node is None:
         raise ValueError(f"{filename}: no class Module")

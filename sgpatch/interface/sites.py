@@ -38,6 +38,7 @@ class Site:
 RoleOf = Callable[[ast.expr, dict[str, str]], str | None]
 Resolver = Callable[[str, ast.expr], tuple[str, Function] | None]
 MAX_CALL_DEPTH = 4
+MAX_FOLLOWED = 2000  # helper bodies walked per module scanned: a crafted tree cannot fan out without end
 
 
 def final_name(expr: ast.expr) -> str:
@@ -87,6 +88,8 @@ class Collector:
         self.assigned: list[tuple[str, tuple[Guard, ...]]] = []  # self.<x> = <truthy value>
         self._subst: dict[str, ast.expr] = {}
         self._calls: list[Function] = []
+        self.followed = 0
+        self.capped = False  # more calls were worth following than MAX_FOLLOWED
 
     def _test(self, test: ast.expr) -> ast.expr:
         """A guard's test with the followed function's parameters replaced by the caller's arguments."""
@@ -121,6 +124,10 @@ class Collector:
                 subst[param] = self._test(arg)
         if not roles:
             return
+        if self.followed >= MAX_FOLLOWED:
+            self.capped = True
+            return
+        self.followed += 1
         saved = self.path, self._subst
         self.path, self._subst = path, subst
         self._calls.append(fn)
