@@ -426,6 +426,29 @@ def test_0523_a_guard_that_carries_on_makes_the_call_optional(
     assert LAYERS not in required(report, "target")
 
 
+@pytest.mark.parametrize(("otherwise", "optional"), [("raise ValueError(", False), ("print(", True)])
+def test_0523_a_hasattr_guard_whose_else_raises_makes_the_call_required(
+    release_tree: Callable[[str], Path], tmp_path: Path, otherwise: str, optional: bool
+) -> None:
+    root = copy_srt(release_tree("0.5.23"), tmp_path)
+    guard = '        if not hasattr(model, "set_eagle3_layers_to_capture"):\n            raise ValueError(\n'
+    call = "        model.set_eagle3_layers_to_capture(eagle_aux_hidden_state_layer_ids)\n"
+    text = (root / BACKEND_SETUP).read_text()
+    start = text.index(guard)
+    end = text.index(call, start) + len(call)
+    block = text[start:end].splitlines(keepends=True)  # lines 55-61, rewritten in place as lines 55-61:
+    block[0] = f'        if hasattr(model, "set_eagle3_layers_to_capture"): {call.strip()}\n'
+    block[1] = f"        else: {otherwise}\n"
+    block[-1] = "        pass\n"
+    (root / BACKEND_SETUP).write_text(text[:start] + "".join(block) + text[end:])
+
+    report = check(root)
+
+    [req] = [r for r in report.requirements if (r.role, r.name) == ("target", LAYERS)]
+    assert [str(s) for s in req.call_sites] == [f"{BACKEND_SETUP}:55"]
+    assert req.optional is optional
+
+
 def test_0523_a_missing_method_reached_through_a_helper_is_a_gap(
     release_tree: Callable[[str], Path], tmp_path: Path
 ) -> None:

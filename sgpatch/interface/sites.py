@@ -17,7 +17,7 @@ from sgpatch.interface.modules import Function, is_name
 class Guard:
     test: ast.expr
     positive: bool
-    by_raise: bool = False  # from `if not <test>: raise ...` before the use
+    by_raise: bool = False  # the other way raises: `if not <test>: raise ...` before the use, or an `else: raise`
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,8 +155,10 @@ class Collector:
         if isinstance(st, ast.If | ast.While):
             self.expr(st.test, g, names)
             test = self._test(st.test)
-            self.body(st.body, (*g, Guard(test, True)), names)
-            self.body(st.orelse, (*g, Guard(test, False)), names)
+            # `if hasattr(m, "x"): m.x() else: raise ...`: the other branch raises, so the use is required
+            raises = [bool(b) and isinstance(b[-1], ast.Raise) for b in (st.orelse, st.body)]
+            self.body(st.body, (*g, Guard(test, True, by_raise=raises[0])), names)
+            self.body(st.orelse, (*g, Guard(test, False, by_raise=raises[1])), names)
             return
         for _, value in ast.iter_fields(st):
             items = value if isinstance(value, list) else [value]
