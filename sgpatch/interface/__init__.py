@@ -13,14 +13,20 @@ the same on a checkout, a wheel or an installed sglang, in about a second, long 
   ``mtp_model_runner(i)``) a draft requirement.  Branches the algorithm never takes are skipped
   (``if algo.is_eagle3(): ... else: <skipped for EAGLE3>``).
 - In ``model_executor/`` a name used on the runner's model (``self.model``, ``model_runner.model``) is a
-  requirement when its guards can hold for the algorithm but not without speculative decoding, directly
-  (``algo.is_eagle3()``) or through a flag only ever set under such a guard
-  (``self.eagle_use_aux_hidden_state``).  It is the target's unless guarded by ``is_draft_worker``.
-- ``hasattr(m, "name")`` guards (not ``if not hasattr(...): raise``) and ``getattr(m, "name", default)``
-  make a use optional: listed, never a gap.
+  requirement when its guards can hold for the algorithm and cannot for some other algorithm or without
+  one, directly (``algo.is_eagle3()``) or through a flag that no assignment of a true value can set for
+  some of them (``self.eagle_use_aux_hidden_state``).  It is the target's unless guarded by ``is_draft_worker``.
+- A model (or a step towards one) handed to a function of ``speculative/`` or ``model_executor/`` is
+  followed into it: ``resolve_draft_embed_and_head(target_model=runner.model)`` makes
+  ``target_model.get_embed_and_head()`` there a target requirement, reported where it is written; the
+  function's other parameters stand for the caller's arguments in its guards (4 calls deep at most, and
+  2000 function bodies per module scanned, noted when reached).
+- ``hasattr(m, "name")`` guards and ``getattr(m, "name", default)`` make a use optional: listed, never a
+  gap; not when the other way raises (``if not hasattr(m, "name"): raise ...``, ``else: raise ...``).
 
 *Provided* names are the class's methods and attributes (``self.x = ...`` included) with its bases
-resolved through the tree's imports, stopping at bases outside the tree.  A provided method that calls
+resolved through the tree's imports; a base outside the tree provides its members when they are known
+(``torch.nn.Module``: see :mod:`sgpatch.interface.external`).  A provided method that calls
 ``self.<attr>.<name>(...)`` is checked through the class ``__init__`` assigns to ``self.<attr>``.
 """
 
