@@ -57,9 +57,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, help="a tree in upstream's layout (python/sglang/...)")
     parser.add_argument("--stack", help="stack in VERSIONS.toml (default: default_stack)")
-    parser.add_argument("--runs", type=int, default=15, help="timed runs (at least 10)")
+    parser.add_argument("--runs", type=int, default=15, help="timed runs (at least 5)")
     args = parser.parse_args()
-    runs = max(args.runs, 10)
+    runs = max(args.runs, 5)
     stack = load_config(REPO / "VERSIONS.toml").stack(args.stack)
     if stack.interface is None:
         sys.exit(f"stack {stack.name} has no interface table in VERSIONS.toml")

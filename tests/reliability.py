@@ -393,6 +393,15 @@ for _id, _fault, _exit, _expect, _kept in [
     ),
 ]:
     case(_id, HOSTILE, _fault, _exit, _expect, _kept)
+case(
+    "interface-helper-fanout",
+    HOSTILE,
+    "`check-interface` on a checkout whose helpers hand the model on 50 times per level, 4 levels deep "
+    "(6 million paths to follow)",
+    1,
+    "helper calls given a model; the rest not followed",
+    "the check ends and still reports the real gaps, with a note naming the module; the checkout unchanged",
+)
 
 # --------------------------------------------------------------------------- network
 

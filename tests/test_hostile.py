@@ -532,3 +532,30 @@ def test_no_fetch_lock_beside_the_target(tmp_path: Path, monkeypatch: pytest.Mon
     assert victim.read_text() == "precious\n" and planted.is_symlink()
     assert sorted(p.name for p in into.parent.iterdir()) == [".co.sgpatch-lock", "co"]
     record("lock-beside-target", exit=0, shown="checkout created; the planted link and its target untouched")
+def test_interface_helper_fanout_is_bounded(pristine_checkout: Callable[[], Path], project: Any) -> None:
+    from .helpers import json_out
+
+    co = pristine_checkout()
+    worker = co / "python/sglang/srt/speculative/eagle_worker.py"
+    lines = [""]
+    for level in range(4):
+        callee = f"_fan{level + 1}(m)" if level < 3 else "m.get_embed_and_head()"
+        lines.append(f"def _fan{level}(m):")
+        lines += [f"    if _flag{i}:\n        {callee}" for i in range(50)]
+    lines.append("def _hostile(self):\n    _fan0(self.target_worker.model_runner.model)\n")
+    worker.write_text(worker.read_text() + "\n".join(lines))
+    before = snapshot(co)
+
+    result = run_cli("check-interface", "--checkout", str(co), "--config", str(project.config.path), "--json")
+
+    assert result.exit_code == 1
+    doc = json_out(result)
+    assert sorted(g["name"] for g in doc["gaps"]) == ["get_embed_and_head", "set_eagle3_layers_to_capture"]
+    [note] = [n for n in doc["notes"] if "helper calls" in n]
+    assert note == (
+        "python/sglang/srt/speculative/eagle_worker.py: more than 2000 helper calls given a model; "
+        "the rest not followed"
+    )
+    assert CASES["interface-helper-fanout"].expect in note
+    assert snapshot(co) == before
+    record("interface-helper-fanout", exit=result.exit_code, shown=note)
