@@ -26,9 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sgpatch.apply import apply_series  # noqa: E402
+from sgpatch.artifacts import fetch_artifact  # noqa: E402
 from sgpatch.checkout import Git  # noqa: E402
 from sgpatch.config import load_config  # noqa: E402
-from sgpatch.source import create_pypi_checkout, fetch_artifact  # noqa: E402
+from sgpatch.source import create_pypi_checkout  # noqa: E402
 from sgpatch.verify import load_project  # noqa: E402
 from sgpatch.wheel import build_environment, build_wheel, export_commit  # noqa: E402
 
