@@ -296,6 +296,12 @@ for _id, _fault, _expect in [
     ("wheel-backslash", "a wheel member `..\\pwned.py`", "escapes the archive root"),
     ("wheel-symlink", "a wheel member with symlink mode bits", "is a link or device"),
     ("wheel-duplicate", "a wheel with the same member twice", "appears twice"),
+    ("archive-sdist-huge-member", "an sdist member whose header claims 3 GiB", "over the limit"),
+    (
+        "archive-wheel-method-99",
+        "a wheel member compressed with method 99 (not stored or deflate)",
+        "compression method 99",
+    ),
 ]:
     case(
         _id,
@@ -305,6 +311,75 @@ for _id, _fault, _expect in [
         _expect,
         _NOFETCH,
     )
+
+_WHEEL = "nothing written; no traceback file; one line (exit 2) or the wheel report with the failed check (exit 1)"
+for _id, _fault, _exit, _expect in [
+    ("archive-encrypted", "`verify --wheel` of a wheel with an encrypted member", 2, "is encrypted"),
+    (
+        "archive-method-99",
+        "`verify --wheel` of a wheel with a member compressed with method 99",
+        2,
+        "compression method 99",
+    ),
+    ("archive-bad-deflate", "`verify --wheel` of a wheel whose member has a corrupt deflate stream", 2, "is corrupt"),
+    ("archive-bad-crc", "`verify --wheel` of a wheel whose member fails its CRC-32", 2, "is corrupt"),
+    (
+        "archive-bomb",
+        "`verify --wheel` of a 3 MB wheel holding one 3 GiB member of zeros, run with a 1 GiB address-space limit",
+        2,
+        "over the limit",
+    ),
+    (
+        "archive-bomb-lying-size",
+        "`verify --wheel` of a wheel whose 3 GiB deflate stream of zeros is declared as 1,000 bytes",
+        2,
+        "is corrupt",
+    ),
+    (
+        "archive-ratio",
+        "`verify --wheel` of a wheel with a 128 MiB member of zeros (ratio ~1000:1)",
+        2,
+        "times its packed",
+    ),
+    ("archive-many-members", "`verify --wheel` of a wheel with 20,001 members", 2, "more than 20000 members"),
+    (
+        "archive-record-field",
+        "`verify --wheel` of a wheel whose RECORD has a field over 131,072 characters",
+        1,
+        "field larger than field limit",
+    ),
+    (
+        "archive-record-row",
+        "`verify --wheel` of a wheel whose RECORD has a row with a bad hash and a non-integer size",
+        1,
+        "malformed row",
+    ),
+    (
+        "archive-provenance-type",
+        "`verify --wheel` of a wheel whose `sgpatch.json` has `stack` as an object",
+        1,
+        "stack is an object, expected a string",
+    ),
+    (
+        "archive-provenance-nested",
+        "`verify --wheel` of a wheel whose `sgpatch.json` is nested 100,000 lists deep",
+        1,
+        "nested too deeply",
+    ),
+    (
+        "archive-requires-dist",
+        "`verify --wheel` of a wheel whose METADATA has a malformed `Requires-Dist`",
+        1,
+        "does not parse",
+    ),
+    (
+        "archive-metadata-utf8",
+        "`verify --wheel` of a wheel whose METADATA `Name` header is not UTF-8",
+        1,
+        "header cannot be read",
+    ),
+]:
+    case(_id, HOSTILE, _fault, _exit, _expect, _WHEEL)
 
 # --------------------------------------------------------------------------- network
 
