@@ -419,6 +419,15 @@ case(
     "PatchError",
     _CLEAN,
 )
+case(
+    "fuzz-wheel",
+    FUZZ,
+    "`sgpatch verify --wheel` of upstream's 0.5.9 wheel mutated: bytes, members (dropped, doubled, renamed to "
+    "hostile paths, header flags, method, CRC, size), RECORD, METADATA and the provenance",
+    None,
+    "exit 1 or 2",
+    "exit 1 (the report) or 2 (one line); never 0 (the wheel is not the patched one), never a traceback",
+)
 case("fuzz-anchors", FUZZ, "mutated anchors.toml", 2, "ConfigError", _CLEAN)
 case("fuzz-config", FUZZ, "mutated VERSIONS.toml", 2, "ConfigError", _CLEAN)
 case(

@@ -25,8 +25,9 @@ def zip_bytes(
     return buf.getvalue()
 
 
-def patch_member(data: bytes, name: str, **fields: int) -> bytes:
-    """``data`` (a zip) with header fields of member ``name`` set in both its local and central header."""
+def patch_member(data: bytes, name: str, *, strict: bool = True, **fields: int) -> bytes:
+    """``data`` (a zip) with header fields of member ``name`` set in both its local and central header
+    (``strict``: exactly one of each must be found; otherwise every one found is patched)."""
     buf = bytearray(data)
     raw = name.encode()
     for sig, offsets, name_at, length_at in ((b"PK\x03\x04", _LOCAL, 30, 26), (b"PK\x01\x02", _CENTRAL, 46, 28)):
@@ -40,7 +41,7 @@ def patch_member(data: bytes, name: str, **fields: int) -> bytes:
                     struct.pack_into(fmt, buf, at + offset, value)
                 hits += 1
             at = buf.find(sig, at + 1)
-        assert hits == 1, (name, sig, hits)
+        assert hits == 1 or not strict, (name, sig, hits)
     return bytes(buf)
 
 
