@@ -297,6 +297,7 @@ for _id, _fault, _expect in [
     ("wheel-symlink", "a wheel member with symlink mode bits", "is a link or device"),
     ("wheel-duplicate", "a wheel with the same member twice", "appears twice"),
     ("archive-sdist-huge-member", "an sdist member whose header claims 3 GiB", "over the limit"),
+    ("archive-sdist-pax-header", "an sdist member with an 8 MiB pax header", "a tar header asks for"),
     (
         "archive-wheel-method-99",
         "a wheel member compressed with method 99 (not stored or deflate)",
@@ -341,7 +342,7 @@ for _id, _fault, _exit, _expect in [
         2,
         "times its packed",
     ),
-    ("archive-many-members", "`verify --wheel` of a wheel with 20,001 members", 2, "more than 20000 members"),
+    ("archive-many-members", "`verify --wheel` of a wheel with 50,001 members", 2, "more than 50000 members"),
     (
         "archive-record-field",
         "`verify --wheel` of a wheel whose RECORD has a field over 131,072 characters",

@@ -255,6 +255,17 @@ def _sdist_huge_member() -> bytes:
     return gzip.compress(ok.tobuf(format=tarfile.GNU_FORMAT) + padded + huge.tobuf(format=tarfile.GNU_FORMAT))
 
 
+def _sdist_pax_header() -> bytes:
+    """An sdist whose member carries an 8 MiB pax header (tarfile would read it whole)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(OK[0])
+        info.size = len(OK[1])
+        info.pax_headers = {"comment": "x" * (8 << 20)}
+        tar.addfile(info, io.BytesIO(OK[1]))
+    return buf.getvalue()
+
+
 def _wheel(members: list[zipfile.ZipInfo | tuple[str, bytes]]) -> bytes:
     buf = io.BytesIO()
     with warnings.catch_warnings():
@@ -293,6 +304,7 @@ ARCHIVES: dict[str, Callable[[Path], tuple[str, bytes]]] = {
     "wheel-symlink": lambda out: ("wheel", _wheel([_symlink_zipinfo("sglang/out")])),
     "wheel-duplicate": lambda out: ("wheel", _wheel([("sglang/a.py", b"1\n"), ("sglang/a.py", b"2\n")])),
     "archive-sdist-huge-member": lambda out: ("sdist", _sdist_huge_member()),
+    "archive-sdist-pax-header": lambda out: ("sdist", _sdist_pax_header()),
     "archive-wheel-method-99": lambda out: ("wheel", patch_member(_wheel([]), "sglang/__init__.py", method=99)),
 }
 
@@ -372,7 +384,7 @@ def _bad_deflate() -> bytes:
 
 
 def _many_members() -> bytes:
-    return zip_bytes({f"sglang/m{i}.py": b"" for i in range(20_001)}, compression=zipfile.ZIP_STORED)
+    return zip_bytes({f"sglang/m{i}.py": b"" for i in range(50_001)}, compression=zipfile.ZIP_STORED)
 
 
 def _ratio(path: Path) -> None:
