@@ -17,9 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Stack, load_config
 from sgpatch.interface import ClassRef, InterfaceReport, check_interface
-from sgpatch.source import fetch_artifact, read_artifact
+from sgpatch.source import read_artifact
 from sgpatch.tree import DirTree
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,7 +17,6 @@ Output is stable: exporting an unchanged checkout rewrites nothing, so
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.anchors import ANCHORS_FILE, load_anchors
+from sgpatch.atomic import write_atomic
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckoutError, PatchError
 from sgpatch.git import CommitSpec, Git
@@ -220,22 +220,6 @@ def series_text(original: str, names: Sequence[str], *, dropped: Mapping[str, st
 
 
 # --------------------------------------------------------------------------- writing
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def changed_files(outputs: Mapping[Path, bytes]) -> list[Path]:

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.anchors import ANCHORS_FILE, Anchor, load_anchors
+from sgpatch.artifacts import fetch_artifact
+from sgpatch.atomic import write_atomic
 from sgpatch.config import Artifact, Config, Stack, parse_config
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.export import (
@@ -41,7 +43,6 @@ from sgpatch.export import (
     render_chain,
     rerecord,
     series_text,
-    write_atomic,
 )
 from sgpatch.git import CommitSpec, Git, clone
 from sgpatch.journal import lock_checkout, move_checkout
@@ -67,7 +68,7 @@ from sgpatch.rebase import (
 )
 from sgpatch.release import Release, find_release
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
-from sgpatch.source import create_pypi_checkout, fetch_artifact
+from sgpatch.source import create_pypi_checkout
 from sgpatch.state import open_checkout
 from sgpatch.tree import DirTree, SourceTree
 from sgpatch.verify import verify_tree

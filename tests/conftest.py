@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from sgpatch.apply import apply_series
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Artifact, Config, load_config
-from sgpatch.source import fetch, fetch_artifact, read_sdist, read_wheel
+from sgpatch.source import fetch, read_archive
 from sgpatch.verify import Project, load_project
 
 from .sshd import Sshd, have_sshd, start_sshd
@@ -188,7 +189,7 @@ def release_tree(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Ca
         else:
             artifact = RELEASES[version]
         path = fetch_artifact(artifact, version)
-        members, _ = read_sdist(path) if artifact.kind == "sdist" else read_wheel(path)
+        members, _ = read_archive(path)
         root = tmp_path_factory.mktemp(f"release-{version}")
         for m in members:
             target = root / m.path

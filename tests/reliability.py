@@ -312,6 +312,13 @@ for _id, _fault, _expect in [
     ("wheel-backslash", "a wheel member `..\\pwned.py`", "escapes the archive root"),
     ("wheel-symlink", "a wheel member with symlink mode bits", "is a link or device"),
     ("wheel-duplicate", "a wheel with the same member twice", "appears twice"),
+    ("archive-sdist-huge-member", "an sdist member whose header claims 3 GiB", "over the limit"),
+    ("archive-sdist-pax-header", "an sdist member with an 8 MiB pax header", "a tar header asks for"),
+    (
+        "archive-wheel-method-99",
+        "a wheel member compressed with method 99 (not stored or deflate)",
+        "compression method 99",
+    ),
 ]:
     case(
         _id,
@@ -402,6 +409,74 @@ case(
     "helper calls given a model; the rest not followed",
     "the check ends and still reports the real gaps, with a note naming the module; the checkout unchanged",
 )
+_WHEEL = "nothing written; no traceback file; one line (exit 2) or the wheel report with the failed check (exit 1)"
+for _id, _fault, _exit, _expect in [
+    ("archive-encrypted", "`verify --wheel` of a wheel with an encrypted member", 2, "is encrypted"),
+    (
+        "archive-method-99",
+        "`verify --wheel` of a wheel with a member compressed with method 99",
+        2,
+        "compression method 99",
+    ),
+    ("archive-bad-deflate", "`verify --wheel` of a wheel whose member has a corrupt deflate stream", 2, "is corrupt"),
+    ("archive-bad-crc", "`verify --wheel` of a wheel whose member fails its CRC-32", 2, "is corrupt"),
+    (
+        "archive-bomb",
+        "`verify --wheel` of a 3 MB wheel holding one 3 GiB member of zeros, run with a 1 GiB address-space limit",
+        2,
+        "over the limit",
+    ),
+    (
+        "archive-bomb-lying-size",
+        "`verify --wheel` of a wheel whose 3 GiB deflate stream of zeros is declared as 1,000 bytes",
+        2,
+        "is corrupt",
+    ),
+    (
+        "archive-ratio",
+        "`verify --wheel` of a wheel with a 128 MiB member of zeros (ratio ~1000:1)",
+        2,
+        "times its packed",
+    ),
+    ("archive-many-members", "`verify --wheel` of a wheel with 50,001 members", 2, "more than 50000 members"),
+    (
+        "archive-record-field",
+        "`verify --wheel` of a wheel whose RECORD has a field over 131,072 characters",
+        1,
+        "field larger than field limit",
+    ),
+    (
+        "archive-record-row",
+        "`verify --wheel` of a wheel whose RECORD has a row with a bad hash and a non-integer size",
+        1,
+        "malformed row",
+    ),
+    (
+        "archive-provenance-type",
+        "`verify --wheel` of a wheel whose `sgpatch.json` has `stack` as an object",
+        1,
+        "stack is an object, expected a string",
+    ),
+    (
+        "archive-provenance-nested",
+        "`verify --wheel` of a wheel whose `sgpatch.json` is nested 100,000 lists deep",
+        1,
+        "nested too deeply",
+    ),
+    (
+        "archive-requires-dist",
+        "`verify --wheel` of a wheel whose METADATA has a malformed `Requires-Dist`",
+        1,
+        "does not parse",
+    ),
+    (
+        "archive-metadata-utf8",
+        "`verify --wheel` of a wheel whose METADATA `Name` header is not UTF-8",
+        1,
+        "header cannot be read",
+    ),
+]:
+    case(_id, HOSTILE, _fault, _exit, _expect, _WHEEL)
 
 # --------------------------------------------------------------------------- network
 
@@ -440,6 +515,15 @@ case(
     2,
     "PatchError",
     _CLEAN,
+)
+case(
+    "fuzz-wheel",
+    FUZZ,
+    "`sgpatch verify --wheel` of upstream's 0.5.9 wheel mutated: bytes, members (dropped, doubled, renamed to "
+    "hostile paths, header flags, method, CRC, size), RECORD, METADATA and the provenance",
+    None,
+    "exit 1 or 2",
+    "exit 1 (the report) or 2 (one line); never 0 (the wheel is not the patched one), never a traceback",
 )
 case("fuzz-anchors", FUZZ, "mutated anchors.toml", 2, "ConfigError", _CLEAN)
 case("fuzz-config", FUZZ, "mutated VERSIONS.toml", 2, "ConfigError", _CLEAN)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Config
 from sgpatch.errors import SourceError
-from sgpatch.source import create_pypi_checkout, fetch_artifact
+from sgpatch.source import create_pypi_checkout
 
 from .helpers import copy_project_with, git, json_out, run_cli
 

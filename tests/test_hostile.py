@@ -10,10 +10,15 @@ live in test_patchset.py, test_config.py and test_fetch.py.
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import io
+import json
+import resource
 import shutil
 import subprocess
+import sys
 import tarfile
 import warnings
 import zipfile
@@ -24,10 +29,16 @@ from typing import Any
 
 import pytest
 
+from sgpatch.artifacts import fetch_artifact
+from sgpatch.config import load_config
+from sgpatch.provenance import wheel_version
+from sgpatch.verify import load_project
+
 from .conftest import REPO, copy_project
 from .helpers import run_cli, snapshot
 from .reliability import CASES, HOSTILE, first_error, record
 from .smallrepo import HEADER, STACK, Tiny, add_traps, git, make_tiny, versions_toml
+from .zipcraft import deflate_offset, patch_member, zeros_bomb, zip_bytes
 
 
 @dataclass(frozen=True)
@@ -235,6 +246,27 @@ def _tarinfo(name: str, kind: bytes, link: str = "") -> tarfile.TarInfo:
     return info
 
 
+def _sdist_huge_member() -> bytes:
+    """An sdist whose second member's header claims 3 GiB (the data is not even there)."""
+    ok = tarfile.TarInfo(OK[0])
+    ok.size = len(OK[1])
+    huge = tarfile.TarInfo(f"{TOP}/sglang/zeros.bin")
+    huge.size = 3 << 30
+    padded = OK[1] + b"\0" * (-len(OK[1]) % tarfile.BLOCKSIZE)
+    return gzip.compress(ok.tobuf(format=tarfile.GNU_FORMAT) + padded + huge.tobuf(format=tarfile.GNU_FORMAT))
+
+
+def _sdist_pax_header() -> bytes:
+    """An sdist whose member carries an 8 MiB pax header (tarfile would read it whole)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(OK[0])
+        info.size = len(OK[1])
+        info.pax_headers = {"comment": "x" * (8 << 20)}
+        tar.addfile(info, io.BytesIO(OK[1]))
+    return buf.getvalue()
+
+
 def _wheel(members: list[zipfile.ZipInfo | tuple[str, bytes]]) -> bytes:
     buf = io.BytesIO()
     with warnings.catch_warnings():
@@ -272,6 +304,9 @@ ARCHIVES: dict[str, Callable[[Path], tuple[str, bytes]]] = {
     "wheel-backslash": lambda out: ("wheel", _wheel([("..\\pwned.py", b"pwned\n")])),
     "wheel-symlink": lambda out: ("wheel", _wheel([_symlink_zipinfo("sglang/out")])),
     "wheel-duplicate": lambda out: ("wheel", _wheel([("sglang/a.py", b"1\n"), ("sglang/a.py", b"2\n")])),
+    "archive-sdist-huge-member": lambda out: ("sdist", _sdist_huge_member()),
+    "archive-sdist-pax-header": lambda out: ("sdist", _sdist_pax_header()),
+    "archive-wheel-method-99": lambda out: ("wheel", patch_member(_wheel([]), "sglang/__init__.py", method=99)),
 }
 
 
@@ -559,3 +594,139 @@ def test_interface_helper_fanout_is_bounded(pristine_checkout: Callable[[], Path
     assert CASES["interface-helper-fanout"].expect in note
     assert snapshot(co) == before
     record("interface-helper-fanout", exit=result.exit_code, shown=note)
+
+
+# --------------------------------------------------------------------------- hostile wheels for verify --wheel
+
+
+
+@functools.cache
+def _upstream_members() -> tuple[str, tuple[tuple[str, bytes], ...]]:
+    project = load_project(load_config(REPO / "VERSIONS.toml"), None)
+    artifact = project.stack.artifact("wheel")
+    assert artifact is not None
+    with zipfile.ZipFile(fetch_artifact(artifact, project.stack.sglang_version)) as zf:
+        members = tuple((i.filename, zf.read(i)) for i in zf.infolist() if not i.is_dir())
+    return wheel_version(project.stack, project.series), members
+
+
+def _base_wheel() -> dict[str, bytes]:
+    """upstream's 0.5.9 wheel under the default stack's patched version, with a provenance naming the stack:
+    it reaches every check, which fails cleanly (exit 1: it is not patched)."""
+    version, members = _upstream_members()
+    dist_info = f"sglang-{version}.dist-info"
+    out = {name.replace("sglang-0.5.9.dist-info", dist_info): data for name, data in members}
+    out[f"{dist_info}/sgpatch.json"] = json.dumps({"schema_version": 1, "stack": "0.5.9-cu130"}).encode()
+    return out
+
+
+def _with(**replace: bytes) -> bytes:
+    members = _base_wheel()
+    for suffix, data in replace.items():
+        name = next(n for n in members if n.endswith(suffix.replace("_", ".")))
+        members[name] = data
+    return zip_bytes(members, compression=zipfile.ZIP_STORED, deflate={"sglang/__init__.py"})
+
+
+def _bad_deflate() -> bytes:
+    data = _with()
+    at = deflate_offset(data, "sglang/__init__.py")
+    return data[:at] + b"\xff" + data[at + 1 :]  # BTYPE 11: a block type deflate does not have
+
+
+def _many_members() -> bytes:
+    return zip_bytes({f"sglang/m{i}.py": b"" for i in range(50_001)}, compression=zipfile.ZIP_STORED)
+
+
+def _ratio(path: Path) -> None:
+    zeros_bomb(path, "sglang/zeros.bin", 128 << 20, extra={"sglang/__init__.py": b"x = 1\n"})
+
+
+WHEELS: dict[str, Callable[[Path], None]] = {
+    "archive-encrypted": lambda p: p.write_bytes(patch_member(_with(), "sglang/__init__.py", flags=0x1)),
+    "archive-method-99": lambda p: p.write_bytes(patch_member(_with(), "sglang/__init__.py", method=99)),
+    "archive-bad-deflate": lambda p: p.write_bytes(_bad_deflate()),
+    "archive-bad-crc": lambda p: p.write_bytes(patch_member(_with(), "sglang/__init__.py", crc=0xDEADBEEF)),
+    "archive-ratio": _ratio,
+    "archive-many-members": lambda p: p.write_bytes(_many_members()),
+    "archive-record-field": lambda p: p.write_bytes(_with(RECORD=b'"' + b"a" * 200_000 + b'",,\n')),
+    "archive-record-row": lambda p: p.write_bytes(_with(RECORD=b"sglang/__init__.py,md5,many\n")),
+    "archive-provenance-type": lambda p: p.write_bytes(
+        _with(sgpatch_json=json.dumps({"schema_version": 1, "stack": {"name": "x"}}).encode())
+    ),
+    "archive-provenance-nested": lambda p: p.write_bytes(
+        _with(sgpatch_json=b'{"schema_version": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    ),
+    "archive-requires-dist": lambda p: p.write_bytes(
+        _with(METADATA=b"Metadata-Version: 2.1\nName: sglang\nVersion: 0\nRequires-Dist: foo ==== bar!!\n\n")
+    ),
+    "archive-metadata-utf8": lambda p: p.write_bytes(
+        _with(METADATA=b"Metadata-Version: 2.1\nName: sgl\xffang\nVersion: 0\n\n")
+    ),
+}
+
+
+def _check_wheel_refused(case_id: str, code: int, stdout: str, stderr: str, roots: tuple[Path, ...]) -> None:
+    case = CASES[case_id]
+    assert code == case.exit, (code, stderr)
+    assert "Traceback" not in stderr and "internal error" not in stderr
+    assert not any(ord(c) < 32 and c not in "\n\t" for c in stderr), repr(stderr)
+    if code == 2:
+        assert case.expect in stderr, stderr
+        assert stdout == ""
+        shown = first_error(stderr)
+    else:
+        failures = json.loads(stdout)["failures"]
+        shown = next((f for f in failures if case.expect in f), "")
+        assert shown, failures
+    record(case_id, exit=code, shown=shown, roots=roots)
+
+
+@pytest.mark.parametrize("case_id", list(WHEELS))
+def test_hostile_wheel_is_refused(case_id: str, tmp_path: Path) -> None:
+    wheel = tmp_path / "sglang-0.5.9-py3-none-any.whl"
+    WHEELS[case_id](wheel)
+    before = sorted(tmp_path.iterdir())
+    result = run_cli("verify", "--wheel", str(wheel), "--json", "--config", str(REPO / "VERSIONS.toml"))
+    _check_wheel_refused(case_id, result.exit_code, result.stdout, result.stderr, (tmp_path,))
+    assert sorted(tmp_path.iterdir()) == before
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bomb") / "sglang-0.5.9-py3-none-any.whl"
+    zeros_bomb(path, "sglang/zeros.bin", 3 << 30, extra={"sglang/__init__.py": b"x = 1\n"})
+    return path
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("case_id", ["archive-bomb", "archive-bomb-lying-size"])
+def test_zip_bomb_is_refused_in_bounded_memory(case_id: str, bomb: Path, tmp_path: Path) -> None:
+    """The 3 GiB member is refused by a process that may not map more than 1 GiB in all."""
+    wheel = tmp_path / bomb.name
+    data = bomb.read_bytes()
+    assert len(data) < 8 << 20
+    if case_id == "archive-bomb-lying-size":
+        data = patch_member(data, "sglang/zeros.bin", size=1000)
+    wheel.write_bytes(data)
+    sgpatch = Path(sys.executable).with_name("sgpatch")
+    proc = subprocess.run(
+        [str(sgpatch), "verify", "--wheel", str(wheel), "--json", "--config", str(REPO / "VERSIONS.toml")],
+        capture_output=True,
+        text=True,
+        preexec_fn=_limit_memory,
+        check=False,
+    )
+    _check_wheel_refused(case_id, proc.returncode, proc.stdout, proc.stderr, (tmp_path,))
+    assert "'sglang/zeros.bin'" in proc.stderr
+
+
+def test_memory_limit_is_real() -> None:
+    """The limit the bomb test runs under stops a process that would hold the 3 GiB member (or even 1 GiB)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "b = bytes(1 << 30)"], capture_output=True, preexec_fn=_limit_memory, check=False
+    )
+    assert proc.returncode != 0 and b"MemoryError" in proc.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.errors import ConfigError
 from sgpatch.interface import (
     CallSite,
@@ -24,7 +25,6 @@ from sgpatch.interface import (
     check_interface,
 )
 from sgpatch.interface.external import kept_nn_module
-from sgpatch.source import fetch_artifact
 from sgpatch.tree import DirTree, ZipTree, site_packages_tree
 
 from .conftest import RELEASES
@@ -483,9 +483,8 @@ def test_same_report_from_an_installed_tree_and_a_wheel(release_tree: Callable[[
     root = release_tree("0.5.10")
     from_dir = check(root).as_dict()
     installed = check_interface(site_packages_tree(root / "python"), target=KIMI, draft=LLAMA_EAGLE3).as_dict()
-    wheel = check_interface(
-        ZipTree(fetch_artifact(RELEASES["0.5.10"], "0.5.10")), target=KIMI, draft=LLAMA_EAGLE3
-    ).as_dict()
+    with ZipTree(fetch_artifact(RELEASES["0.5.10"], "0.5.10")) as tree:
+        wheel = check_interface(tree, target=KIMI, draft=LLAMA_EAGLE3).as_dict()
 
     for doc in (installed, wheel):
         assert {k: v for k, v in doc.items() if k != "tree"} == {k: v for k, v in from_dir.items() if k != "tree"}
