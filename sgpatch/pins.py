@@ -21,8 +21,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
-from sgpatch.config import Artifact, Stack, locate
+from sgpatch.config import Artifact, Stack
 from sgpatch.errors import ConfigError
+from sgpatch.tomlpos import locate
 
 RULE = "# " + "-" * 75
 

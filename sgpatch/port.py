@@ -35,7 +35,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from sgpatch.anchors import ANCHORS_FILE, Anchor, load_anchors
-from sgpatch.checkout import CommitSpec, Git, clone
+from sgpatch.artifacts import fetch_artifact
+from sgpatch.atomic import write_atomic
 from sgpatch.config import Artifact, Config, InstallRecipe, Stack, parse_config
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.export import (
@@ -44,8 +45,9 @@ from sgpatch.export import (
     render_chain,
     rerecord,
     series_text,
-    write_atomic,
 )
+from sgpatch.git import CommitSpec, Git, clone
+from sgpatch.journal import lock_checkout, move_checkout
 from sgpatch.patchset import (
     SERIES_FILE,
     Patch,
@@ -78,8 +80,8 @@ from sgpatch.rebase import (
 )
 from sgpatch.release import Release, find_release
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
-from sgpatch.source import create_pypi_checkout, fetch_artifact
-from sgpatch.state import inspect, lock_checkout, move_checkout, open_checkout
+from sgpatch.source import create_pypi_checkout
+from sgpatch.state import inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree
 from sgpatch.verify import verify_tree
 
@@ -158,7 +160,7 @@ def _swap_version(text: str, old: str, new: str) -> str:
 
 
 def _record_path(g: Git) -> Path:
-    return Path(g.out("rev-parse", "--absolute-git-dir")) / RECORD
+    return g.git_dir() / RECORD
 
 
 def read_record(checkout: Path) -> dict[str, Any] | None:
@@ -232,10 +234,7 @@ def _make_checkout(
     if progress:
         progress(f"cloning {url} at {stack.tag}")
     into.parent.mkdir(parents=True, exist_ok=True)
-    g = clone(url, into, tag=stack.tag)
-    commit = g.rev_parse(f"refs/tags/{stack.tag}^{{commit}}")
-    if commit is None:
-        raise SourceError(f"{url}: has no tag {stack.tag}")
+    g, commit = clone(url, into, tag=stack.tag)
     if stack.commit and commit != stack.commit:
         raise SourceError(f"{url}: tag {stack.tag} is {commit}, not the given --commit {stack.commit}")
     g.checkout_branch(f"sgpatch/{stack.name}", commit)
@@ -416,7 +415,7 @@ def _finish(
     assert head is not None
     tree: SourceTree
     if into != target:  # a checkout of our own (removed on failure): verify its work tree, it is quicker
-        g.move_to(final, old=head, reason=f"sgpatch port {plan.new_name}")
+        move_checkout(g, old=head, new=final, reason=f"sgpatch port {plan.new_name}")
         tree = DirTree(into)
     else:  # the user's checkout: it moves only once the port succeeded
         tree = CommitTree(g, final)

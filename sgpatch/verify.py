@@ -14,6 +14,7 @@ from typing import Any
 from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing, load_anchors
 from sgpatch.apply import PatchState, classify_one
 from sgpatch.config import Config, Stack
+from sgpatch.journal import recover
 from sgpatch.patchset import HunkFailure, Series, apply_patch, read_series
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree, git_blob_id
@@ -219,8 +220,10 @@ def verify_tree(
 def verify_checkout(project: Project, checkout: Path) -> VerifyReport:
     """Verify a checkout's work tree; its git state is reported alongside."""
     g = open_checkout(checkout)
+    done = recover(g)  # an interrupted apply is finished (or its journal cleared) first: say so
     state = inspect(g, project.stack, project.series)
-    notes = [f"git: {state.phase} at {state.head[:12]}"]
+    notes = [f"git: {done}"] if done else []
+    notes.append(f"git: {state.phase} at {state.head[:12]}")
     if state.base is not None:
         check_base_files(g, project.stack, state.base)
     if state.problem:

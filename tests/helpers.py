@@ -10,8 +10,8 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from sgpatch.checkout import git_env
 from sgpatch.cli import app
+from sgpatch.git import git_env
 
 
 def run_cli(*args: str, catch: bool = False) -> Any:
