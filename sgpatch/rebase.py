@@ -232,7 +232,7 @@ def classify(
     dups = duplicates(run.current, merged)
     if dups:
         return PortedPatch(patch.name, "conflict", f"the merge would define {dups[0]} twice"), None
-    detail = f"the 3-way merge against {old_label} is clean ({forward.hunk.label} of {forward.path} does not apply)"
+    detail = f"the 3-way merge against {old_label} is clean ({forward.label} of {forward.path} does not apply)"
     return PortedPatch(patch.name, "merged", detail), merged
 
 
