@@ -134,7 +134,7 @@ class Series:
 
 # Bidi overrides and zero-width characters make a path read differently from what it is.
 _INVISIBLE = frozenset(
-    [chr(c) for c in range(0x200B, 0x2010)] + [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)]
+    chr(c) for lo, hi in ((0x200B, 0x200F), (0x202A, 0x202E), (0x2066, 0x2069)) for c in range(lo, hi + 1)
 )
 
 
@@ -500,7 +500,8 @@ def describe_difference(got: bytes, want: bytes) -> str:
 
     notes = []
     if got.endswith(b"\n") != want.endswith(b"\n"):
-        notes.append("the file's line has no final newline" if want.endswith(b"\n") else "the patch's line has no final newline")
+        side = "file's" if want.endswith(b"\n") else "patch's"
+        notes.append(f"the {side} line has no final newline")
     elif got.rstrip(b" \t\r\n") == want.rstrip(b" \t\r\n"):
         notes.append("only trailing whitespace or CR differs")
     elif got.replace(b"\t", b" ") == want.replace(b"\t", b" "):

@@ -23,7 +23,15 @@ from sgpatch.checkout import CommitSpec, Git
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
 from sgpatch.export import ChainCommit
-from sgpatch.patchset import TRAILER_PATCH, HunkFailure, Series, apply_patch, duplicate_definitions, split_lines
+from sgpatch.patchset import (
+    TRAILER_PATCH,
+    HunkFailure,
+    Series,
+    apply_modes,
+    apply_patch,
+    duplicate_definitions,
+    split_lines,
+)
 from sgpatch.source import fetch_artifact, verify_artifact
 from sgpatch.state import trailers
 from sgpatch.tree import git_blob_id
@@ -151,18 +159,29 @@ class Rebase:
 
 
 def commit_files(
-    g: Git, parent: str, files: Mapping[str, bytes | None], before: Mapping[str, bytes | None], message: str, date: str
+    g: Git,
+    parent: str,
+    files: Mapping[str, bytes | None],
+    before: Mapping[str, bytes | None],
+    message: str,
+    date: str,
+    *,
+    modes: Mapping[str, str] | None = None,
 ) -> str:
+    """Commit ``files`` on ``parent``; ``modes`` are the modes a patch states (new files, mode changes)."""
     tree = g.tree_of(parent)
+    stated = modes or {}
     changes = {}
     removed = []
     for path, data in files.items():
-        if data == before.get(path):
+        old_mode = g.file_mode(parent, path)
+        mode = stated.get(path) or old_mode or "100644"
+        if data == before.get(path) and (data is None or mode == old_mode):
             continue
         if data is None:
             removed.append(path)
         else:
-            changes[path] = (g.file_mode(parent, path) or "100644", g.hash_blob(data))
+            changes[path] = (mode, g.hash_blob(data))
     if removed:
         with g.temp_index(tree) as env:
             g.run("update-index", "--force-remove", "--", *removed, env=env)
@@ -252,7 +271,9 @@ def advance(
             continue
         if ported.state in KEPT and files is not None:
             if first_conflict is None:
-                run.tip = commit_files(run.g, run.tip, files, run.current, patch.commit_message(), date)
+                run.tip = commit_files(
+                    run.g, run.tip, files, run.current, patch.commit_message(), date, modes=apply_modes({}, patch)
+                )
                 run.kept.append(patch.name)
             else:
                 ported = dataclasses.replace(
