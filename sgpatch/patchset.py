@@ -314,7 +314,11 @@ def _file_patch(pf: PatchedFile, where: str, offset: int) -> FilePatch:
         raise PatchError(f"{loc}: both sides are /dev/null")
     if "/dev/null" not in (old_path, new_path) and old_path != new_path:
         raise PatchError(f"{loc}: old and new paths differ ({old_path} vs {new_path})")
-    new_file, deleted = pf.is_added_file, pf.is_removed_file
+    # git's header lines decide (unidiff alone takes a hunk emptying a file for a deletion)
+    new_file = old_path == "/dev/null" or any(ln.startswith("new file mode ") for ln in info)
+    deleted = new_path == "/dev/null" or any(ln.startswith("deleted file mode ") for ln in info)
+    if new_file and deleted:
+        raise PatchError(f"{loc}: the section both creates and deletes {target}")
     old_mode = new_mode = None
     if new_file:
         new_mode = target_mode or "100644"
@@ -363,6 +367,11 @@ def _file_patch(pf: PatchedFile, where: str, offset: int) -> FilePatch:
                 new.append(body)
                 added.append((line.target_line_no or h.target_start, body))
             last = line.line_type
+        if (h.source_start == 0 and h.source_length) or (h.target_start == 0 and h.target_length):
+            raise PatchError(
+                f"{where}:{header_line}: hunk header starts a non-empty side at line 0",
+                hint="line numbers start at 1; only an empty side is written as 0,0",
+            )
         lines_of_hunk = [ln for ln in h if ln.line_type != "\\"]
         header = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@" + (
             f" {h.section_header}" if h.section_header else ""
@@ -554,7 +563,9 @@ def apply_file(
         begin = start - 1 if count else start
         if begin < pos:
             return HunkFailure(fp.path, hunk, "overlaps the previous hunk", None)
-        if not hunk.trailing_context and begin + count != len(lines):
+        if begin > len(lines):
+            return HunkFailure(fp.path, hunk, f"line {start} is past the end of the file ({len(lines)} lines)", None)
+        if not hunk.trailing_context and not removing and begin + count != len(lines):
             return HunkFailure(
                 fp.path, hunk, f"ends with a change, so it must end at the end of the file (line {len(lines)})", None
             )

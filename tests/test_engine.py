@@ -1,0 +1,523 @@
+"""The patch engine against real git (issue 11): same tree for every patch ``git diff`` writes.
+
+Random small trees (final newline or not, empty files, CRLF lines, non-ASCII,
+executable files) get random edit scripts; ``git diff`` (the options of
+``Git.diff_patch``) writes the patch; ``git apply --index`` on the base and
+sgpatch's engine on the same base must give the same tree id.  Mutated patches
+(shifted line numbers, changed context, wrong counts, moved final-newline
+markers) must be refused by sgpatch whenever git refuses them; where sgpatch
+refuses more, the reason is one of its named stricter rules.
+
+``make test`` runs a few hundred examples; ``SGPATCH_FUZZ_SCALE=N`` multiplies them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sgpatch.errors import PatchError
+from sgpatch.patchset import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
+
+from .reliability import record
+from .smallrepo import HEADER, IDENTITY
+
+SCALE = float(os.environ.get("SGPATCH_FUZZ_SCALE", "1"))
+DIFF_OPTIONS = (
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--no-relative",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--unified=3",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "--abbrev=7",
+)
+PATCH_HEADER = HEADER.format(desc="an engine test").encode()
+
+# A file: its bytes and whether it is executable.
+Tree = dict[str, tuple[bytes, bool]]
+
+
+def _settings(examples: int) -> settings:
+    return settings(
+        max_examples=max(1, int(examples * SCALE)),
+        deadline=None,
+        derandomize=bool(os.environ.get("CI")) and SCALE <= 1,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+        print_blob=True,
+    )
+
+
+# --------------------------------------------------------------------------- a real git repository
+
+
+class Repo:
+    """One object store; each tree is written from its own work tree and index."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+            **IDENTITY,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        }
+        self.run("init", "-q", str(root / "repo"))
+        self.git_dir = root / "repo" / ".git"
+        for key, value in (("core.autocrlf", "false"), ("core.filemode", "true"), ("core.safecrlf", "false")):
+            self.run("config", key, value)
+        self.count = 0
+
+    def run(
+        self, *args: str, work: Path | None = None, index: Path | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        env = dict(self.env)
+        prefix = ["git"]
+        if hasattr(self, "git_dir"):
+            prefix += [f"--git-dir={self.git_dir}"]
+        if work is not None:
+            prefix += [f"--work-tree={work}"]
+        if index is not None:
+            env["GIT_INDEX_FILE"] = str(index)
+        return subprocess.run([*prefix, *args], cwd=work or self.root, env=env, capture_output=True, check=False)
+
+    def out(self, *args: str, work: Path | None = None, index: Path | None = None) -> str:
+        proc = self.run(*args, work=work, index=index)
+        assert proc.returncode == 0, (args, proc.stderr)
+        return proc.stdout.decode().strip()
+
+    def scratch(self) -> tuple[Path, Path]:
+        self.count += 1
+        work = self.root / f"w{self.count}"
+        work.mkdir()
+        return work, self.root / f"i{self.count}"
+
+    def done(self, work: Path, index: Path) -> None:
+        shutil.rmtree(work)
+        index.unlink(missing_ok=True)
+
+    def write_tree(self, tree: Tree) -> tuple[str, None]:
+        """The tree id of ``tree`` (written from a scratch work tree and index)."""
+        work, index = self.scratch()
+        write_files(work, tree)
+        self.out("add", "-A", ".", work=work, index=index)
+        tree_id = self.out("write-tree", work=work, index=index)
+        self.done(work, index)
+        return tree_id, None
+
+    def diff(self, old: str, new: str) -> bytes:
+        proc = self.run("diff", *DIFF_OPTIONS, old, new)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    def git_apply(self, base: Tree, base_id: str, patch: bytes) -> str | None:
+        """``git apply --index`` of ``patch`` on a fresh copy of the base: the tree id, or None if refused."""
+        work, index = self.scratch()
+        write_files(work, base)
+        self.out("read-tree", base_id, work=work, index=index)
+        self.out("update-index", "-q", "--refresh", work=work, index=index)
+        (self.root / "p.patch").write_bytes(patch)
+        proc = self.run("apply", "--index", str(self.root / "p.patch"), work=work, index=index)
+        tree_id = self.out("write-tree", work=work, index=index) if proc.returncode == 0 else None
+        self.done(work, index)
+        return tree_id
+
+
+def write_files(work: Path, tree: Tree) -> None:
+    for path, (data, executable) in tree.items():
+        target = work / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        target.chmod(0o755 if executable else 0o644)
+
+
+@pytest.fixture
+def repo() -> Iterator[Repo]:
+    root = Path(tempfile.mkdtemp(prefix="sgpatch-engine-"))
+    try:
+        yield Repo(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def sgpatch_apply(base: Tree, patch: bytes) -> Tree | HunkFailure | PatchError:
+    """sgpatch's engine on ``base``: the new tree, or why it refuses."""
+    try:
+        parsed = parse_patch(PATCH_HEADER + patch, Path("0001-engine.patch"))
+    except PatchError as exc:
+        return exc
+    files = {path: data for path, (data, _) in base.items()}
+    modes = {path: "100755" if x else "100644" for path, (_, x) in base.items()}
+    result = apply_patch(files, parsed, modes=modes)
+    if isinstance(result, HunkFailure):
+        return result
+    new_modes = apply_modes(modes, parsed)
+    out = dict(base)
+    for path, data in result.items():
+        if data is None:
+            out.pop(path, None)
+        else:
+            out[path] = (data, new_modes.get(path) == "100755")
+    return out
+
+
+# --------------------------------------------------------------------------- random trees and edits
+
+_WORDS = ["x", "y = 1", "", "    return y", "é ü ß", "日本", "\t tab", "a  ", "def f():", "#"]
+line_text = st.one_of(st.sampled_from(_WORDS), st.text(alphabet="ab \t#é", max_size=6))
+line = st.builds(lambda text, crlf: text.encode() + (b"\r\n" if crlf else b"\n"), line_text, st.booleans())
+
+
+@st.composite
+def contents(draw: st.DrawFn) -> bytes:
+    lines = draw(st.lists(line, max_size=12))
+    data = b"".join(lines)
+    if data and draw(st.booleans()):
+        data = data.rstrip(b"\n")  # no final newline (maybe a CR left at the end)
+    return data
+
+
+PATHS = ["a.txt", "b.py", "sub/c.txt", "sub/deep/d.txt", "e"]
+NEW_PATHS = ["new.txt", "fresh/dir/n.py", "sub/n.txt"]
+
+
+@st.composite
+def base_trees(draw: st.DrawFn) -> Tree:
+    names = draw(st.lists(st.sampled_from(PATHS), min_size=1, max_size=4, unique=True))
+    return {name: (draw(contents()), draw(st.booleans()) and draw(st.booleans())) for name in names}
+
+
+@st.composite
+def edit_content(draw: st.DrawFn, data: bytes) -> bytes:
+    lines = data.split(b"\n")  # the last element is the text after the last newline
+    body, tail = lines[:-1], lines[-1]
+    text = [ln + b"\n" for ln in body] + ([tail] if tail else [])
+    for _ in range(draw(st.integers(0, 4))):
+        op = draw(st.sampled_from(["insert", "delete", "replace", "newline"]))
+        at = draw(st.integers(0, len(text)))
+        if op == "insert":
+            text.insert(at, draw(line))
+        elif op == "delete" and text:
+            del text[min(at, len(text) - 1)]
+        elif op == "replace" and text:
+            text[min(at, len(text) - 1)] = draw(line)
+        elif op == "newline" and text:
+            text[-1] = text[-1].rstrip(b"\n") if text[-1].endswith(b"\n") else text[-1] + b"\n"
+    # only the last line may lack its newline
+    fixed = [ln if ln.endswith(b"\n") else ln + b"\n" for ln in text[:-1]] + text[-1:]
+    return b"".join(fixed)
+
+
+@st.composite
+def edited(draw: st.DrawFn, base: Tree) -> Tree:
+    new: Tree = {}
+    for path, (data, executable) in base.items():
+        fate = draw(st.sampled_from(["edit", "edit", "edit", "keep", "delete", "chmod", "chmod+edit"]))
+        if fate == "delete":
+            continue
+        if fate == "keep":
+            new[path] = (data, executable)
+            continue
+        changed = draw(edit_content(data)) if "edit" in fate else data
+        new[path] = (changed, (not executable) if "chmod" in fate else executable)
+    for path in draw(st.lists(st.sampled_from(NEW_PATHS), max_size=2, unique=True)):
+        if path not in base:
+            new[path] = (draw(contents()), draw(st.booleans()) and draw(st.booleans()))
+    return new
+
+
+@dataclass
+class Tally:
+    counts: Counter[str]
+
+    def add(self, key: str) -> None:
+        self.counts[key] += 1
+
+
+# --------------------------------------------------------------------------- git diff patches apply as git applies them
+
+
+def test_engine_applies_every_git_diff_like_git(repo: Repo) -> None:
+    tally = Tally(Counter())
+
+    @_settings(150)
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        base = data.draw(base_trees(), label="base")
+        new = data.draw(edited(base), label="new")
+        base_id, _ = repo.write_tree(base)
+        new_id, _ = repo.write_tree(new)
+        patch = repo.diff(base_id, new_id)
+        if not patch:
+            tally.add("no change")
+            return
+        by_git = repo.git_apply(base, base_id, patch)
+        assert by_git == new_id, "git itself does not round-trip its own diff"
+        ours = sgpatch_apply(base, patch)
+        assert isinstance(ours, dict), f"sgpatch refuses a patch git applies: {ours}\n{patch.decode(errors='replace')}"
+        ours_id, _ = repo.write_tree(ours)
+        assert ours_id == by_git, f"sgpatch's tree differs from git's\n{patch.decode(errors='replace')}"
+        for feature, present in (
+            ("no final newline", b"\\ No newline" in patch),
+            ("new file", b"\nnew file mode" in patch),
+            ("deleted file", b"\ndeleted file mode" in patch),
+            ("mode change", b"\nnew mode" in patch),
+            ("CRLF", b"\r\n" in patch),
+        ):
+            if present:
+                tally.add(feature)
+
+    check()
+    # the generator reaches every feature git diff writes
+    for feature in ("no final newline", "new file", "deleted file", "mode change", "CRLF"):
+        assert tally.counts[feature] > 0, (feature, tally.counts)
+    record(
+        "engine-differential",
+        exit="ok",
+        shown=f"sgpatch's tree == git apply's tree in {sum(tally.counts.values())} feature hits: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(tally.counts.items())),
+    )
+
+
+# --------------------------------------------------------------------------- mutated patches
+
+
+def _mutate(patch: bytes, how: str, k: int) -> bytes | None:
+    lines = patch.split(b"\n")
+    headers = [i for i, ln in enumerate(lines) if ln.startswith(b"@@ ")]
+    body = [i for i, ln in enumerate(lines) if ln[:1] in (b" ", b"-", b"+") and not ln.startswith((b"---", b"+++"))]
+    context = [i for i in body if lines[i][:1] == b" "]
+    if how in ("shift", "count") and headers:
+        i = headers[k % len(headers)]
+        head, _, rest = lines[i].partition(b" @@")
+        minus, plus = head[3:].split(b" ")
+        old = minus[1:].split(b",")
+        delta = (k % 5) - 2 or 1
+        if how == "shift":
+            start = max(0, int(old[0]) + delta)
+            old[0] = str(start).encode()
+        else:
+            count = int(old[1]) if len(old) > 1 else 1
+            old = [old[0], str(max(0, count + delta)).encode()]
+        lines[i] = b"@@ -" + b",".join(old) + b" " + plus + b" @@" + rest
+    elif how == "context" and context:
+        i = context[k % len(context)]
+        lines[i] = lines[i] + b" changed" if k % 2 else lines[i][:1] + lines[i][2:]
+    elif how == "marker" and body:
+        i = body[k % len(body)]
+        lines.insert(i + 1, b"\\ No newline at end of file")
+    elif how == "unmarker" and b"\\ No newline at end of file" in lines:
+        lines.remove(b"\\ No newline at end of file")
+    elif how == "drop" and body:
+        del lines[body[k % len(body)]]
+    else:
+        return None
+    return b"\n".join(lines)
+
+
+def _stricter(ours: HunkFailure | PatchError, base: Tree) -> str | None:
+    """The named stricter rule behind a refusal of a patch git applies, or None if there is none."""
+    if isinstance(ours, PatchError):
+        text = ours.message
+        for name, fragment in (
+            ("strict parser: hunk counts", "malformed diff"),
+            ("strict parser: final-newline marker", "No newline at end of file"),
+            ("strict parser: line 0", "at line 0"),
+        ):
+            if fragment in text:
+                return name
+        return None
+    if "mode" in ours.reason and "the patch expects mode" in ours.reason:
+        return "stated mode"
+    if ours.hunk is not None and ("differs at column" in ours.reason or "past the end" in ours.reason):
+        # exact position: git would have searched; the lines must stand somewhere else
+        data = base.get(ours.path, (b"", False))[0]
+        want = b"".join(ours.hunk.old)
+        return "exact position (git found an offset)" if want in data or not want else None
+    if "overlaps the previous hunk" in ours.reason:
+        return "exact position (overlap)"
+    return None
+
+
+MUTATIONS = ("shift", "count", "context", "marker", "unmarker", "drop")
+
+
+def test_engine_refuses_whenever_git_refuses(repo: Repo) -> None:
+    seen: Counter[str] = Counter()
+
+    @_settings(150)
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        base = data.draw(base_trees(), label="base")
+        new = data.draw(edited(base), label="new")
+        base_id, _ = repo.write_tree(base)
+        new_id, _ = repo.write_tree(new)
+        patch = repo.diff(base_id, new_id)
+        how = data.draw(st.sampled_from(MUTATIONS), label="mutation")
+        mutated = _mutate(patch, how, data.draw(st.integers(0, 50), label="k")) if patch else None
+        if mutated is None or mutated == patch:
+            return
+        by_git = repo.git_apply(base, base_id, mutated)
+        ours = sgpatch_apply(base, mutated)
+        shown = mutated.decode(errors="replace")
+        if by_git is None:
+            assert not isinstance(ours, dict), f"git refuses ({how}), sgpatch applies:\n{shown}"
+            seen["both refuse"] += 1
+        elif isinstance(ours, dict):
+            ours_id, _ = repo.write_tree(ours)
+            assert ours_id == by_git, f"both apply ({how}), different trees:\n{shown}"
+            seen["both apply"] += 1
+        else:
+            rule = _stricter(ours, base)
+            assert rule is not None, f"git applies ({how}), sgpatch refuses without a named rule: {ours}\n{shown}"
+            seen[f"stricter: {rule}"] += 1
+
+    check()
+    assert seen["both refuse"] > 0, seen
+    record(
+        "engine-mutated",
+        exit="ok",
+        shown=", ".join(f"{k} {v}" for k, v in sorted(seen.items())) + "; never applied what git refuses",
+    )
+
+
+# --------------------------------------------------------------------------- the issue's rows, one by one
+
+
+def _one(repo: Repo, base: Tree, new: Tree) -> tuple[bytes, str | None, Tree | HunkFailure | PatchError, str]:
+    base_id, _ = repo.write_tree(base)
+    new_id, _ = repo.write_tree(new)
+    patch = repo.diff(base_id, new_id)
+    return patch, repo.git_apply(base, base_id, patch), sgpatch_apply(base, patch), new_id
+
+
+@pytest.mark.parametrize(
+    ("case_id", "base", "new"),
+    [
+        ("engine-no-final-newline", {"f": (b"a\nb", False)}, {"f": (b"a\nc", False)}),
+        ("engine-remove-final-newline", {"f": (b"a\nb\n", False)}, {"f": (b"a\nb", False)}),
+        ("engine-empty-new-file", {"f": (b"a\n", False)}, {"f": (b"a\n", False), "n/e/w": (b"", False)}),
+        ("engine-empty-deleted-file", {"f": (b"a\n", False), "e": (b"", False)}, {"f": (b"a\n", False)}),
+        ("engine-mode-change", {"f": (b"a\n", False)}, {"f": (b"a\n", True)}),
+        ("engine-mode-and-content", {"f": (b"a\n", True)}, {"f": (b"b\n", False)}),
+        ("engine-new-executable", {"f": (b"a\n", False)}, {"f": (b"a\n", False), "x": (b"#!/bin/sh\n", True)}),
+    ],
+)
+def test_features_git_diff_writes(repo: Repo, case_id: str, base: Tree, new: Tree) -> None:
+    _patch, by_git, ours, new_id = _one(repo, base, new)
+    assert by_git == new_id
+    assert isinstance(ours, dict), ours
+    assert ours == new
+    record(case_id, exit=0, shown=f"same tree as git apply ({new_id[:10]})")
+
+
+def test_new_file_on_existing_path_refused(repo: Repo) -> None:
+    base = {"f": (b"a\nb\n", False)}
+    patch = _one(repo, {"g": (b"", False)}, {"g": (b"", False), "f": (b"new\n", False)})[0]
+    base_id, _ = repo.write_tree(base)
+    assert repo.git_apply(base, base_id, patch) is None
+    ours = sgpatch_apply(base, patch)
+    assert isinstance(ours, HunkFailure)
+    assert "already exists" in ours.describe()
+    record("engine-new-file-exists", exit=1, shown=ours.describe())
+
+
+def test_partial_deletion_refused(repo: Repo) -> None:
+    whole = {"f": (b"1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n", False)}
+    patch, _, _, _ = _one(repo, whole, {})
+    # keep only the first hunk line: a deletion that does not cover the file
+    lines = patch.split(b"\n")
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(b"@@"))
+    cut = b"\n".join([*lines[:at], b"@@ -1 +0,0 @@", b"-1", b""])
+    base_id, _ = repo.write_tree(whole)
+    assert repo.git_apply(whole, base_id, cut) is None
+    ours = sgpatch_apply(whole, cut)
+    assert isinstance(ours, HunkFailure)
+    assert "deletes the file, but 9 line(s)" in ours.describe()
+    record("engine-partial-deletion", exit=1, shown=ours.describe())
+
+
+def test_marker_after_mid_hunk_context_refused(repo: Repo) -> None:
+    base = {"f": (b"a\nb\nc\nd\n", False)}
+    patch, _, _, _ = _one(repo, base, {"f": (b"a\nB\nc\nd\n", False)})
+    lines = patch.split(b"\n")
+    at = lines.index(b"+B")
+    mutated = b"\n".join([*lines[: at + 1], lines[at + 1], b"\\ No newline at end of file", *lines[at + 2 :]])
+    base_id, _ = repo.write_tree(base)
+    assert repo.git_apply(base, base_id, mutated) is None
+    ours = sgpatch_apply(base, mutated)
+    assert isinstance(ours, PatchError)
+    assert "follows '\\\\ No newline at end of file'" in ours.message and ":" in ours.message
+    record("engine-mid-hunk-marker", exit=2, shown=ours.message)
+
+
+@pytest.mark.parametrize(
+    ("what", "section", "why"),
+    [
+        ("rename", b"diff --git a/x b/y\nsimilarity index 100%\nrename from x\nrename to y\n", "renames are not"),
+        ("copy", b"diff --git a/x b/y\nsimilarity index 100%\ncopy from x\ncopy to y\n", "copies are not"),
+        ("binary", b"diff --git a/x b/x\nindex 1111111..2222222 100644\nBinary files a/x and b/x differ\n", "binary"),
+        (
+            "symlink",
+            b"diff --git a/x b/x\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n+++ b/x\n"
+            b"@@ -0,0 +1 @@\n+target\n\\ No newline at end of file\n",
+            "symlink",
+        ),
+        (
+            "submodule",
+            b"diff --git a/x b/x\nnew file mode 160000\nindex 0000000..1111111\n--- /dev/null\n+++ b/x\n"
+            b"@@ -0,0 +1 @@\n+Subproject commit 1111111111111111111111111111111111111111\n",
+            "submodule",
+        ),
+    ],
+)
+def test_unsupported_features_named(what: str, section: bytes, why: str) -> None:
+    ours = sgpatch_apply({"x": (b"a\n", False)}, section)
+    assert isinstance(ours, PatchError), what
+    assert why in ours.message and "0001-engine.patch:" in ours.message
+    record(f"engine-refuse-{what}", exit=2, shown=ours.message)
+
+
+@pytest.mark.parametrize("char", ["\u200b", "\u202e", "\u2066"])
+def test_invisible_path_characters_refused(char: str) -> None:
+    path = f"py{char}thon/x.py"
+    section = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n".encode()
+    ours = sgpatch_apply({path: (b"a\n", False)}, section)
+    assert isinstance(ours, PatchError)
+    assert ours.exit_code == 2
+    assert f"U+{ord(char):04X}" in ours.message and "0001-engine.patch:5" in ours.message
+    record("engine-invisible-path", exit=2, shown=ours.message)
+
+
+# --------------------------------------------------------------------------- a conflict shows the difference
+
+
+def test_conflict_shows_first_differing_column() -> None:
+    want = b"            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]\n"
+    got = b"            self.model.layers_to_capture = [2, num_layers // 2, num_layers - 3]  # tuned\n"
+    text = describe_difference(got, want)
+    assert "column 80" in text and "# tuned" in text
+    tab = describe_difference(b"a\tb\n", b"a b\n")
+    assert "\u2192" in tab and "column 2" in tab
+    cr = describe_difference(b"x = 1\r\n", b"x = 1\n")
+    assert "\\r" in cr and "trailing whitespace or CR" in cr
+    eof = describe_difference(b"x = 1", b"x = 1\n")
+    assert "no final newline" in eof
+    blank = describe_difference(b"x = 1  \n", b"x = 1\n")
+    assert "\u00b7\u00b7" in blank
+    record("engine-conflict-column", exit=1, shown=text)
