@@ -420,3 +420,19 @@ case(
     "differs at column 80",
     "the difference shown with invisible characters made visible",
 )
+case(
+    "engine-round-trip",
+    ENGINE,
+    "random edits (content, final newline, CRLF, chmod, new and deleted files) committed on a patched checkout",
+    0,
+    "export, then apply on a fresh checkout: the same HEAD",
+    "`export --check` agrees with `apply`; every series commit keeps its trailers",
+)
+case(
+    "engine-authors-round-trip",
+    ENGINE,
+    "an edit to 0.5.9's `cute/AUTHORS` (no final newline) exported as 0003",
+    0,
+    "apply on a fresh checkout: the same HEAD; verify: patched",
+    "the file's missing final newline",
+)

@@ -13,14 +13,16 @@ refuses more, the reason is one of its named stricter rules.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,8 +31,10 @@ from hypothesis import strategies as st
 from sgpatch.errors import PatchError
 from sgpatch.patchset import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
 
+from .helpers import copy_project_with, run_cli
 from .reliability import record
-from .smallrepo import HEADER, IDENTITY
+from .smallrepo import HEADER, IDENTITY, Tiny, make_tiny
+from .smallrepo import git as smallgit
 
 SCALE = float(os.environ.get("SGPATCH_FUZZ_SCALE", "1"))
 DIFF_OPTIONS = (
@@ -521,3 +525,134 @@ def test_conflict_shows_first_differing_column() -> None:
     blank = describe_difference(b"x = 1  \n", b"x = 1\n")
     assert "\u00b7\u00b7" in blank
     record("engine-conflict-column", exit=1, shown=text)
+
+
+# --------------------------------------------------------------------------- round trip: edit, export, apply
+
+
+def _cli(*args: str) -> Any:
+    result = run_cli(*args, catch=True)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Tiny, Tiny]:
+    """The tiny project pristine, and a copy of it with its series applied."""
+    pristine = make_tiny(tmp_path_factory.mktemp("engine-tiny"), modules=3, patches=2)
+    patched = pristine.copy(tmp_path_factory.mktemp("engine-tiny-patched"))
+    applied = _cli("apply", "--config", str(patched.config), "--checkout", str(patched.checkout))
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    return pristine, patched
+
+
+_SAFE_WORDS = ["x = 1", "", "# note", "y = 'é ü'", "\tz = 2", "w = 3  "]
+safe_line = st.builds(
+    lambda text, crlf: text.encode() + (b"\r\n" if crlf else b"\n"), st.sampled_from(_SAFE_WORDS), st.booleans()
+)
+
+
+@st.composite
+def checkout_edits(draw: st.DrawFn, files: dict[str, bytes]) -> list[tuple[str, str, bytes]]:
+    """(path, action, data): write, delete, chmod or create."""
+    edits: list[tuple[str, str, bytes]] = []
+    for path, data in files.items():
+        fate = draw(st.sampled_from(["keep", "edit", "edit", "chmod", "delete"]))
+        if fate == "edit":
+            text = data.splitlines(keepends=True)
+            for _ in range(draw(st.integers(1, 3))):
+                at = draw(st.integers(0, len(text)))
+                op = draw(st.sampled_from(["insert", "replace", "delete", "newline"]))
+                if op == "insert":
+                    text.insert(at, draw(safe_line))
+                elif op == "replace" and at < len(text):
+                    text[at] = draw(safe_line)
+                elif op == "delete" and at < len(text):
+                    del text[at]
+                elif op == "newline" and text:
+                    text[-1] = text[-1].rstrip(b"\n") if text[-1].endswith(b"\n") else text[-1] + b"\n"
+            fixed = [ln if ln.endswith(b"\n") else ln + b"\n" for ln in text[:-1]] + text[-1:]
+            edits.append((path, "write", b"".join(fixed)))
+        elif fate in ("chmod", "delete"):
+            edits.append((path, fate, b""))
+    for path in draw(st.lists(st.sampled_from(["NOTES", "python/pkg/new/mod.py", "docs/empty"]), unique=True)):
+        edits.append((path, "create", b"".join(draw(st.lists(safe_line, max_size=3)))))
+    return edits
+
+
+def test_round_trip_edit_export_apply(tiny_pair: tuple[Tiny, Tiny], tmp_path: Path) -> None:
+    pristine, patched = tiny_pair
+    modules = sorted(p.relative_to(patched.checkout).as_posix() for p in patched.checkout.glob("python/pkg/mod*.py"))
+    counter = Counter[str]()
+
+    @_settings(8)
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        counter["run"] += 1
+        work = tmp_path / f"rt{counter['run']}"
+        edited = patched.copy(work / "edited")
+        fresh = pristine.copy(work / "fresh")
+        fresh = Tiny(edited.root, fresh.checkout, fresh.base)  # the fresh checkout applies the exported series
+        files = {m: (edited.checkout / m).read_bytes() for m in modules}
+        for path, action, payload in data.draw(checkout_edits(files), label="edits"):
+            target = edited.checkout / path
+            if action in ("write", "create"):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(payload)
+            elif action == "chmod":
+                target.chmod(target.stat().st_mode ^ 0o111)
+            else:
+                target.unlink()
+        smallgit(edited.checkout, "add", "-A")
+        if not smallgit(edited.checkout, "status", "--porcelain"):
+            return
+        smallgit(edited.checkout, "commit", "-q", "-m", "local: a random edit")
+        config = str(edited.config)
+        exported = _cli("export", "--config", config, "--checkout", str(edited.checkout))
+        assert exported.exit_code == 0, exported.stdout + exported.stderr
+        check_edited = _cli("export", "--config", config, "--checkout", str(edited.checkout), "--check")
+        assert check_edited.exit_code == 0, check_edited.stdout
+        applied = _cli("apply", "--config", config, "--checkout", str(fresh.checkout))
+        assert applied.exit_code == 0, applied.stdout + applied.stderr
+        head = smallgit(edited.checkout, "rev-parse", "HEAD")
+        assert smallgit(fresh.checkout, "rev-parse", "HEAD") == head  # same tree, same series commits
+        check_fresh = _cli("export", "--config", config, "--checkout", str(fresh.checkout), "--check")
+        assert check_fresh.exit_code == 0, check_fresh.stdout
+        log = smallgit(fresh.checkout, "log", "--format=%B", f"{pristine.base}..HEAD").decode()
+        assert log.count("Sgpatch-Patch: ") == 3 and log.count("Sgpatch-Patch-Sha256: ") == 3
+        shutil.rmtree(work)
+
+    check()
+    record(
+        "engine-round-trip",
+        exit=0,
+        shown=f"{counter['run']} random edits: export, apply on a fresh checkout, same HEAD",
+    )
+
+
+AUTHORS = "python/sglang/jit_kernel/flash_attention/cute/AUTHORS"
+
+
+def test_round_trip_of_a_file_without_final_newline_on_059(
+    tmp_path: Path, patched_checkout: Callable[[], Path], pristine_checkout: Callable[[], Path]
+) -> None:
+    proj = copy_project_with(tmp_path / "proj", {})
+    config = str(proj / "VERSIONS.toml")
+    co = patched_checkout()
+    old = (co / AUTHORS).read_bytes()
+    assert not old.endswith(b"\n")
+    (co / AUTHORS).write_bytes(old + b"\nA. N. Other")  # still no final newline
+    smallgit(co, "commit", "-q", "-a", "-m", "cute: one more author")
+    exported = _cli("export", "--config", config, "--checkout", str(co))
+    assert exported.exit_code == 0, exported.stderr
+    new_patch = next((proj / "patches/0.5.9").glob("0003-*.patch")).read_bytes()
+    assert new_patch.count(b"\\ No newline at end of file") == 2
+    assert _cli("export", "--config", config, "--checkout", str(co), "--check").exit_code == 0
+    fresh = pristine_checkout()
+    applied = _cli("apply", "--config", config, "--checkout", str(fresh))
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    assert smallgit(fresh, "rev-parse", "HEAD") == smallgit(co, "rev-parse", "HEAD")
+    verified = _cli("verify", "--config", config, "--checkout", str(co), "--json")
+    assert verified.exit_code == 0, verified.stdout
+    assert json.loads(verified.stdout)["phase"] == "patched"
+    record("engine-authors-round-trip", exit=0, shown="0003 exported with both markers; apply gives the same HEAD")
