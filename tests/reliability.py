@@ -436,3 +436,11 @@ case(
     "apply on a fresh checkout: the same HEAD; verify: patched",
     "the file's missing final newline",
 )
+case(
+    "engine-mode-commits",
+    ENGINE,
+    "`chmod +x` of a tracked file and a new executable file, committed and exported",
+    0,
+    "apply commits mode 100755; verify: patched (mixed once the bit is lost)",
+    "the same HEAD as the edited checkout",
+)

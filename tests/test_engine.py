@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sgpatch.apply import classify_one
 from sgpatch.errors import PatchError
 from sgpatch.patchset import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
 
@@ -656,3 +657,49 @@ def test_round_trip_of_a_file_without_final_newline_on_059(
     assert verified.exit_code == 0, verified.stdout
     assert json.loads(verified.stdout)["phase"] == "patched"
     record("engine-authors-round-trip", exit=0, shown="0003 exported with both markers; apply gives the same HEAD")
+
+
+def test_mode_changes_reach_the_commits_and_verify(tiny_pair: tuple[Tiny, Tiny], tmp_path: Path) -> None:
+    pristine, patched = tiny_pair
+    edited = patched.copy(tmp_path / "edited")
+    script = edited.checkout / "python/pkg/mod1.py"
+    script.chmod(0o755)
+    (edited.checkout / "tools/run.sh").parent.mkdir()
+    (edited.checkout / "tools/run.sh").write_bytes(b"#!/bin/sh\n")
+    (edited.checkout / "tools/run.sh").chmod(0o755)
+    smallgit(edited.checkout, "add", "-A")
+    smallgit(edited.checkout, "commit", "-q", "-m", "local: executable bits")
+    config = str(edited.config)
+    assert _cli("export", "--config", config, "--checkout", str(edited.checkout)).exit_code == 0
+    patch = next(edited.series.glob("0003-*.patch")).read_bytes()
+    assert b"old mode 100644\nnew mode 100755\n" in patch and b"new file mode 100755\n" in patch
+    fresh = pristine.copy(tmp_path / "fresh")
+    before = _cli("verify", "--config", config, "--checkout", str(fresh.checkout), "--json")
+    assert json.loads(before.stdout)["phase"] == "pristine"
+    assert _cli("apply", "--config", config, "--checkout", str(fresh.checkout)).exit_code == 0
+    listed = smallgit(fresh.checkout, "ls-tree", "-r", "HEAD", "--", "python/pkg/mod1.py", "tools/run.sh").decode()
+    assert [ln.split(" ", 1)[0] for ln in listed.splitlines()] == ["100755", "100755"]
+    assert smallgit(fresh.checkout, "rev-parse", "HEAD") == smallgit(edited.checkout, "rev-parse", "HEAD")
+    after = _cli("verify", "--config", config, "--checkout", str(fresh.checkout), "--json")
+    assert after.exit_code == 0 and json.loads(after.stdout)["phase"] == "patched", after.stdout
+    # The work tree lost the executable bit: the mode-only change no longer stands.
+    (fresh.checkout / "python/pkg/mod1.py").chmod(0o644)
+    lost = _cli("verify", "--config", config, "--checkout", str(fresh.checkout), "--json")
+    doc = json.loads(lost.stdout)
+    assert lost.exit_code == 1 and doc["phase"] == "mixed", lost.stdout
+    assert any(f.startswith("patch 0003-") for f in doc["failures"]), doc["failures"]
+    record("engine-mode-commits", exit=0, shown="0003 carries both modes; apply commits 100755; verify: patched")
+
+
+def test_stated_old_mode_is_checked() -> None:
+    section = b"diff --git a/x b/x\nold mode 100644\nnew mode 100755\n"
+    parsed = parse_patch(PATCH_HEADER + section, Path("0001-engine.patch"))
+    files = {"x": b"a\n"}
+    assert apply_patch(files, parsed, modes={"x": "100644"}) == {"x": b"a\n"}
+    wrong = apply_patch(files, parsed, modes={"x": "100755"})
+    assert isinstance(wrong, HunkFailure)
+    assert wrong.describe() == "x: file header: the file has mode 100755, the patch expects mode 100644"
+    assert classify_one(files, parsed, {"x": "100755"}).state == "upstream"
+    assert classify_one(files, parsed, {"x": "100644"}).state == "applicable"
+    assert apply_modes({"x": "100644"}, parsed) == {"x": "100755"}
+    assert apply_modes({"x": "100755"}, parsed, reverse=True) == {"x": "100644"}
