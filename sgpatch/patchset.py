@@ -476,47 +476,55 @@ def _block_at(lines: Sequence[bytes], start: int, count: int) -> tuple[bytes, ..
 _SHOWN = 24  # characters of context shown either side of the first difference
 
 
-def visible(text: bytes) -> str:
-    """``text`` with what a terminal hides made visible: CR, tab, trailing blanks, controls, no final newline."""
+def visible(text: bytes, start: int = 0, end: int | None = None) -> str:
+    """Characters ``start:end`` of the line ``text``, quoted, with what a terminal hides made visible.
+
+    A tab shows as ``→``, trailing blanks as ``·``, a CR as ``\\r``, other
+    control and invisible characters as ``<U+XXXX>``, a missing final newline
+    as ``⟨no newline⟩``.  An ellipsis marks a cut.
+    """
     body = text.removesuffix(b"\n").decode("utf-8", "replace")
-    stripped = body.rstrip(" ")
-    trailing = len(body) - len(stripped)
-    out = []
-    for ch in stripped:
+    stop = len(body) if end is None else min(end, len(body))
+    trailing = len(body.rstrip(" "))
+    out = ["\u2026" if start > 0 else ""]
+    for i in range(start, stop):
+        ch = body[i]
         if ch == "\t":
-            out.append("\u2192")  # →
+            out.append("\u2192")
+        elif ch == " " and i >= trailing:
+            out.append("\u00b7")
         elif ch == "\r":
             out.append("\\r")
         elif ord(ch) < 32 or ord(ch) == 127 or ch in _INVISIBLE:
             out.append(f"<U+{ord(ch):04X}>")
         else:
             out.append(ch)
-    out.append("\u00b7" * trailing)  # ·
-    if not text.endswith(b"\n"):
-        out.append("\u2400")  # ␀-like marker: no final newline
-    return "".join(out)
+    if stop < len(body):
+        out.append("\u2026")
+    elif not text.endswith(b"\n"):
+        out.append("\u27e8no newline\u27e9")
+    return "'" + "".join(out) + "'"
 
 
 def describe_difference(got: bytes, want: bytes) -> str:
     """Where two lines first differ (1-based column) and both texts around it, invisibles shown."""
-    a, b = visible(got), visible(want)
+    a = got.removesuffix(b"\n").decode("utf-8", "replace")
+    b = want.removesuffix(b"\n").decode("utf-8", "replace")
     col = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    lo = max(0, col - _SHOWN)
-
-    def window(t: str) -> str:
-        cut = t[lo : col + _SHOWN]
-        return ("\u2026" if lo else "") + cut + ("\u2026" if col + _SHOWN < len(t) else "")
-
-    notes = []
+    lo, hi = max(0, col - _SHOWN), col + _SHOWN
     if got.endswith(b"\n") != want.endswith(b"\n"):
         side = "file's" if want.endswith(b"\n") else "patch's"
-        notes.append(f"the {side} line has no final newline")
+        note = f" (the {side} line has no final newline)"
     elif got.rstrip(b" \t\r\n") == want.rstrip(b" \t\r\n"):
-        notes.append("only trailing whitespace or CR differs")
+        note = " (only trailing whitespace or CR differs)"
     elif got.replace(b"\t", b" ") == want.replace(b"\t", b" "):
-        notes.append("tabs and spaces differ")
-    suffix = f" ({notes[0]})" if notes else ""
-    return f"differs at column {col + 1}: the file has {window(a)!r}, the patch expects {window(b)!r}{suffix}"
+        note = " (tabs and spaces differ)"
+    else:
+        note = ""
+    return (
+        f"differs at column {col + 1}: the file has {visible(got, lo, hi)}, "
+        f"the patch expects {visible(want, lo, hi)}{note}"
+    )
 
 
 def _mismatch(lines: Sequence[bytes], start: int, block: Sequence[bytes]) -> str:
@@ -525,7 +533,7 @@ def _mismatch(lines: Sequence[bytes], start: int, block: Sequence[bytes]) -> str
         got = lines[begin + k] if begin + k < len(lines) else None
         if got != want:
             if got is None:
-                return f"line {begin + k + 1} is past the end of the file, the patch expects {visible(want)!r}"
+                return f"line {begin + k + 1} is past the end of the file, the patch expects {visible(want, 0, 60)}"
             return f"line {begin + k + 1} {describe_difference(got, want)}"
     return "lines differ"
 

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgpatch.apply import classify_one
+from sgpatch.apply import PatchState, classify_one
 from sgpatch.errors import PatchError
 from sgpatch.patchset import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
 
@@ -160,8 +160,14 @@ def repo() -> Iterator[Repo]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def sgpatch_apply(base: Tree, patch: bytes) -> Tree | HunkFailure | PatchError:
-    """sgpatch's engine on ``base``: the new tree, or why it refuses."""
+Refusal = HunkFailure | PatchError | PatchState
+
+
+def sgpatch_apply(base: Tree, patch: bytes, *, strict: bool = False) -> Tree | Refusal:
+    """sgpatch's engine on ``base``: the new tree, or why it refuses.
+
+    ``strict`` adds apply's checks on top of the engine (landing, no duplicate definition).
+    """
     try:
         parsed = parse_patch(PATCH_HEADER + patch, Path("0001-engine.patch"))
     except PatchError as exc:
@@ -171,6 +177,10 @@ def sgpatch_apply(base: Tree, patch: bytes) -> Tree | HunkFailure | PatchError:
     result = apply_patch(files, parsed, modes=modes)
     if isinstance(result, HunkFailure):
         return result
+    if strict:
+        state = classify_one(files, parsed, modes)
+        if state.state != "applicable":
+            return state
     new_modes = apply_modes(modes, parsed)
     out = dict(base)
     for path, data in result.items():
@@ -307,19 +317,19 @@ def _mutate(patch: bytes, how: str, k: int) -> bytes | None:
     headers = [i for i, ln in enumerate(lines) if ln.startswith(b"@@ ")]
     body = [i for i, ln in enumerate(lines) if ln[:1] in (b" ", b"-", b"+") and not ln.startswith((b"---", b"+++"))]
     context = [i for i in body if lines[i][:1] == b" "]
-    if how in ("shift", "count") and headers:
+    if how in ("shift", "count", "shift-new", "count-new") and headers:
         i = headers[k % len(headers)]
         head, _, rest = lines[i].partition(b" @@")
         minus, plus = head[3:].split(b" ")
-        old = minus[1:].split(b",")
+        sides = [minus[1:].split(b","), plus[1:].split(b",")]
+        side = sides[1 if how.endswith("-new") else 0]
         delta = (k % 5) - 2 or 1
-        if how == "shift":
-            start = max(0, int(old[0]) + delta)
-            old[0] = str(start).encode()
+        if how.startswith("shift"):
+            side[0] = str(max(0, int(side[0]) + delta)).encode()
         else:
-            count = int(old[1]) if len(old) > 1 else 1
-            old = [old[0], str(max(0, count + delta)).encode()]
-        lines[i] = b"@@ -" + b",".join(old) + b" " + plus + b" @@" + rest
+            count = int(side[1]) if len(side) > 1 else 1
+            side[1:] = [str(max(0, count + delta)).encode()]
+        lines[i] = b"@@ -" + b",".join(sides[0]) + b" +" + b",".join(sides[1]) + b" @@" + rest
     elif how == "context" and context:
         i = context[k % len(context)]
         lines[i] = lines[i] + b" changed" if k % 2 else lines[i][:1] + lines[i][2:]
@@ -335,14 +345,21 @@ def _mutate(patch: bytes, how: str, k: int) -> bytes | None:
     return b"\n".join(lines)
 
 
-def _stricter(ours: HunkFailure | PatchError, base: Tree) -> str | None:
+def _stricter(ours: Refusal, base: Tree) -> str | None:
     """The named stricter rule behind a refusal of a patch git applies, or None if there is none."""
+    if isinstance(ours, PatchState):
+        if "twice (Python keeps only the later one)" in ours.detail:
+            return "no duplicate definition"
+        if "header names" in ours.detail or "is not where the hunk puts it" in ours.detail:
+            return "landing check"
+        return None
     if isinstance(ours, PatchError):
         text = ours.message
         for name, fragment in (
             ("strict parser: hunk counts", "malformed diff"),
             ("strict parser: final-newline marker", "No newline at end of file"),
             ("strict parser: line 0", "at line 0"),
+            ("strict parser: CR outside a hunk's counted lines", "CRLF line ending"),
         ):
             if fragment in text:
                 return name
@@ -359,7 +376,7 @@ def _stricter(ours: HunkFailure | PatchError, base: Tree) -> str | None:
     return None
 
 
-MUTATIONS = ("shift", "count", "context", "marker", "unmarker", "drop")
+MUTATIONS = ("shift", "shift-new", "count", "count-new", "context", "marker", "unmarker", "drop")
 
 
 def test_engine_refuses_whenever_git_refuses(repo: Repo) -> None:
@@ -378,7 +395,7 @@ def test_engine_refuses_whenever_git_refuses(repo: Repo) -> None:
         if mutated is None or mutated == patch:
             return
         by_git = repo.git_apply(base, base_id, mutated)
-        ours = sgpatch_apply(base, mutated)
+        ours = sgpatch_apply(base, mutated, strict=True)
         shown = mutated.decode(errors="replace")
         if by_git is None:
             assert not isinstance(ours, dict), f"git refuses ({how}), sgpatch applies:\n{shown}"
@@ -525,7 +542,14 @@ def test_conflict_shows_first_differing_column() -> None:
     assert "no final newline" in eof
     blank = describe_difference(b"x = 1  \n", b"x = 1\n")
     assert "\u00b7\u00b7" in blank
-    record("engine-conflict-column", exit=1, shown=text)
+    # through the engine: the hunk's context line drifted after column 60
+    section = b"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,3 @@\n x = 1\n " + want + b"+y = 2\n"
+    parsed = parse_patch(PATCH_HEADER + section, Path("0001-engine.patch"))
+    failure = apply_patch({"m.py": b"x = 1\n" + got}, parsed)
+    assert isinstance(failure, HunkFailure)
+    shown = failure.describe()
+    assert "line 2 differs at column 80" in shown and "# tuned" in shown, shown
+    record("engine-conflict-column", exit=1, shown=shown)
 
 
 # --------------------------------------------------------------------------- round trip: edit, export, apply
