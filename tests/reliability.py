@@ -444,3 +444,11 @@ case(
     "apply commits mode 100755; verify: patched (mixed once the bit is lost)",
     "the same HEAD as the edited checkout",
 )
+case(
+    "engine-export-self-check",
+    ENGINE,
+    "a commit that defines a function twice, exported (`export` and `export --check`)",
+    1,
+    "sgpatch apply would find it conflict",
+    "the series directory unchanged: export never writes a series apply refuses",
+)

@@ -727,3 +727,22 @@ def test_stated_old_mode_is_checked() -> None:
     assert classify_one(files, parsed, {"x": "100644"}).state == "applicable"
     assert apply_modes({"x": "100644"}, parsed) == {"x": "100755"}
     assert apply_modes({"x": "100755"}, parsed, reverse=True) == {"x": "100644"}
+
+
+def test_export_refuses_a_series_apply_would_refuse(tiny_pair: tuple[Tiny, Tiny], tmp_path: Path) -> None:
+    _, patched = tiny_pair
+    edited = patched.copy(tmp_path / "edited")
+    module = edited.checkout / "python/pkg/mod0.py"
+    module.write_bytes(module.read_bytes() + b"\n\ndef helper_0():\n    return None\n")  # defined twice now
+    smallgit(edited.checkout, "commit", "-q", "-a", "-m", "local: a second helper_0")
+    before = {p.name: p.read_bytes() for p in edited.series.iterdir()}
+    config = str(edited.config)
+    for extra in ((), ("--check",)):
+        result = _cli("export", "--config", config, "--checkout", str(edited.checkout), *extra)
+        assert result.exit_code == 1, result.stdout + result.stderr
+        assert (
+            "sgpatch apply would find it conflict: would define python/pkg/mod0.py: helper_0 in module twice"
+            in result.stderr
+        ), result.stderr
+    assert {p.name: p.read_bytes() for p in edited.series.iterdir()} == before
+    record("engine-export-self-check", exit=1, shown=result.stderr.strip().splitlines()[0])
