@@ -141,9 +141,9 @@ _INVISIBLE = frozenset(
 def _safe_path(raw: str, where: str) -> str:
     bad = next((c for c in raw if ord(c) < 32 or ord(c) == 127 or c in _INVISIBLE), None)
     if bad is not None:
+        kind = "invisible or bidi control character" if bad in _INVISIBLE else "control character"
         raise PatchError(
-            f"{where}: path {raw.encode('unicode_escape').decode()!r} contains the control or invisible character "
-            f"U+{ord(bad):04X}",
+            f"{where}: {kind} in a path (U+{ord(bad):04X}): {raw.encode('unicode_escape').decode()!r}",
             hint="a path must read as what it is; rename the file",
         )
     if "\\" in raw or raw.startswith("/"):

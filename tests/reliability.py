@@ -409,7 +409,7 @@ case(
     ENGINE,
     "a patch path with a bidi override or zero-width character (U+200B-U+200F, U+202A-U+202E, U+2066-U+2069)",
     2,
-    "contains the control or invisible character U+202E",
+    "invisible or bidi control character in a path (U+202E)",
     _REFUSED,
 )
 case(
