@@ -143,7 +143,7 @@ def _safe_path(raw: str, where: str) -> str:
     if bad is not None:
         kind = "invisible or bidi control character" if bad in _INVISIBLE else "control character"
         raise PatchError(
-            f"{where}: {kind} in a path (U+{ord(bad):04X}): {raw.encode('unicode_escape').decode()!r}",
+            f"{where}: {kind} in a path (U+{ord(bad):04X}): '{raw.encode('unicode_escape').decode()}'",
             hint="a path must read as what it is; rename the file",
         )
     if "\\" in raw or raw.startswith("/"):
@@ -286,7 +286,7 @@ def _bad_hunk_line(lines: Sequence[bytes], start: int) -> int:
     return last_header
 
 
-_NO_NEWLINE = "\\ No newline at end of file"
+_NO_NEWLINE = "'\\ No newline at end of file'"
 
 
 def _mode_of(mode: str | None, loc: str) -> str | None:
@@ -341,7 +341,7 @@ def _file_patch(pf: PatchedFile, where: str, offset: int) -> FilePatch:
             line_loc = f"{where}:{offset + (line.diff_line_no or 1)}"
             if line.line_type == "\\":
                 if last is None:
-                    raise PatchError(f"{line_loc}: {_NO_NEWLINE!r} without a line before it")
+                    raise PatchError(f"{line_loc}: {_NO_NEWLINE} without a line before it")
                 if last in " -":
                     old[-1] = old[-1].removesuffix(b"\n")
                     ended_old = True
@@ -354,7 +354,7 @@ def _file_patch(pf: PatchedFile, where: str, offset: int) -> FilePatch:
                 continue
             if (ended_old and line.line_type in " -") or (ended_new and line.line_type in " +"):
                 raise PatchError(
-                    f"{line_loc}: a line follows {_NO_NEWLINE!r} on the same side",
+                    f"{line_loc}: a line follows {_NO_NEWLINE} on the same side",
                     hint="the marker belongs after the last line of a file",
                 )
             body = line.value.encode()

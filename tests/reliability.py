@@ -399,7 +399,7 @@ case(
     ENGINE,
     "`\\ No newline at end of file` after a context line in mid-hunk",
     2,
-    "follows '\\\\ No newline at end of file'",
+    "follows '\\ No newline at end of file'",
     _REFUSED,
 )
 for _what in ("rename", "copy", "binary", "symlink", "submodule"):

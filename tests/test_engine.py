@@ -484,7 +484,7 @@ def test_marker_after_mid_hunk_context_refused(repo: Repo) -> None:
     assert repo.git_apply(base, base_id, mutated) is None
     ours = sgpatch_apply(base, mutated)
     assert isinstance(ours, PatchError)
-    assert "follows '\\\\ No newline at end of file'" in ours.message and ":" in ours.message
+    assert "follows '\\ No newline at end of file'" in ours.message and "0001-engine.patch:" in ours.message
     record("engine-mid-hunk-marker", exit=2, shown=ours.message)
 
 
