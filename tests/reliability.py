@@ -426,7 +426,8 @@ case(
     "random edits (content, final newline, CRLF, chmod, new and deleted files) committed on a patched checkout",
     0,
     "export, then apply on a fresh checkout: the same HEAD",
-    "`export --check` agrees with `apply`; every series commit keeps its trailers",
+    "`export --check` agrees with `apply` (an edit apply would refuse is refused by name, nothing written); "
+    "every series commit keeps its trailers",
 )
 case(
     "engine-authors-round-trip",

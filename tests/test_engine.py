@@ -626,10 +626,24 @@ def test_round_trip_edit_export_apply(tiny_pair: tuple[Tiny, Tiny], tmp_path: Pa
             return
         smallgit(edited.checkout, "commit", "-q", "-m", "local: a random edit")
         config = str(edited.config)
+        before = {p.name: p.read_bytes() for p in edited.series.iterdir()}
         exported = _cli("export", "--config", config, "--checkout", str(edited.checkout))
-        assert exported.exit_code == 0, exported.stdout + exported.stderr
         check_edited = _cli("export", "--config", config, "--checkout", str(edited.checkout), "--check")
+        if exported.exit_code == 1:
+            # An edit apply would refuse (its landing or duplicate-definition rule): export refuses it
+            # by name, --check agrees, nothing is written.
+            assert "sgpatch apply would find it conflict: " in exported.stderr, exported.stderr
+            assert any(rule in exported.stderr for rule in ("header names", "twice", "not where the hunk")), (
+                exported.stderr
+            )
+            assert check_edited.exit_code == 1 and check_edited.stderr == exported.stderr
+            assert {p.name: p.read_bytes() for p in edited.series.iterdir()} == before
+            counter["refused by name"] += 1
+            shutil.rmtree(work)
+            return
+        assert exported.exit_code == 0, exported.stdout + exported.stderr
         assert check_edited.exit_code == 0, check_edited.stdout
+        counter["exported"] += 1
         applied = _cli("apply", "--config", config, "--checkout", str(fresh.checkout))
         assert applied.exit_code == 0, applied.stdout + applied.stderr
         head = smallgit(edited.checkout, "rev-parse", "HEAD")
@@ -644,7 +658,8 @@ def test_round_trip_edit_export_apply(tiny_pair: tuple[Tiny, Tiny], tmp_path: Pa
     record(
         "engine-round-trip",
         exit=0,
-        shown=f"{counter['run']} random edits: export, apply on a fresh checkout, same HEAD",
+        shown=f"{counter['exported']} random edits exported, applied on a fresh checkout: the same HEAD; "
+        f"{counter['refused by name']} refused by export with apply's named rule",
     )
 
 
