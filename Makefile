@@ -14,7 +14,7 @@ help:
 	@echo "make wheel   - make patch, then build and verify the patched wheel into dist/"
 	@echo "make lint    - ruff and mypy --strict"
 	@echo "make bench   - benchmarks against their shell floors"
-	@echo "make fuzz    - the fuzz tests with 25x the examples make test runs (about 4 minutes)"
+	@echo "make fuzz    - the fuzz and engine-vs-git tests with 25x the examples make test runs (about 20 minutes)"
 	@echo "make reliability-table - run the fault/kill/hostile-input tests, regenerate docs/reliability.md"
 
 $(VENV)/.installed: pyproject.toml
@@ -44,7 +44,7 @@ wheel: patch
 	$(SGPATCH) verify $(STACK) --wheel "$$($(PY) -c 'import json; print(json.load(open(".sgpatch/build.json"))["wheel"])')"
 
 fuzz: venv
-	SGPATCH_FUZZ_SCALE=25 $(PY) -m pytest tests/test_fuzz.py -q $(PYTEST_ARGS)
+	SGPATCH_FUZZ_SCALE=25 $(PY) -m pytest tests/test_fuzz.py tests/test_engine.py -q $(PYTEST_ARGS)
 
 reliability-table: venv
 	$(PY) tools/reliability_table.py --output docs/reliability.md --readme README.md

@@ -19,7 +19,7 @@ from sgpatch.errors import CheckoutError, PatchError
 from sgpatch.git import CommitSpec, Git, object_types
 from sgpatch.journal import lock_checkout, move_checkout
 from sgpatch.lock import Notify, pause
-from sgpatch.patchset import HunkFailure, Patch, Series, apply_patch, duplicate_definitions
+from sgpatch.patchset import HunkFailure, Patch, Series, apply_modes, apply_patch, duplicate_definitions
 from sgpatch.state import CheckoutState, check_base_files, inspect, open_checkout
 
 Files = Mapping[str, bytes | None]
@@ -51,28 +51,33 @@ class ApplyResult:
         return all(p.state in ("applicable", "applied") for p in self.patches)
 
 
-def classify(files: Files, series: Series) -> tuple[list[PatchState], list[dict[str, bytes | None]]]:
-    """Classify each patch against ``files`` in series order.
+def classify(
+    files: Files, series: Series, modes: Mapping[str, str] | None = None
+) -> tuple[list[PatchState], list[dict[str, bytes | None]]]:
+    """Classify each patch against ``files`` (and their git ``modes``, if known) in series order.
 
     Returns the states and, for each patch, the file contents after it (the
     series applied cumulatively; a patch that does not apply leaves them as they were).
     """
     current: dict[str, bytes | None] = dict(files)
+    current_modes = dict(modes) if modes is not None else None
     states: list[PatchState] = []
     after: list[dict[str, bytes | None]] = []
     for patch in series.patches:
-        state = classify_one(current, patch)
+        state = classify_one(current, patch, current_modes)
         if state.state == "applicable":
             result = apply_patch(current, patch)
             assert not isinstance(result, HunkFailure)
             current.update(result)
+            if current_modes is not None:
+                current_modes = apply_modes(current_modes, patch)
         states.append(state)
         after.append(dict(current))
     return states, after
 
 
-def classify_one(files: Files, patch: Patch) -> PatchState:
-    forward = apply_patch(files, patch)
+def classify_one(files: Files, patch: Patch, modes: Mapping[str, str] | None = None) -> PatchState:
+    forward = apply_patch(files, patch, modes=modes)
     if not isinstance(forward, HunkFailure):
         dups = [
             f"{path}: {d}"
@@ -87,7 +92,7 @@ def classify_one(files: Files, patch: Patch) -> PatchState:
             if wrong:
                 return PatchState(patch.name, "conflict", f"{fp.path}: {wrong[0].hunk}: {wrong[0].detail}")
         return PatchState(patch.name, "applicable", "applies at its exact lines")
-    reverse = apply_patch(files, patch, reverse=True)
+    reverse = apply_patch(files, patch, reverse=True, modes=modes)
     if not isinstance(reverse, HunkFailure):
         return PatchState(patch.name, "upstream", "its changes are already present")
     return PatchState(patch.name, "conflict", forward.describe())
@@ -97,26 +102,35 @@ def read_files(g: Git, rev: str, paths: tuple[str, ...]) -> dict[str, bytes | No
     return {p: g.read_blob(rev, p) for p in paths}
 
 
-def _mode(g: Git, rev: str, path: str) -> str:
-    return g.file_mode(rev, path) or "100644"
+def read_modes(g: Git, rev: str, paths: tuple[str, ...]) -> dict[str, str]:
+    """The git modes of those ``paths`` that exist at ``rev``."""
+    found = {p: g.file_mode(rev, p) for p in paths}
+    return {p: m for p, m in found.items() if m is not None}
 
 
 def commit_series(g: Git, base: str, series: Series, after: list[dict[str, bytes | None]]) -> str:
-    """Write one commit per patch on top of ``base`` (objects only; no ref moves)."""
+    """Write one commit per patch on top of ``base`` (objects only; no ref moves).
+
+    Each file keeps its mode unless the patch states a new one (new file, mode change).
+    """
     date = g.commit_date(base)
     parent = base
     tree = g.tree_of(base)
     previous: Files = read_files(g, base, series.touched)
+    modes = read_modes(g, base, series.touched)
     for number, (patch, files) in enumerate(zip(series.patches, after, strict=True), start=1):
         changes: dict[str, tuple[str, str]] = {}
         removed: list[str] = []
+        new_modes = apply_modes(modes, patch)
         for path, data in files.items():
-            if data == previous.get(path):
+            mode = new_modes.get(path, "100644")
+            if data == previous.get(path) and mode == modes.get(path, "100644"):
                 continue
             if data is None:
                 removed.append(path)
             else:
-                changes[path] = (_mode(g, parent, path), g.hash_blob(data))
+                changes[path] = (mode, g.hash_blob(data))
+        modes = new_modes
         if removed:
             tree = g.tree_without(tree, removed)
         tree = g.tree_with(tree, changes)
@@ -146,7 +160,7 @@ def apply_series(stack: Stack, series: Series, checkout: Path, *, notify: Notify
             return ApplyResult(stack.name, checkout, done, state.head, state.head, False)
         check_touched_paths(g, state.base, series)
         base_files = read_files(g, state.base, series.touched)
-        states, after = classify(base_files, series)
+        states, after = classify(base_files, series, read_modes(g, state.base, series.touched))
         if any(s.state != "applicable" for s in states):
             return ApplyResult(stack.name, checkout, tuple(states), state.head, state.head, False)
         pause("apply:classified")

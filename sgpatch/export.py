@@ -27,10 +27,19 @@ from typing import Any
 from sgpatch.anchors import ANCHORS_FILE, load_anchors
 from sgpatch.atomic import write_atomic
 from sgpatch.config import Config, Stack, parse_config
-from sgpatch.errors import CheckoutError, PatchError
+from sgpatch.errors import CheckFailed, CheckoutError, PatchError
 from sgpatch.git import CommitSpec, Git
 from sgpatch.journal import lock_checkout, move_checkout, recover
-from sgpatch.patchset import SERIES_FILE, TRAILER_PATCH, HunkFailure, Patch, Series, apply_patch, parse_patch
+from sgpatch.patchset import (
+    SERIES_FILE,
+    TRAILER_PATCH,
+    HunkFailure,
+    Patch,
+    Series,
+    apply_modes,
+    apply_patch,
+    parse_patch,
+)
 from sgpatch.pins import FilePin, set_file_pins
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
 from sgpatch.state import base_candidates, check_base_files, open_checkout, trailers
@@ -304,6 +313,33 @@ def _old_patched(base_files: Mapping[str, bytes | None], series: Series) -> dict
     return current
 
 
+def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], directory: Path) -> None:
+    """The exported series, applied by sgpatch's engine to ``base``, must make ``head``'s files and modes.
+
+    So export never writes (and ``export --check`` never passes) a series that ``apply`` would refuse.
+    """
+    from sgpatch.apply import classify, read_modes
+
+    paths = tuple(_series_touched(patches))
+    files = {p: g.read_blob(base, p) for p in paths}
+    modes = read_modes(g, base, paths)
+    states, after = classify(files, Series(directory, tuple(patches)), modes)
+    for state in states:
+        if state.state != "applicable":
+            raise CheckFailed(
+                f"{directory / state.name}: sgpatch apply would find it {state.state}: {state.detail}",
+                hint="fix the commit it comes from (or the series) and export again",
+            )
+    for patch in patches:
+        modes = apply_modes(modes, patch)
+    final = after[-1] if after else files
+    for path in paths:
+        if final[path] != g.read_blob(head, path) or (
+            final[path] is not None and modes.get(path) != g.file_mode(head, path)
+        ):
+            raise CheckFailed(f"{directory}: applying the exported series does not reproduce {path} of {head[:12]}")
+
+
 def export_series(config: Config, stack: Stack, series: Series, checkout: Path, *, check: bool) -> ExportResult:
     """Regenerate the series of ``stack`` from the commits on ``checkout`` (see the module docstring)."""
     g = open_checkout(checkout)
@@ -332,6 +368,7 @@ def _export(config: Config, stack: Stack, series: Series, g: Git, *, check: bool
     new_names = [r.name for r in rendered]
     outputs[series_path] = series_text(series_path.read_text(encoding="utf-8"), new_names).encode()
     new_patches = [parse_patch(r.data, directory / r.name, name=r.name) for r in rendered]
+    check_applies(g, base, head, new_patches, directory)
 
     # Anchors and pins follow the files the series touches, before and after the edit.
     touched = _series_touched(new_patches)

@@ -54,6 +54,7 @@ class Hunk:
     new: tuple[bytes, ...]
     added: tuple[tuple[int, bytes], ...]  # (new-side line number, line) for each + line
     patch_line: int  # line of the @@ header in the patch file
+    trailing_context: bool = True  # False: the hunk ends with a change, so it must end at the end of the file
 
     @property
     def label(self) -> str:
@@ -62,10 +63,19 @@ class Hunk:
 
 @dataclass(frozen=True, slots=True)
 class FilePatch:
+    """One ``diff --git`` section.  Modes are set only where the patch states them.
+
+    ``old_mode`` is stated for a deletion or a mode change, ``new_mode`` for a
+    new file or a mode change; a plain content change leaves both ``None``.
+    """
+
     path: str  # checkout-relative target path
     new_file: bool
     deleted: bool
     hunks: tuple[Hunk, ...]
+    old_mode: str | None = None
+    new_mode: str | None = None
+    patch_line: int = 0  # line of the 'diff --git' header in the patch file
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +132,20 @@ class Series:
 # --------------------------------------------------------------------------- parsing
 
 
+# Bidi overrides and zero-width characters make a path read differently from what it is.
+_INVISIBLE = frozenset(
+    chr(c) for lo, hi in ((0x200B, 0x200F), (0x202A, 0x202E), (0x2066, 0x2069)) for c in range(lo, hi + 1)
+)
+
+
 def _safe_path(raw: str, where: str) -> str:
+    bad = next((c for c in raw if ord(c) < 32 or ord(c) == 127 or c in _INVISIBLE), None)
+    if bad is not None:
+        kind = "invisible or bidi control character" if bad in _INVISIBLE else "control character"
+        raise PatchError(
+            f"{where}: {kind} in a path (U+{ord(bad):04X}): '{raw.encode('unicode_escape').decode()}'",
+            hint="a path must read as what it is; rename the file",
+        )
     if "\\" in raw or raw.startswith("/"):
         raise PatchError(
             f"{where}: path {raw!r} is absolute or not POSIX", hint="paths are relative to the checkout root"
@@ -173,8 +196,9 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
     """Parse and validate one patch file (header, paths, hunks).  PatchError on any defect."""
     where = str(path)
     lines = data.split(b"\n")
+    body = _hunk_body_lines(lines)
     for i, line in enumerate(lines, start=1):
-        if line.endswith(b"\r"):
+        if line.endswith(b"\r") and i - 1 not in body:
             raise PatchError(f"{where}:{i}: CRLF line ending", hint="patches must use LF line endings")
     try:
         data.decode("utf-8")
@@ -207,6 +231,32 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
     )
 
 
+def _hunk_body_lines(lines: Sequence[bytes]) -> set[int]:
+    """Indexes of the lines inside hunks (by their headers' counts): a CR ending one of them is file content."""
+    body: set[int] = set()
+    i = 0
+    while i < len(lines):
+        m = _HUNK_HEADER.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        want_old = int(m.group(2)) if m.group(2) is not None else 1
+        want_new = int(m.group(4)) if m.group(4) is not None else 1
+        while (want_old > 0 or want_new > 0) and i < len(lines):
+            tag = lines[i][:1]
+            if tag == b" ":
+                want_old, want_new = want_old - 1, want_new - 1
+            elif tag == b"-":
+                want_old -= 1
+            elif tag == b"+":
+                want_new -= 1
+            elif tag != b"\\":
+                break
+            body.add(i)
+            i += 1
+    return body
+
+
 def _bad_hunk_line(lines: Sequence[bytes], start: int) -> int:
     """The patch line of the first hunk whose body is shorter or longer than its header says."""
     last_header = start + 1
@@ -236,33 +286,77 @@ def _bad_hunk_line(lines: Sequence[bytes], start: int) -> int:
     return last_header
 
 
+_NO_NEWLINE = "'\\ No newline at end of file'"
+
+
+def _mode_of(mode: str | None, loc: str) -> str | None:
+    if mode is None or mode in ("100644", "100755"):
+        return mode
+    what = {"120000": "a symlink", "160000": "a submodule (gitlink)"}.get(mode, "not a regular file")
+    raise PatchError(f"{loc}: file mode {mode} is {what}; only regular files (100644, 100755) may be patched")
+
+
 def _file_patch(pf: PatchedFile, where: str, offset: int) -> FilePatch:
     diff_line = getattr(pf, "diff_line_no", None)
     loc = f"{where}:{offset + diff_line}" if diff_line else where
-    if pf.is_binary_file:
-        raise PatchError(f"{loc}: binary patches are not supported")
+    info = [str(line) for line in (pf.patch_info or ())]
+    if pf.is_binary_file or any(ln.startswith(("GIT binary patch", "Binary files ")) for ln in info):
+        raise PatchError(f"{loc}: binary patches are not supported", hint="sgpatch patches text files only")
     old_path = _strip_prefix(pf.source_file, "a/", loc)
     new_path = _strip_prefix(pf.target_file, "b/", loc)
-    if pf.is_rename:
+    if any(ln.startswith(("copy from ", "copy to ")) for ln in info):
+        raise PatchError(f"{loc}: copies are not supported", hint="express them as a new file")
+    if pf.is_rename or any(ln.startswith(("rename from ", "rename to ")) for ln in info):
         raise PatchError(f"{loc}: renames are not supported", hint="express them as delete + add")
-    for mode in (pf.source_mode, pf.target_mode):
-        if mode is not None and mode not in ("100644", "100755"):
-            raise PatchError(f"{loc}: file mode {mode} (symlink or submodule) is not allowed in a patch")
+    source_mode, target_mode = _mode_of(pf.source_mode, loc), _mode_of(pf.target_mode, loc)
     target = old_path if new_path == "/dev/null" else new_path
     if target == "/dev/null":
         raise PatchError(f"{loc}: both sides are /dev/null")
     if "/dev/null" not in (old_path, new_path) and old_path != new_path:
         raise PatchError(f"{loc}: old and new paths differ ({old_path} vs {new_path})")
-    if not len(pf):
-        raise PatchError(f"{loc}: file section {target} has no hunks")
+    # git's header lines decide (unidiff alone takes a hunk emptying a file for a deletion)
+    new_file = old_path == "/dev/null" or any(ln.startswith("new file mode ") for ln in info)
+    deleted = new_path == "/dev/null" or any(ln.startswith("deleted file mode ") for ln in info)
+    if new_file and deleted:
+        raise PatchError(f"{loc}: the section both creates and deletes {target}")
+    old_mode = new_mode = None
+    if new_file:
+        new_mode = target_mode or "100644"
+    elif deleted:
+        old_mode = source_mode or "100644"
+    elif source_mode != target_mode and source_mode and target_mode:
+        old_mode, new_mode = source_mode, target_mode
+    if not len(pf) and not (new_file or deleted or new_mode):
+        raise PatchError(f"{loc}: file section {target} has no hunks and changes no mode")
     hunks = []
+    ended_old = ended_new = False  # a side has met its "\ No newline at end of file"
     for index, h in enumerate(pf, start=1):
         first = next(iter(h), None)
         header_line = offset + ((first.diff_line_no or 1) - 1 if first is not None else 0)
         old: list[bytes] = []
         new: list[bytes] = []
         added: list[tuple[int, bytes]] = []
+        last: str | None = None
         for line in h:
+            line_loc = f"{where}:{offset + (line.diff_line_no or 1)}"
+            if line.line_type == "\\":
+                if last is None:
+                    raise PatchError(f"{line_loc}: {_NO_NEWLINE} without a line before it")
+                if last in " -":
+                    old[-1] = old[-1].removesuffix(b"\n")
+                    ended_old = True
+                if last in " +":
+                    new[-1] = new[-1].removesuffix(b"\n")
+                    ended_new = True
+                    if last == "+":
+                        added[-1] = (added[-1][0], new[-1])
+                last = None
+                continue
+            if (ended_old and line.line_type in " -") or (ended_new and line.line_type in " +"):
+                raise PatchError(
+                    f"{line_loc}: a line follows {_NO_NEWLINE} on the same side",
+                    hint="the marker belongs after the last line of a file",
+                )
             body = line.value.encode()
             if line.is_context:
                 old.append(body)
@@ -272,6 +366,13 @@ def _file_patch(pf: PatchedFile, where: str, offset: int) -> FilePatch:
             elif line.is_added:
                 new.append(body)
                 added.append((line.target_line_no or h.target_start, body))
+            last = line.line_type
+        if (h.source_start == 0 and h.source_length) or (h.target_start == 0 and h.target_length):
+            raise PatchError(
+                f"{where}:{header_line}: hunk header starts a non-empty side at line 0",
+                hint="line numbers start at 1; only an empty side is written as 0,0",
+            )
+        lines_of_hunk = [ln for ln in h if ln.line_type != "\\"]
         header = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@" + (
             f" {h.section_header}" if h.section_header else ""
         )
@@ -288,9 +389,12 @@ def _file_patch(pf: PatchedFile, where: str, offset: int) -> FilePatch:
                 new=tuple(new),
                 added=tuple(added),
                 patch_line=header_line,
+                trailing_context=bool(lines_of_hunk) and lines_of_hunk[-1].is_context,
             )
         )
-    return FilePatch(target, pf.is_added_file, pf.is_removed_file, tuple(hunks))
+    return FilePatch(
+        target, new_file, deleted, tuple(hunks), old_mode, new_mode, offset + diff_line if diff_line else 0
+    )
 
 
 def read_series(directory: Path) -> Series:
@@ -334,16 +438,20 @@ def read_series(directory: Path) -> Series:
 
 @dataclass(frozen=True, slots=True)
 class HunkFailure:
-    """Why a hunk does not apply where its header says."""
+    """Why a file section (``hunk`` None: its header) does not apply where it says."""
 
     path: str
-    hunk: Hunk
+    hunk: Hunk | None
     reason: str
     found_at: int | None  # where the hunk's lines occur instead, if exactly once
 
+    @property
+    def label(self) -> str:
+        return self.hunk.label if self.hunk is not None else "file header"
+
     def describe(self) -> str:
-        text = f"{self.path}: {self.hunk.label}: {self.reason}"
-        if self.found_at is not None:
+        text = f"{self.path}: {self.label}: {self.reason}"
+        if self.found_at is not None and self.hunk is not None:
             text += f"; its lines match at line {self.found_at} (offset {self.found_at - self.hunk.old_start:+d})"
         return text
 
@@ -365,14 +473,68 @@ def _block_at(lines: Sequence[bytes], start: int, count: int) -> tuple[bytes, ..
     return tuple(lines[begin : begin + count])
 
 
+_SHOWN = 24  # characters of context shown either side of the first difference
+
+
+def visible(text: bytes, start: int = 0, end: int | None = None) -> str:
+    """Characters ``start:end`` of the line ``text``, quoted, with what a terminal hides made visible.
+
+    A tab shows as ``→``, trailing blanks as ``·``, a CR as ``\\r``, other
+    control and invisible characters as ``<U+XXXX>``, a missing final newline
+    as ``⟨no newline⟩``.  An ellipsis marks a cut.
+    """
+    body = text.removesuffix(b"\n").decode("utf-8", "replace")
+    stop = len(body) if end is None else min(end, len(body))
+    trailing = len(body.rstrip(" "))
+    out = ["\u2026" if start > 0 else ""]
+    for i in range(start, stop):
+        ch = body[i]
+        if ch == "\t":
+            out.append("\u2192")
+        elif ch == " " and i >= trailing:
+            out.append("\u00b7")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 32 or ord(ch) == 127 or ch in _INVISIBLE:
+            out.append(f"<U+{ord(ch):04X}>")
+        else:
+            out.append(ch)
+    if stop < len(body):
+        out.append("\u2026")
+    elif not text.endswith(b"\n"):
+        out.append("\u27e8no newline\u27e9")
+    return "'" + "".join(out) + "'"
+
+
+def describe_difference(got: bytes, want: bytes) -> str:
+    """Where two lines first differ (1-based column) and both texts around it, invisibles shown."""
+    a = got.removesuffix(b"\n").decode("utf-8", "replace")
+    b = want.removesuffix(b"\n").decode("utf-8", "replace")
+    col = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    lo, hi = max(0, col - _SHOWN), col + _SHOWN
+    if got.endswith(b"\n") != want.endswith(b"\n"):
+        side = "file's" if want.endswith(b"\n") else "patch's"
+        note = f" (the {side} line has no final newline)"
+    elif got.rstrip(b" \t\r\n") == want.rstrip(b" \t\r\n"):
+        note = " (only trailing whitespace or CR differs)"
+    elif got.replace(b"\t", b" ") == want.replace(b"\t", b" "):
+        note = " (tabs and spaces differ)"
+    else:
+        note = ""
+    return (
+        f"differs at column {col + 1}: the file has {visible(got, lo, hi)}, "
+        f"the patch expects {visible(want, lo, hi)}{note}"
+    )
+
+
 def _mismatch(lines: Sequence[bytes], start: int, block: Sequence[bytes]) -> str:
     begin = start - 1 if block else start
     for k, want in enumerate(block):
         got = lines[begin + k] if begin + k < len(lines) else None
         if got != want:
-            shown = "end of file" if got is None else repr(got.decode("utf-8", "replace").rstrip("\n")[:70])
-            expected = want.decode("utf-8", "replace").rstrip("\n")[:70]
-            return f"line {begin + k + 1} is {shown}, the patch expects {expected!r}"
+            if got is None:
+                return f"line {begin + k + 1} is past the end of the file, the patch expects {visible(want, 0, 60)}"
+            return f"line {begin + k + 1} {describe_difference(got, want)}"
     return "lines differ"
 
 
@@ -381,12 +543,19 @@ def apply_file(
 ) -> bytes | HunkFailure:
     """Apply (or reverse) one file's hunks strictly: exact lines at exact positions, no fuzz.
 
-    With ``allow_offset`` a hunk whose lines occur exactly once elsewhere is
+    Git's rules hold on top: a file is created only where none exists, a
+    deletion must consume the whole file, and a hunk that ends with a change
+    (no trailing context) must end at the end of the file.  With
+    ``allow_offset`` a hunk whose lines occur exactly once elsewhere is
     applied there (used when porting to a new base, never for a pinned stack).
     """
-    if data is None and not (fp.new_file and not reverse) and not (fp.deleted and reverse):
-        hunk = fp.hunks[0]
-        return HunkFailure(fp.path, hunk, "the file does not exist", None)
+    creating = fp.deleted if reverse else fp.new_file
+    removing = fp.new_file if reverse else fp.deleted
+    first = fp.hunks[0] if fp.hunks else None
+    if creating and data is not None:
+        return HunkFailure(fp.path, None, "the patch creates the file, but it already exists", None)
+    if data is None and not creating:
+        return HunkFailure(fp.path, first, "the file does not exist", None)
     lines = split_lines(data or b"")
     out: list[bytes] = []
     pos = 0  # index into lines already consumed
@@ -402,10 +571,20 @@ def apply_file(
         begin = start - 1 if count else start
         if begin < pos:
             return HunkFailure(fp.path, hunk, "overlaps the previous hunk", None)
+        if begin > len(lines):
+            return HunkFailure(fp.path, hunk, f"line {start} is past the end of the file ({len(lines)} lines)", None)
+        if not hunk.trailing_context and not removing and begin + count != len(lines):
+            return HunkFailure(
+                fp.path, hunk, f"ends with a change, so it must end at the end of the file (line {len(lines)})", None
+            )
         out.extend(lines[pos:begin])
         out.extend(put)
         pos = begin + count
     out.extend(lines[pos:])
+    if removing and out:
+        return HunkFailure(
+            fp.path, None, f"the patch deletes the file, but {len(out)} line(s) of it are not in the patch", None
+        )
     return b"".join(out)
 
 
@@ -448,16 +627,63 @@ def _is_accessor_or_overload(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.
     return False
 
 
+def _mode_failure(fp: FilePatch, modes: Mapping[str, str], data: bytes | None, reverse: bool) -> HunkFailure | None:
+    """A stated old mode that differs from the file's (git only warns; sgpatch refuses)."""
+    expected = fp.new_mode if reverse else fp.old_mode
+    if expected is None or data is None or (fp.new_file and not reverse):
+        return None
+    actual = modes.get(fp.path, "100644")
+    if actual == expected:
+        return None
+    return HunkFailure(fp.path, None, f"the file has mode {actual}, the patch expects mode {expected}", None)
+
+
 def apply_patch(
-    files: Mapping[str, bytes | None], patch: Patch, *, reverse: bool = False, allow_offset: bool = False
+    files: Mapping[str, bytes | None],
+    patch: Patch,
+    *,
+    reverse: bool = False,
+    allow_offset: bool = False,
+    modes: Mapping[str, str] | None = None,
 ) -> dict[str, bytes | None] | HunkFailure:
-    """The new contents of every file ``patch`` touches, or the first failure."""
+    """The new contents of every file ``patch`` touches, or the first failure.
+
+    With ``modes`` (path -> git mode; absent means 100644) the modes a patch
+    states as old are checked too; see ``apply_modes`` for the modes after it.
+    """
     result: dict[str, bytes | None] = {}
+    current_modes = dict(modes) if modes is not None else None
     for fp in patch.files:
         current = result.get(fp.path, files.get(fp.path))
         removing = (fp.deleted and not reverse) or (fp.new_file and reverse)
+        if current_modes is not None:
+            wrong = _mode_failure(fp, current_modes, current, reverse)
+            if wrong is not None:
+                return wrong
+            current_modes = apply_modes(current_modes, _single(patch, fp), reverse=reverse)
         new = apply_file(current, fp, reverse=reverse, allow_offset=allow_offset)
         if isinstance(new, HunkFailure):
             return new
         result[fp.path] = None if removing else new
     return result
+
+
+def _single(patch: Patch, fp: FilePatch) -> Patch:
+    return Patch(patch.name, patch.path, patch.sha256, patch.fields, (fp,))
+
+
+def apply_modes(modes: Mapping[str, str], patch: Patch, *, reverse: bool = False) -> dict[str, str]:
+    """``modes`` (path -> git mode) after ``patch``: new files, deletions and stated mode changes."""
+    out = dict(modes)
+    for fp in patch.files:
+        creating = fp.deleted if reverse else fp.new_file
+        removing = fp.new_file if reverse else fp.deleted
+        if removing:
+            out.pop(fp.path, None)
+            continue
+        mode = fp.old_mode if reverse else fp.new_mode
+        if mode is not None:
+            out[fp.path] = mode
+        elif creating:
+            out[fp.path] = "100644"
+    return out

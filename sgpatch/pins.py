@@ -73,7 +73,7 @@ def set_file_pins(text: str, stack_names: Sequence[str], pins: Sequence[FilePin]
             item.trivia.trail = "\n"
             body = files.value.body
             keyed = [i for i, (k, _) in enumerate(body) if k is not None]
-            if keyed:
+            if keyed and keyed[-1] + 1 < len(body):  # before trailing comments and blank lines
                 files.value._insert_at(keyed[-1] + 1, pin.path, item)
             else:
                 files[pin.path] = item

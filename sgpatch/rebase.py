@@ -23,7 +23,15 @@ from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
 from sgpatch.export import ChainCommit
 from sgpatch.git import CommitSpec, Git
-from sgpatch.patchset import TRAILER_PATCH, HunkFailure, Series, apply_patch, duplicate_definitions, split_lines
+from sgpatch.patchset import (
+    TRAILER_PATCH,
+    HunkFailure,
+    Series,
+    apply_modes,
+    apply_patch,
+    duplicate_definitions,
+    split_lines,
+)
 from sgpatch.state import trailers
 from sgpatch.tree import git_blob_id
 from sgpatch.upstream import SideBySide, judge
@@ -137,18 +145,29 @@ class Rebase:
 
 
 def commit_files(
-    g: Git, parent: str, files: Mapping[str, bytes | None], before: Mapping[str, bytes | None], message: str, date: str
+    g: Git,
+    parent: str,
+    files: Mapping[str, bytes | None],
+    before: Mapping[str, bytes | None],
+    message: str,
+    date: str,
+    *,
+    modes: Mapping[str, str] | None = None,
 ) -> str:
+    """Commit ``files`` on ``parent``; ``modes`` are the modes a patch states (new files, mode changes)."""
     tree = g.tree_of(parent)
+    stated = modes or {}
     changes = {}
     removed = []
     for path, data in files.items():
-        if data == before.get(path):
+        old_mode = g.file_mode(parent, path)
+        mode = stated.get(path) or old_mode or "100644"
+        if data == before.get(path) and (data is None or mode == old_mode):
             continue
         if data is None:
             removed.append(path)
         else:
-            changes[path] = (g.file_mode(parent, path) or "100644", g.hash_blob(data))
+            changes[path] = (mode, g.hash_blob(data))
     if removed:
         tree = g.tree_without(tree, removed)
     tree = g.tree_with(tree, changes)
@@ -216,7 +235,7 @@ def classify(
     dups = duplicates(run.current, merged)
     if dups:
         return PortedPatch(patch.name, "conflict", f"the merge would define {dups[0]} twice"), None
-    detail = f"the 3-way merge against {old_label} is clean ({forward.hunk.label} of {forward.path} does not apply)"
+    detail = f"the 3-way merge against {old_label} is clean ({forward.label} of {forward.path} does not apply)"
     return PortedPatch(patch.name, "merged", detail), merged
 
 
@@ -236,7 +255,9 @@ def advance(
             continue
         if ported.state in KEPT and files is not None:
             if first_conflict is None:
-                run.tip = commit_files(run.g, run.tip, files, run.current, patch.commit_message(), date)
+                run.tip = commit_files(
+                    run.g, run.tip, files, run.current, patch.commit_message(), date, modes=apply_modes({}, patch)
+                )
                 run.kept.append(patch.name)
             else:
                 ported = dataclasses.replace(

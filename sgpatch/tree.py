@@ -75,6 +75,13 @@ class DirTree:
             return None
         return local.read_bytes()
 
+    def mode(self, path: str) -> str | None:
+        """The git mode a regular file would get (100755 when its owner may execute it), or None."""
+        local = self._local(path)
+        if local is None or local.is_symlink() or not local.is_file():
+            return None
+        return "100755" if local.stat().st_mode & 0o100 else "100644"
+
     def list(self, prefix: str) -> list[str]:
         local = self._local(prefix.rstrip("/"))
         if local is None or not local.is_dir():

@@ -6,7 +6,7 @@ installed sglang must carry the series (``require_patched``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, 
 from sgpatch.apply import PatchState, classify_one
 from sgpatch.config import Config, Stack
 from sgpatch.journal import recover
-from sgpatch.patchset import HunkFailure, Series, apply_patch, read_series
+from sgpatch.patchset import HunkFailure, Series, apply_modes, apply_patch, read_series
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree, git_blob_id
 
@@ -98,35 +98,42 @@ class VerifyReport:
 
 
 def _phase_of(
-    series: Series, files: dict[str, bytes | None]
+    series: Series, files: dict[str, bytes | None], modes: Mapping[str, str] | None = None
 ) -> tuple[str, list[PatchState], list[dict[str, bytes | None]]]:
     """Which phase the files are in, each patch's state, and the contents after each patch.
 
     ``stages[k]`` is the content after patch k (``stages[-1]`` the files as found),
     recovered by reverse-applying the later patches, so each hunk's landing is
-    checked against the exact text it produced.
+    checked against the exact text it produced.  With ``modes`` (a checkout's)
+    the modes patches state are checked too; a wheel's files have none.
     """
     forward: list[PatchState] = []
     current = dict(files)
+    current_modes = dict(modes) if modes is not None else None
     for patch in series.patches:
-        state = classify_one(current, patch)
+        state = classify_one(current, patch, current_modes)
         forward.append(state)
         if state.state != "applicable":
             break
         result = apply_patch(current, patch)
         assert not isinstance(result, HunkFailure)
         current.update(result)
+        if current_modes is not None:
+            current_modes = apply_modes(current_modes, patch)
     if len(forward) == len(series.patches) and all(s.state == "applicable" for s in forward):
         return "pristine", forward, []
     stages: list[dict[str, bytes | None]] = [dict(files)]
     current = dict(files)
+    current_modes = dict(modes) if modes is not None else None
     states: list[PatchState] = []
     for patch in reversed(series.patches):
-        back = apply_patch(current, patch, reverse=True)
+        back = apply_patch(current, patch, reverse=True, modes=current_modes)
         if isinstance(back, HunkFailure):
             break
         states.append(PatchState(patch.name, "applied", "its lines stand at their new-side positions"))
         current.update(back)
+        if current_modes is not None:
+            current_modes = apply_modes(current_modes, patch, reverse=True)
         stages.append(dict(current))
     if len(states) == len(series.patches):
         states.reverse()
@@ -135,7 +142,7 @@ def _phase_of(
     # Neither: classify each patch on its own to say what differs.
     mixed = []
     for patch in series.patches:
-        state = classify_one(files, patch)
+        state = classify_one(files, patch, modes)
         if state.state == "upstream":
             state = PatchState(patch.name, "applied", "its changes are present")
         mixed.append(state)
@@ -150,10 +157,14 @@ def verify_tree(
     *,
     require_patched: bool,
     notes: Sequence[str] = (),
+    modes: Mapping[str, str] | None = None,
 ) -> VerifyReport:
-    """Run every check on ``tree``; a pristine tree passes only when ``require_patched`` is off."""
+    """Run every check on ``tree``; a pristine tree passes only when ``require_patched`` is off.
+
+    ``modes`` (path -> git mode of the touched files) where the tree has them (a checkout).
+    """
     files = {p: tree.read(p) for p in series.touched}
-    phase, states, stages = _phase_of(series, files)
+    phase, states, stages = _phase_of(series, files, modes)
     anchor_phase = "patched" if phase == "patched" else "pristine"
     if phase == "mixed":
         applied = sum(s.state == "applied" for s in states)
@@ -230,11 +241,14 @@ def verify_checkout(project: Project, checkout: Path) -> VerifyReport:
         notes.append(f"git: {state.problem}")
     if state.dirty:
         notes.append(f"git: {len(state.dirty)} uncommitted change(s), e.g. {state.dirty[0][3:]}")
+    tree = DirTree(checkout)
+    found = {p: tree.mode(p) for p in project.series.touched}
     return verify_tree(
         project.stack,
         project.series,
         project.anchors,
-        DirTree(checkout),
+        tree,
         require_patched=False,
         notes=notes,
+        modes={p: m for p, m in found.items() if m is not None},
     )

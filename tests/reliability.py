@@ -553,3 +553,101 @@ case(
     "exit 0: exactly patched with the expected bytes; otherwise HEAD, index and files unchanged; "
     "nothing outside the repo",
 )
+
+ENGINE = "patch engine vs git"
+_SAME = "the tree sgpatch's engine makes equals `git apply --index`'s (tree ids compared)"
+_REFUSED = "nothing applied; the file as it was"
+case(
+    "engine-differential",
+    ENGINE,
+    "random trees (no final newline, empty, CRLF, non-ASCII, executable) and edit scripts; the patch `git diff` writes",
+    None,
+    "same tree as git",
+    _SAME,
+)
+case(
+    "engine-mutated",
+    ENGINE,
+    "`git diff` patches mutated (shifted line numbers, changed context, wrong counts, moved final-newline markers)",
+    None,
+    "refused whenever git refuses",
+    "where git applies and sgpatch refuses: a named stricter rule (exact position, stated mode, strict parser)",
+)
+for _id, _fault in (
+    ("no-final-newline", "a change to the last line of a file without a final newline"),
+    ("remove-final-newline", "a patch whose only change removes the final newline"),
+    ("empty-new-file", "a new empty file (no hunks) in a new directory"),
+    ("empty-deleted-file", "the deletion of an empty file (no hunks)"),
+    ("mode-change", "`old mode 100644` / `new mode 100755` alone"),
+    ("mode-and-content", "a mode change together with a content change"),
+    ("new-executable", "`new file mode 100755`"),
+):
+    case(f"engine-{_id}", ENGINE, _fault, 0, "same tree as git apply", _SAME)
+case("engine-new-file-exists", ENGINE, "`new file` for a path that exists", 1, "already exists", _REFUSED)
+case(
+    "engine-partial-deletion",
+    ENGINE,
+    "`deleted file` whose hunk lists only line 1 of a 10-line file",
+    1,
+    "deletes the file, but 9 line(s) of it are not in the patch",
+    _REFUSED,
+)
+case(
+    "engine-mid-hunk-marker",
+    ENGINE,
+    "`\\ No newline at end of file` after a context line in mid-hunk",
+    2,
+    "follows '\\ No newline at end of file'",
+    _REFUSED,
+)
+for _what in ("rename", "copy", "binary", "symlink", "submodule"):
+    case(f"engine-refuse-{_what}", ENGINE, f"a {_what} in a patch", 2, "PatchError naming file:line", _REFUSED)
+case(
+    "engine-invisible-path",
+    ENGINE,
+    "a patch path with a bidi override or zero-width character (U+200B-U+200F, U+202A-U+202E, U+2066-U+2069)",
+    2,
+    "invisible or bidi control character in a path (U+202E)",
+    _REFUSED,
+)
+case(
+    "engine-conflict-column",
+    ENGINE,
+    "a context line that drifted after column 60 (a trailing comment), a tab, a CR, a missing final newline",
+    1,
+    "differs at column 80",
+    "the difference shown with invisible characters made visible",
+)
+case(
+    "engine-round-trip",
+    ENGINE,
+    "random edits (content, final newline, CRLF, chmod, new and deleted files) committed on a patched checkout",
+    0,
+    "export, then apply on a fresh checkout: the same HEAD",
+    "`export --check` agrees with `apply` (an edit apply would refuse is refused by name, nothing written); "
+    "every series commit keeps its trailers",
+)
+case(
+    "engine-authors-round-trip",
+    ENGINE,
+    "an edit to 0.5.9's `cute/AUTHORS` (no final newline) exported as 0003",
+    0,
+    "apply on a fresh checkout: the same HEAD; verify: patched",
+    "the file's missing final newline",
+)
+case(
+    "engine-mode-commits",
+    ENGINE,
+    "`chmod +x` of a tracked file and a new executable file, committed and exported",
+    0,
+    "apply commits mode 100755; verify: patched (mixed once the bit is lost)",
+    "the same HEAD as the edited checkout",
+)
+case(
+    "engine-export-self-check",
+    ENGINE,
+    "a commit that defines a function twice, exported (`export` and `export --check`)",
+    1,
+    "sgpatch apply would find it conflict",
+    "the series directory unchanged: export never writes a series apply refuses",
+)

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ("tests/test_reliability.py", "tests/test_hostile.py", "tests/test_fuzz.py")
+TESTS = ("tests/test_reliability.py", "tests/test_hostile.py", "tests/test_fuzz.py", "tests/test_engine.py")
 sys.path.insert(0, str(ROOT))
 
 from tests.reliability import CASES, LOG_ENV, Case  # noqa: E402
