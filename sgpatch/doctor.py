@@ -22,8 +22,8 @@ from packaging.version import InvalidVersion, Version
 from sgpatch.config import Stack
 from sgpatch.errors import ConfigError
 from sgpatch.remote import InstalledDist, ProbeResult, run_probe, target_for
+from sgpatch.results import SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
 SGLANG = "sglang"
 TORCH_VERSION_FILE = "torch/version.py"
 _BUILD_TAG = re.compile(r"^(cu\d+|cpu|rocm[\d.]*|xpu)$")

@@ -58,7 +58,6 @@ from sgpatch.rebase import (
     Files,
     OldSeries,
     PortedPatch,
-    Progress,
     Rebase,
     advance,
     load_old,
@@ -66,12 +65,12 @@ from sgpatch.rebase import (
 )
 from sgpatch.release import Release, find_release
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
+from sgpatch.results import SCHEMA_VERSION, Progress
 from sgpatch.source import create_pypi_checkout, fetch_artifact
 from sgpatch.state import lock_checkout, move_checkout, open_checkout
 from sgpatch.tree import DirTree, SourceTree
 from sgpatch.verify import verify_tree
 
-SCHEMA_VERSION = 1
 RECORD = "sgpatch-port.json"
 _MARKER = re.compile(rb"^(<{7}|\|{7}|={7}|>{7})( |$)", re.MULTILINE)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import tarfile
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
 from sgpatch.export import ChainCommit
 from sgpatch.patchset import TRAILER_PATCH, HunkFailure, Series, apply_patch, duplicate_definitions, split_lines
+from sgpatch.results import Progress
 from sgpatch.source import fetch_artifact, verify_artifact
 from sgpatch.state import trailers
 from sgpatch.tree import git_blob_id
@@ -33,7 +34,6 @@ from sgpatch.verify import Project, load_project
 KEPT = ("applies", "merged", "resolved")
 DROPPED = ("upstream", "superseded")
 Files = dict[str, bytes | None]
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)

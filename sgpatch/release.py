@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +21,9 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
+from sgpatch.results import Progress
 from sgpatch.source import cache_root, sha256_file
 
-Progress = Callable[[str], None]
 PACKAGE = "sglang"
 
 

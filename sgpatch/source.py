@@ -32,8 +32,7 @@ from sgpatch.checkout import CommitSpec, Git, check_git_url, check_ref_name, clo
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, EnvironmentFailure, SourceError
 from sgpatch.lock import Held, exclusive, pause, tie_to_parent
-
-Progress = Callable[[str], None]
+from sgpatch.results import Progress
 
 # Files an sdist or wheel has that upstream's git tree does not: packaging output.
 _GENERATED_TOP = {"PKG-INFO", "setup.cfg"}

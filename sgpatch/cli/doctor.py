@@ -2,36 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from sgpatch.cli import ConfigOpt, JsonOpt, StackArg, _config, app, handled
-
-
-def render_doctor(report: Any) -> str:
-    """The doctor table: expected against found, mismatches first in the summary."""
-    from sgpatch.report import _table
-
-    lines = [
-        f"stack   {report.stack} (CUDA {report.cuda})",
-        f"target  {report.target}",
-        f"python  {report.python}",
-    ]
-    lines.extend(f"note    {n}" for n in report.notes)
-    lines.append("")
-    rows = [
-        (r.name, r.expected, r.found or "-", "ok" if r.ok else ("MISSING" if r.found is None else "MISMATCH"), r.detail)
-        for r in report.rows
-    ]
-    lines.extend(_table(rows, ("package", "expected", "found", "status", "detail")))
-    lines.append("")
-    if report.ok:
-        lines.append(f"doctor: ok ({len(report.rows)} checks match {report.stack})")
-    else:
-        bad = [r for r in report.rows if not r.ok]
-        lines.append(f"doctor: FAILED ({len(bad)} of {len(report.rows)} do not match {report.stack})")
-    return "\n".join(lines)
+from sgpatch.cli.app import ConfigOpt, JsonOpt, StackArg, _config, app, handled
 
 
 @app.command()
@@ -48,8 +23,8 @@ def doctor(
     json_out: JsonOpt = False,
 ) -> None:
     """Check torch (and its CUDA), sgl-kernel, FlashInfer and cuda-python against the stack's pins."""
+    from sgpatch.cli.render import dumps, render_doctor
     from sgpatch.doctor import doctor as run_doctor
-    from sgpatch.report import dumps
 
     cfg = _config(config)
     report = run_doctor(cfg.stack(stack), python=python, host=ssh)

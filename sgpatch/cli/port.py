@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from sgpatch.cli import ConfigOpt, JsonOpt, StackArg, _config, _progress, app, handled
+from sgpatch.cli.app import ConfigOpt, JsonOpt, StackArg, _config, _progress, app, handled
 
 PortCheckoutOpt = Annotated[
     Path | None, typer.Option("--checkout", help="checkout of the new stack (default: .sgpatch/checkouts/NEW-STACK)")
@@ -31,9 +30,9 @@ def port(
     json_out: JsonOpt = False,
 ) -> None:
     """Port the series to a new SGLang release: detect what upstream merged, regenerate the rest."""
+    from sgpatch.cli.render import dumps, render_port
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.port import port_stack
-    from sgpatch.report import dumps
 
     if not to:
         raise Bad("give the release to port to: --to VERSION (e.g. --to 0.5.10)")
@@ -73,10 +72,10 @@ def export(
     With --check nothing is written and the exit code is 1 when the files would
     change; without a checkout to read, --check uses a fresh one (--fresh).
     """
+    from sgpatch.cli.render import dumps, render_export, render_port
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.export import export_fresh, export_series
     from sgpatch.port import continue_port, read_record
-    from sgpatch.report import dumps
     from sgpatch.verify import load_project
 
     if fresh and checkout is not None:
@@ -101,99 +100,3 @@ def export(
     typer.echo(dumps(result.as_dict()) if json_out else render_export(result, cfg.root))
     if check and result.stale:
         raise typer.Exit(1)
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
-
-
-def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> list[str]:
-    from sgpatch.report import _table as table
-
-    return table(rows, header)
-
-
-def render_export(result: Any, root: Path) -> str:
-    lines = _table([(p.name, p.status, p.commit[:12]) for p in result.patches], ("patch", "status", "commit"))
-    moved = [m for m in result.anchors if m.status != "kept"]
-    if moved:
-        lines.append("")
-        lines.extend(_table([(m.old.id, m.status, m.detail) for m in moved], ("anchor", "status", "detail")))
-    lines.append("")
-    lines.extend(f"note: {n}" for n in result.notes)
-    changed = ", ".join(_rel(p, root) for p in result.changed)
-    if result.check:
-        if result.stale:
-            lines.append(f"export --check: STALE: {changed} would change; run 'sgpatch export'")
-        else:
-            lines.append("export --check: up to date")
-    elif result.changed:
-        lines.append(f"export: wrote {changed}")
-        if result.new_head != result.old_head:
-            lines.append(f"export: series commits re-recorded, HEAD {result.old_head[:12]} -> {result.new_head[:12]}")
-    else:
-        lines.append("export: nothing to do; the files match the commits")
-    return "\n".join(lines)
-
-
-def _side_by_side(item: Any) -> list[str]:
-    ours, theirs = item.ours, item.theirs
-    diff = difflib.unified_diff(
-        ours.text.splitlines(),
-        theirs.text.splitlines(),
-        f"ours {item.path}:{ours.start}-{ours.end}",
-        f"upstream {item.path}:{theirs.start}-{theirs.end}",
-        lineterm="",
-        n=max(len(ours.text.splitlines()), len(theirs.text.splitlines())),
-    )
-    return [f"    {line}" for line in diff]
-
-
-def render_port(result: Any) -> str:
-    lines = [
-        f"port    {result.old_stack} -> {result.new_stack} (sglang {result.version}, {result.source})",
-        "source  " + ", ".join(f"{a.filename} sha256:{a.sha256[:16]}…" for a in result.artifacts),
-    ]
-    if result.pypi_commit:
-        lines.append(f"base    {result.base[:12]} (pypi_commit {result.pypi_commit[:12]})")
-    lines.append("")
-    lines.extend(_table([(p.name, p.state, p.detail) for p in result.patches], ("patch", "state", "detail")))
-    for p in result.patches:
-        if p.hunks and p.state in ("applies", "merged", "resolved"):
-            lines.append("")
-            lines.append(f"{p.name}: regenerated against {result.version}:")
-            lines.extend(f"    {h}" for h in p.hunks)
-        if p.side_by_side:
-            lines.append("")
-            lines.append(f"{p.name}: {p.state}: ours and upstream's, for review:")
-            for item in p.side_by_side:
-                lines.append(f"  {item.qualname}")
-                lines.extend(_side_by_side(item))
-        for c in p.conflicts:
-            lines.append("")
-            lines.append(f"{p.name}: CONFLICT: {c.failure}")
-            regions = ", ".join(f"{a}-{b}" for a, b in c.regions)
-            lines.append(f"    conflict markers at lines {regions} of the merged file")
-    moved = [m for m in result.anchors if m.status != "kept"]
-    if moved:
-        lines.append("")
-        lines.extend(_table([(m.old.id, m.status, m.detail) for m in moved], ("anchor", "status", "detail")))
-    lines.append("")
-    lines.extend(f"note: {n}" for n in result.notes)
-    if result.failures:
-        lines.append(f"port: FAILED ({len(result.failures)} problem(s)); VERSIONS.toml and patches/ are unchanged")
-        lines.extend(f"  - {f}" for f in result.failures)
-        if result.checkout is not None:
-            lines.append(f"checkout: {result.checkout}")
-    elif result.dry_run:
-        lines.append("port: dry run; nothing was written")
-    else:
-        lines.append(f"port: wrote stack {result.new_stack}: " + ", ".join(str(p) for p in result.written))
-        lines.append(f"checkout: {result.checkout} (patched; 'sgpatch verify {result.new_stack}' checks it)")
-    return "\n".join(lines)
