@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -342,7 +343,8 @@ def _finish(
         _move_checkout(into, target)
         note = (
             f"resolve the conflict markers in {target}, commit (git commit -a), then run "
-            f"'sgpatch port {plan.old.stack.name} --to {plan.version}' or 'sgpatch export --checkout {target}'"
+            f"'sgpatch port {plan.old.stack.name} --to {shlex.quote(plan.version)}' or "
+            f"'sgpatch export --checkout {shlex.quote(str(target))}'"
         )
         return dataclasses.replace(result, checkout=target, failures=failures, notes=(note,))
 

@@ -64,11 +64,15 @@ class Target:
 
 def target_for(*, python: str | None, host: str | None) -> Target:
     """The target of ``--python``/``--ssh``: the current interpreter, or ``python3`` on the host."""
+    if python is not None and (not python.strip() or not python.isprintable()):
+        raise SgpatchError(
+            f"--python {python!r} is not an interpreter: give its path or name, e.g. --python /opt/sglang/bin/python"
+        )
     if host is not None:
-        if not host or host.startswith("-") or any(c.isspace() for c in host):
+        if not host or host.startswith("-") or not host.isprintable() or any(c.isspace() for c in host):
             raise SgpatchError(f"{host!r} is not a host: give [USER@]HOST or a Host alias of ~/.ssh/config")
-        return Target(python or DEFAULT_REMOTE_PYTHON, host)
-    return Target(python or sys.executable)
+        return Target(python if python is not None else DEFAULT_REMOTE_PYTHON, host)
+    return Target(python if python is not None else sys.executable)
 
 
 # --------------------------------------------------------------------------- the answer
@@ -183,17 +187,19 @@ def _first(lines: Sequence[str], needles: Sequence[str]) -> str | None:
 def _ssh_failure(target: Target, stderr: bytes) -> EnvironmentFailure:
     """ssh's own failure (exit 255) as one clear error."""
     host = target.host
+    assert host is not None
+    quoted = shlex.quote(host)  # the hints are commands to paste: the host is user input
     lines = _lines(stderr)
     if (line := _first(lines, _UNREACHABLE)) is not None:
         return EnvironmentFailure(
             f"cannot reach {host} over ssh: {line}",
-            hint=f"check the host name, port and network (ssh -v {host} true); "
+            hint=f"check the host name, port and network (ssh -v -- {quoted} true); "
             f"sgpatch waits {CONNECT_TIMEOUT}s for a connection",
         )
     if (line := _first(lines, _HOST_KEY)) is not None:
         return EnvironmentFailure(
             f"ssh {host}: {line}",
-            hint=f"sgpatch never accepts a host key: connect once with 'ssh {host}' to check and accept it",
+            hint=f"sgpatch never accepts a host key: connect once to check and accept it: ssh -- {quoted}",
         )
     if (line := _first(lines, _AUTH)) is not None:
         return EnvironmentFailure(
@@ -202,7 +208,7 @@ def _ssh_failure(target: Target, stderr: bytes) -> EnvironmentFailure:
             "use a key (ssh-agent, or IdentityFile in ~/.ssh/config)",
         )
     detail = lines[-1] if lines else "no message"
-    return EnvironmentFailure(f"ssh {host} failed: {detail}", hint=f"try 'ssh -v {host} true' to see why")
+    return EnvironmentFailure(f"ssh {host} failed: {detail}", hint=f"to see why, run: ssh -v -- {quoted} true")
 
 
 def _failure(target: Target, code: int | None, stderr: bytes) -> EnvironmentFailure:
