@@ -196,13 +196,38 @@ def dump_provenance(doc: Mapping[str, Any]) -> bytes:
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
 
+_SHAPE: dict[str, type] = {
+    "upstream": dict,
+    "series": dict,
+    "series.patches": list,
+    "source": dict,
+    "source.artifact": dict,
+    "files": list,
+    "tool": dict,
+    "build": dict,
+    "source.base_commit": str,
+}
+
+
 def parse_provenance(data: bytes) -> dict[str, Any]:
     """The document, or ValueError saying why it is not one."""
-    doc = json.loads(data.decode("utf-8"))
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"schema_version {doc.get('schema_version')!r}, this sgpatch reads {SCHEMA_VERSION}")
+    for key, kind in _SHAPE.items():  # what the checks read must have the type they read it as
+        parent, _, name = key.rpartition(".")
+        holder = doc.get(parent) if parent else doc
+        value = holder.get(name) if isinstance(holder, dict) else None
+        if value is not None and not isinstance(value, kind):
+            raise ValueError(f"{key} is a {type(value).__name__}, expected a {kind.__name__}")
+    for entry in doc.get("files") or []:
+        if isinstance(entry, dict) and not isinstance(entry.get("path"), str | None):
+            raise ValueError(f"files: a path is a {type(entry.get('path')).__name__}, expected a str")
     return doc
 
 
