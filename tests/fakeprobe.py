@@ -12,7 +12,9 @@ A mutation (JSON): ``{"answer": N, "op": OP, "path": [i, ...], "value": V}``;
 object or list it walks into), so every mutation hits a real field.  OPs: ``set``
 (the field becomes V), ``del`` (the field is removed), ``truncate`` (the
 answer line cut to V bytes), ``raw`` (the line replaced by V, a latin-1 string),
-``none`` (no mutation).
+``none`` (no mutation).  After a ``truncate`` or ``raw`` line the fake exits: the
+line may not be an answer at all, and a probe that says nothing more would only
+meet sgpatch's answer timeout.
 """
 
 from __future__ import annotations
@@ -135,6 +137,8 @@ for line in stdin:
     sys.stdout.buffer.write(out.replace(b"\n", b" ") + b"\n")
     sys.stdout.buffer.flush()
     n += 1
+    if op in ("truncate", "raw"):
+        break  # a line that may not be an answer: then end, as a dying host does (else both sides wait)
 '''
 
 
