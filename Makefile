@@ -39,7 +39,8 @@ patch: venv
 
 wheel: patch
 	@mkdir -p dist
-	$(SGPATCH) build $(STACK) --out dist --json > .sgpatch/build.json
+	$(SGPATCH) build $(STACK) --out dist --json > .sgpatch/build.json \
+	  || { echo "make wheel: sgpatch build failed (the reason is above; its report: .sgpatch/build.json)" >&2; exit 1; }
 	$(SGPATCH) verify $(STACK) --wheel "$$($(PY) -c 'import json; print(json.load(open(".sgpatch/build.json"))["wheel"])')"
 
 fuzz: venv

@@ -1,105 +1,143 @@
-"""The whole `sgpatch build` pipeline vs a bare `python -m build` of the same tree.
+"""`sgpatch build` as a whole process vs a bare `python -m build` of the same tree, interleaved.
 
-Pipeline: a fresh checkout from the cached sdist, apply the series, then
-`build_wheel` with an empty cache (export, PEP 517 build, metadata rewrite,
-provenance, deterministic re-zip, every wheel check).  Floor: one bare
-`python -m build --wheel` of a clean export of the same patched commit (the
-export itself is not timed; the version and SOURCE_DATE_EPOCH are forced the
-same way, so both build the same wheel).  Then the cached rebuild: the same
-inputs again.  Runs are interleaved so machine noise hits both alike; medians
-and the ratio are printed; nothing is asserted.
+Set-up (not timed): a patched checkout of the stack, made once with `sgpatch fetch` and `sgpatch apply`.
+Each run, in this order:
 
-    python bench/build.py [--runs 3] [--stack 0.5.9-cu130] [--no-isolation]
+- ours:   `sgpatch build --checkout CO --out D --json` in a fresh copy of the project (VERSIONS.toml and
+          patches/), so its build cache is empty: export, PEP 517 build, Requires-Dist rewrite, provenance,
+          deterministic zip, every check on the wheel.
+- floor:  `python -m build --wheel` of a clean `git clone --shared` of the same commit (the clone is not timed),
+          with the same forced version, SOURCE_DATE_EPOCH and the stack's pinned build backend
+          (`PIP_CONSTRAINT` from `[build] requires`), so both build the same wheel with the same setuptools.
+- cached: the same `sgpatch build` again: same inputs, a cache hit.
+
+Bytecode is compiled first and `PYTHONDONTWRITEBYTECODE` is dropped, so start-up is what a user sees.
+Prints medians and ratios; asserts nothing (these machines are shared and noisy).
+
+    python bench/build.py [--runs 3] [--stack 0.5.9-cu130]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from sgpatch.apply import apply_series  # noqa: E402
-from sgpatch.checkout import Git  # noqa: E402
-from sgpatch.config import load_config  # noqa: E402
-from sgpatch.source import create_pypi_checkout, fetch_artifact  # noqa: E402
-from sgpatch.verify import load_project  # noqa: E402
-from sgpatch.wheel import build_environment, build_wheel, export_commit  # noqa: E402
+
+def bench_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "PYTHONDONTWRITEBYTECODE"}
+    env.pop("CI", None)
+    return env
+
+
+def sgpatch_exe() -> str:
+    return shutil.which("sgpatch", path=str(Path(sys.executable).parent)) or "sgpatch"
+
+
+def run(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[bytes]]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    return elapsed, proc
+
+
+def copy_project(dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    shutil.copy2(REPO / "VERSIONS.toml", dest / "VERSIONS.toml")
+    shutil.copytree(REPO / "patches", dest / "patches")
+    return dest / "VERSIONS.toml"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--stack", default=None)
-    parser.add_argument("--no-isolation", dest="isolated", action="store_false", help="build in this environment")
     args = parser.parse_args()
 
-    config = load_config(REPO / "VERSIONS.toml")
-    project = load_project(config, args.stack)
-    stack, series = project.stack, project.series
-    artifact = stack.source_artifact
-    assert artifact is not None
-    sdist = fetch_artifact(artifact, stack.sglang_version)  # cached: not part of any timing
+    env = bench_env()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sgpatch")], check=True)
+    doc = tomllib.loads((REPO / "VERSIONS.toml").read_text())
+    stack = args.stack or doc["default_stack"]
+    build_requires = doc["stacks"][stack].get("build", {}).get("requires", [])
+    sgpatch = sgpatch_exe()
 
-    pipeline: list[float] = []
-    floor: list[float] = []
-    cached: list[float] = []
-    for run in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="sgpatch-bench-") as tmp:
-            work = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="sgpatch-bench-") as tmp:
+        work = Path(tmp)
+        config = copy_project(work / "setup")
+        checkout = work / "checkout"
+        run([sgpatch, "fetch", stack, "--into", str(checkout), "--config", str(config)], cwd=work, env=env)
+        run([sgpatch, "apply", stack, "--checkout", str(checkout), "--config", str(config)], cwd=work, env=env)
+        head = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        epoch = subprocess.run(
+            ["git", "-C", str(checkout), "log", "-1", "--format=%ct", head], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        constraints = work / "build-constraints.txt"
+        constraints.write_text("".join(f"{r}\n" for r in build_requires))
 
-            start = time.perf_counter()
-            checkout = work / "checkout"
-            create_pypi_checkout(stack, sdist, checkout, artifact)
-            apply_series(stack, series, checkout)
-            result = build_wheel(
-                config, stack, series, checkout, work / "dist", isolated=args.isolated, cache_dir=work / "cache"
+        ours: list[float] = []
+        floor: list[float] = []
+        cached: list[float] = []
+        version = ""
+        for n in range(args.runs):
+            cfg = copy_project(work / f"project-{n}")
+            out = work / f"dist-{n}"
+            cmd = [sgpatch, "build", stack, "--checkout", str(checkout), "--out", str(out)]
+            cmd += ["--config", str(cfg), "--json"]
+            elapsed, proc = run(cmd, cwd=cfg.parent, env=env)
+            result = json.loads(proc.stdout)
+            if result["cached"] or not result["ok"]:
+                raise SystemExit(f"unexpected build result: {result}")
+            version = result["version"]
+            ours.append(elapsed)
+
+            export = work / f"export-{n}"
+            subprocess.run(
+                ["git", "clone", "-q", "--shared", "--no-checkout", "--no-tags", str(checkout), str(export)],
+                check=True,
+                env=env,
             )
-            pipeline.append(time.perf_counter() - start)
-            if result.cached or not result.checks.ok:
-                raise SystemExit(f"unexpected pipeline result: cached={result.cached} {result.checks.failures}")
-
-            g = Git(checkout)
-            head = g.head()
-            assert head is not None
-            export = work / "export"
-            export_commit(checkout, head, export)
-            epoch = int(g.commit_date(head).split()[0])
-            cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "floor")]
-            if not args.isolated:
-                cmd.append("--no-isolation")
-            start = time.perf_counter()
-            proc = subprocess.run(
-                [*cmd, str(export / "python")], env=build_environment(result.version, epoch), capture_output=True
+            subprocess.run(["git", "-C", str(export), "checkout", "-q", "--detach", head], check=True, env=env)
+            floor_env = dict(env)
+            floor_env.update(
+                {
+                    "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_SGLANG": version,
+                    "SOURCE_DATE_EPOCH": epoch,
+                    "PYTHONHASHSEED": "0",
+                    "PIP_CONSTRAINT": str(constraints),
+                }
             )
-            floor.append(time.perf_counter() - start)
-            if proc.returncode != 0:
-                raise SystemExit(f"bare build failed: {proc.stderr.decode()[-300:]}")
+            bare = [sys.executable, "-P", "-m", "build", "--wheel", "--outdir", str(work / f"floor-{n}")]
+            elapsed, _ = run([*bare, str(export / "python")], cwd=work, env=floor_env)
+            floor.append(elapsed)
 
-            start = time.perf_counter()
-            again = build_wheel(
-                config, stack, series, checkout, work / "dist", isolated=args.isolated, cache_dir=work / "cache"
-            )
-            cached.append(time.perf_counter() - start)
-            assert again.cached
-        print(
-            f"run {run + 1}: pipeline {pipeline[-1]:.2f}s  floor {floor[-1]:.2f}s  cached {cached[-1]:.2f}s",
-            file=sys.stderr,
-        )
+            elapsed, proc = run(cmd, cwd=cfg.parent, env=env)
+            if not json.loads(proc.stdout)["cached"]:
+                raise SystemExit("the second build was not a cache hit")
+            cached.append(elapsed)
+            line = f"run {n + 1}: ours {ours[-1]:.2f}s  floor {floor[-1]:.2f}s  cached {cached[-1]:.2f}s"
+            print(line, file=sys.stderr)
 
-    p, f, c = (statistics.median(x) for x in (pipeline, floor, cached))
-    mode = "isolated" if args.isolated else "no isolation"
-    print(f"stack {stack.name}, {args.runs} run(s), {mode}")
-    print(f"pipeline (sdist -> checkout -> apply -> build -> checks)  median {p:6.2f}s")
-    print(f"floor    (bare python -m build of a clean export)        median {f:6.2f}s")
-    print(f"ratio    pipeline / floor                                       {p / f:6.2f}x")
-    print(f"cached rebuild (same inputs)                             median {c:6.2f}s")
+    o, f, c = (statistics.median(x) for x in (ours, floor, cached))
+    backend = ", ".join(build_requires) or "unpinned"
+    print(f"stack {stack} ({version}), {args.runs} interleaved run(s), backend {backend}")
+    print(f"sgpatch build, empty cache (whole process)        median {o:6.2f}s")
+    print(f"floor: bare python -m build of a clean export     median {f:6.2f}s")
+    print(f"ratio build / floor                                      {o / f:6.2f}x")
+    print(f"sgpatch build, cached (same inputs)               median {c:6.2f}s  ({c / f:.2f}x the floor)")
 
 
 if __name__ == "__main__":

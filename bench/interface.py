@@ -17,9 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Stack, load_config
 from sgpatch.interface import ClassRef, InterfaceReport, check_interface
-from sgpatch.source import fetch_artifact, read_artifact
+from sgpatch.source import read_artifact
 from sgpatch.tree import DirTree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,9 +58,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, help="a tree in upstream's layout (python/sglang/...)")
     parser.add_argument("--stack", help="stack in VERSIONS.toml (default: default_stack)")
-    parser.add_argument("--runs", type=int, default=15, help="timed runs (at least 10)")
+    parser.add_argument("--runs", type=int, default=15, help="timed runs (at least 5)")
     args = parser.parse_args()
-    runs = max(args.runs, 10)
+    runs = max(args.runs, 5)
     stack = load_config(REPO / "VERSIONS.toml").stack(args.stack)
     if stack.interface is None:
         sys.exit(f"stack {stack.name} has no interface table in VERSIONS.toml")

@@ -3,7 +3,7 @@
 The floor is what the user did by hand, made exhaustive: `git apply -R --check`
 for every patch plus one `sed -n A,Bp` per anchor, in one shell.  Both are run
 as fresh processes, median of N runs each, interleaved so machine noise hits
-both alike.  Prints the medians and the ratio; asserts nothing.
+both alike, with bytecode compiled first.  Prints the medians and the ratio; asserts nothing.
 
     python bench/verify.py [--runs 15] [--checkout DIR]
 """
@@ -11,6 +11,7 @@ both alike.  Prints the medians and the ratio; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import statistics
@@ -23,15 +24,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sgpatch.apply import apply_series  # noqa: E402
 from sgpatch.config import load_config  # noqa: E402
-from sgpatch.source import fetch  # noqa: E402
 from sgpatch.verify import load_project  # noqa: E402
+
+
+def _env() -> dict[str, str]:
+    """The user's environment, bytecode caches allowed (``PYTHONDONTWRITEBYTECODE`` measures something else)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "PYTHONDONTWRITEBYTECODE"}
+    env.pop("CI", None)
+    return env
 
 
 def _time(cmd: list[str], cwd: Path) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, env=_env())
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[:3]} failed: {proc.stderr.decode()[-300:]}")
@@ -46,12 +52,16 @@ def main() -> None:
 
     config = load_config(REPO / "VERSIONS.toml")
     project = load_project(config, None)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sgpatch")], check=True)
+    sgpatch = shutil.which("sgpatch", path=str(Path(sys.executable).parent)) or "sgpatch"
     with tempfile.TemporaryDirectory() as tmp:
         co = args.checkout
         if co is None:
             co = Path(tmp) / "checkout"
-            fetch(project.stack, co)
-            apply_series(project.stack, project.series, co)
+            for step in ("fetch", "apply"):
+                where = "--into" if step == "fetch" else "--checkout"
+                cmd = [sgpatch, step, where, str(co), "--config", str(config.path)]
+                subprocess.run(cmd, check=True, capture_output=True, env=_env())
         patches = " ".join(shlex.quote(str(p.path)) for p in reversed(project.series.patches))
         seds = "; ".join(
             f"sed -n {a.start},{a.end}p {shlex.quote(a.file)} >/dev/null"
@@ -59,7 +69,6 @@ def main() -> None:
             if a.holds_in("patched")
         )
         floor = ["bash", "-c", f'set -e; for p in {patches}; do git apply -R --check "$p"; done; {seds}']
-        sgpatch = shutil.which("sgpatch", path=str(Path(sys.executable).parent)) or "sgpatch"
         ours = [sgpatch, "verify", "--checkout", str(co), "--config", str(config.path), "--json"]
         iface = [sgpatch, "check-interface", "--checkout", str(co), "--config", str(config.path), "--json"]
         floor_t, ours_t, iface_t = [], [], []

@@ -19,6 +19,7 @@ from typing import Any
 
 from sgpatch.errors import ConfigError
 from sgpatch.patchset import FilePatch, Patch, split_lines
+from sgpatch.tomlpos import locate
 from sgpatch.tree import SourceTree
 
 ANCHORS_FILE = "anchors.toml"
@@ -82,12 +83,12 @@ def load_anchors(path: Path) -> tuple[Anchor, ...]:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 
     def fail(where: tuple[Any, ...], message: str) -> ConfigError:
-        line = _anchor_line(text, where)
+        line = locate(text, ("anchor", *where)) if where else 1
         return ConfigError(f"{path}:{line}: {message}")
 
     for key in data:
         if key not in ("schema_version", "anchor"):
-            raise fail((), f"unknown key {key!r}")
+            raise ConfigError(f"{path}:{locate(text, (key,))}: unknown key {key!r}")
     if data.get("schema_version") != 1:
         raise fail((), "schema_version must be 1")
     raw = data.get("anchor", [])
@@ -149,23 +150,6 @@ def load_anchors(path: Path) -> tuple[Anchor, ...]:
             )
         )
     return tuple(anchors)
-
-
-def _anchor_line(text: str, where: tuple[Any, ...]) -> int:
-    """The line of the n-th ``[[anchor]]`` table (and of a key in it, if given)."""
-    if not where:
-        return 1
-    headers = [i for i, ln in enumerate(text.splitlines(), start=1) if ln.strip() == "[[anchor]]"]
-    if where[0] >= len(headers):
-        return 1
-    line: int = headers[where[0]]
-    if len(where) > 1:
-        lines = text.splitlines()
-        end = headers[where[0] + 1] if where[0] + 1 < len(headers) else len(lines) + 1
-        for i in range(line, end - 1):
-            if re.match(rf"^\s*{re.escape(str(where[1]))}\s*=", lines[i]):
-                return i + 1
-    return line
 
 
 def check_anchor(anchor: Anchor, data: bytes | None) -> AnchorResult:

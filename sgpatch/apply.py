@@ -2,7 +2,7 @@
 
 Nothing in the work tree changes until every patch has been classified and
 every commit object exists; then one two-way ``read-tree`` and one ref update
-move the checkout, behind a journal that ``state.recover`` finishes if the
+move the checkout, behind a journal that ``journal.recover`` finishes if the
 process dies in between.  The whole apply holds the checkout's lock, so a
 second sgpatch waits for it (or gives up with exit 3).
 """
@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgpatch.anchors import check_landing
-from sgpatch.checkout import CommitSpec, Git, object_types
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError, PatchError
+from sgpatch.git import CommitSpec, Git, object_types
+from sgpatch.journal import lock_checkout, move_checkout
 from sgpatch.lock import Notify, pause
 from sgpatch.patchset import HunkFailure, Patch, Series, apply_patch, duplicate_definitions
-from sgpatch.state import CheckoutState, check_base_files, inspect, lock_checkout, move_checkout, open_checkout
+from sgpatch.state import CheckoutState, check_base_files, inspect, open_checkout
 
 Files = Mapping[str, bytes | None]
 
@@ -117,9 +118,7 @@ def commit_series(g: Git, base: str, series: Series, after: list[dict[str, bytes
             else:
                 changes[path] = (_mode(g, parent, path), g.hash_blob(data))
         if removed:
-            with g.temp_index(tree) as env:
-                g.run("update-index", "--force-remove", "--", *removed, env=env)
-                tree = g.out("write-tree", env=env)
+            tree = g.tree_without(tree, removed)
         tree = g.tree_with(tree, changes)
         parent = g.commit_tree(CommitSpec(tree, (parent,), patch.commit_message(), date))
         previous = files
@@ -184,13 +183,7 @@ def check_touched_paths(g: Git, base: str, series: Series) -> None:
     prefixes = sorted({"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)})
     specs = prefixes + paths
     types = dict(zip(specs, object_types(g, [f"{base}:{s}" for s in specs]), strict=True))
-    literal = {"GIT_LITERAL_PATHSPECS": "1"}
-    listed = g.run("ls-tree", "-z", base, "--", *paths, env=literal).stdout.decode("utf-8", "surrogateescape")
-    modes = {}
-    for entry in listed.split("\0"):
-        if entry:
-            meta, _, name = entry.partition("\t")
-            modes[name] = meta.split(" ", 1)[0]
+    modes = g.modes(base, paths)
     for path, patch in owners.items():
 
         def refuse(why: str, path: str = path, patch: Patch = patch) -> PatchError:

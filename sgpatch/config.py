@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.errors import ConfigError
+from sgpatch.tomlpos import locate
 
 CONFIG_NAME = "VERSIONS.toml"
 SCHEMA_VERSION = 1
@@ -139,52 +140,6 @@ def find_config(start: Path) -> Path:
         f"no {CONFIG_NAME} in {start} or any parent directory",
         hint="run inside a project, or pass --config FILE",
     )
-
-
-# --------------------------------------------------------------------------- locating keys
-
-
-def _parse_key_path(fragment: str) -> tuple[str, ...] | None:
-    """The key path a TOML header or dotted key spells, e.g. ``stacks."0.5.9".source``."""
-    try:
-        doc = tomllib.loads(f"{fragment} = 0")
-    except tomllib.TOMLDecodeError:
-        return None
-    path: list[str] = []
-    node: Any = doc
-    while isinstance(node, dict) and len(node) == 1:
-        key = next(iter(node))
-        path.append(key)
-        node = node[key]
-    return tuple(path)
-
-
-_HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEYLINE = re.compile(r"^\s*(?P<key>[A-Za-z0-9_\-\"'. ]+?)\s*=")
-
-
-def locate(text: str, path: tuple[str, ...]) -> int:
-    """The 1-based line that defines ``path`` (or its nearest ancestor); 1 if none does."""
-    best_line, best_len = 1, 0
-    table: tuple[str, ...] = ()
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(line)
-        if header:
-            table = _parse_key_path(header.group("name")) or table
-            full = table
-        else:
-            keyline = _KEYLINE.match(line)
-            if not keyline:
-                continue
-            key = _parse_key_path(keyline.group("key"))
-            if key is None:
-                continue
-            full = table + key
-        if full == path[: len(full)] and len(full) > best_len:
-            best_line, best_len = lineno, len(full)
-            if best_len == len(path):
-                break
-    return best_line
 
 
 # --------------------------------------------------------------------------- validation

@@ -42,6 +42,10 @@ class PatchError(SgpatchError):
     """A patch file is malformed or unsafe."""
 
 
+class ArchiveError(SgpatchError):
+    """An sdist or wheel is unreadable, unsafe to unpack, or over a size limit (sgpatch/archive.py)."""
+
+
 class BuildError(SgpatchError):
     """Building or checking the wheel failed."""
 

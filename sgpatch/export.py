@@ -17,7 +17,6 @@ Output is stable: exporting an unchanged checkout rewrites nothing, so
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -26,14 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.anchors import ANCHORS_FILE, load_anchors
-from sgpatch.checkout import CommitSpec, Git
+from sgpatch.atomic import write_atomic
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckoutError, PatchError
+from sgpatch.git import CommitSpec, Git
+from sgpatch.journal import lock_checkout, move_checkout, recover
 from sgpatch.patchset import SERIES_FILE, TRAILER_PATCH, HunkFailure, Patch, Series, apply_patch, parse_patch
 from sgpatch.pins import FilePin, set_file_pins
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
 from sgpatch.results import SCHEMA_VERSION
-from sgpatch.state import base_candidates, check_base_files, lock_checkout, open_checkout, recover, trailers
+from sgpatch.state import base_candidates, check_base_files, open_checkout, trailers
 
 MAX_COMMITS = 200  # how far below HEAD the base may be
 DEP3_TRAILERS = ("Origin", "Author", "Bug", "Forwarded", "Upstream-Status", "Applied-Upstream", "Reviewed-by")
@@ -221,22 +222,6 @@ def series_text(original: str, names: Sequence[str], *, dropped: Mapping[str, st
 # --------------------------------------------------------------------------- writing
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def changed_files(outputs: Mapping[Path, bytes]) -> list[Path]:
     """The paths whose bytes on disk differ from ``outputs`` (missing files included)."""
     return [p for p, data in outputs.items() if not p.is_file() or p.read_bytes() != data]
@@ -391,7 +376,7 @@ def _export(config: Config, stack: Stack, series: Series, g: Git, *, check: bool
     series_chain = [ChainCommit(r.commit, "", r.name) for r in rendered]
     new_head = rerecord(g, base, series_chain, new_patches) if rendered else base
     if new_head != head:
-        g.replace_head(new_head, old=head, reason=f"sgpatch export {stack.name}")
+        move_checkout(g, old=head, new=new_head, reason=f"sgpatch export {stack.name}")
     return ExportResult(
         stack.name, checkout, directory, exported, tuple(moves), tuple(changed), False, head, new_head, tuple(notes)
     )

@@ -4,6 +4,9 @@
   ``flock`` on a lock file that records its owner: the kernel drops the lock
   when the owner dies, so a lock left by a killed run is never in the way; the
   file it leaves behind names the dead owner, and the next run says so.
+  A lock file is never opened through a link (``O_NOFOLLOW``, and its
+  directory is checked with ``lstat``): a planted link is refused (exit 2)
+  and its target left untouched.
 - ``signals_deferred``: SIGINT/SIGTERM/SIGHUP wait until a short critical
   section (moving HEAD, index and files together) is done.
 - ``tie_to_parent``: a child (git moving the checkout, pip downloading) is
@@ -20,10 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -43,6 +48,10 @@ PAUSE_FILE_ENV = "SGPATCH_TEST_PAUSE_FILE"
 PAUSE_SECONDS_ENV = "SGPATCH_TEST_PAUSE_SECONDS"
 
 _DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class UnsafeLock(CheckoutError):
+    """A lock file (or the directory it lives in) is a symbolic link or not a regular file: refused (exit 2)."""
 
 
 class LockBusy(EnvironmentFailure):
@@ -110,11 +119,35 @@ def _read_owner(data: bytes) -> LockOwner | None:
 
 
 def read_owner(path: Path) -> LockOwner | None:
-    """The owner a lock file names, if it names one."""
+    """The owner a lock file names, if it names one (a link is never followed)."""
     try:
-        return _read_owner(path.read_bytes())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        return _read_owner(os.read(fd, 4096))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _refuse_links(path: Path, what: str) -> None:
+    """The lock's directory must be a real directory, and the lock (if present) a regular file."""
+    hint = "sgpatch does not follow links it did not make; remove the link"
+    try:
+        parent = os.lstat(path.parent)
+    except FileNotFoundError:
+        return  # os.open reports it
+    if stat.S_ISLNK(parent.st_mode):
+        raise UnsafeLock(f"{path.parent}: the directory of the lock on {what} is a symbolic link; refused", hint=hint)
+    try:
+        mine = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mine.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mine.st_mode) else "not a regular file"
+        raise UnsafeLock(f"{path}: the lock file is {kind}; refused, its target untouched", hint=hint)
 
 
 @contextlib.contextmanager
@@ -147,9 +180,12 @@ def exclusive(
     told = False
     delay = 0.02
     while True:
+        _refuse_links(path, what)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafeLock(f"{path}: the lock file is a symbolic link; refused, its target untouched") from None
             raise CheckoutError(f"cannot create the lock {path}: {exc.strerror}", hint=f"is {what} writable?") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -171,11 +207,14 @@ def exclusive(
             continue
         # A releaser unlinks the file while holding it: make sure ours is still the one at ``path``.
         try:
-            current = os.stat(path)
+            current = os.lstat(path)
         except FileNotFoundError:
             os.close(fd)
             continue
         mine = os.fstat(fd)
+        if not stat.S_ISREG(mine.st_mode):
+            os.close(fd)
+            raise UnsafeLock(f"{path}: the lock file is not a regular file; refused")
         if (current.st_ino, current.st_dev) != (mine.st_ino, mine.st_dev):
             os.close(fd)
             continue

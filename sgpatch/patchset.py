@@ -1,7 +1,7 @@
 """Series files, DEP-3 headers and unified diffs; strict hunk application on bytes.
 
 Everything here is pure: it reads patch files and transforms file contents.
-Git is never involved (see ``checkout.py`` and ``apply.py``).
+Git is never involved (see ``git.py`` and ``apply.py``).
 """
 
 from __future__ import annotations

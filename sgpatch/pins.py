@@ -8,15 +8,22 @@ with ``config.parse_config`` before anything is written.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import tomlkit
+from packaging.metadata import parse_email
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import ConfigError
+from sgpatch.tomlpos import locate
 
 RULE = "# " + "-" * 75
 
@@ -113,9 +120,16 @@ def stack_block(
             out.append(f"{_value(pin.path)} = {_inline((('pristine', pin.pristine), ('patched', pin.patched)))}")
     if stack.requires:
         out.append("")
+        out.extend(_comment(comments.get("requires", "")))
         out.append(f"[stacks.{name}.requires]")
         out.extend(f"{_key(dist)} = {_value(spec)}" for dist, spec in stack.requires)
+    if stack.build_requires:
+        out.append("")
+        out.extend(_comment(comments.get("build", "")))
+        out.append(f"[stacks.{name}.build]")
+        out.append(f"requires = [{', '.join(_value(r) for r in stack.build_requires)}]")
     out.append("")
+    out.extend(_comment(comments.get("install", "")))
     out.append(f"[stacks.{name}.install]")
     if stack.install.note:
         out.append(f"note = {_value(stack.install.note)}")
@@ -140,6 +154,261 @@ def stack_block(
     return "\n".join(out) + "\n"
 
 
+def _comment(text: str) -> list[str]:
+    return [f"# {line}" if line else "#" for line in text.splitlines()]
+
+
 def append_stack(text: str, block: str) -> str:
     """``text`` with ``block`` after everything else, one blank line between."""
     return text.rstrip("\n") + "\n\n" + block
+
+
+# --------------------------------------------------------------------------- a new release's own pins (port)
+
+# The CUDA stack's packages: their install pins follow the release's own Requires-Dist.
+STACK_PACKAGES = (
+    "torch",
+    "torchaudio",
+    "sgl-kernel",
+    "sglang-kernel",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "flashinfer-jit-cache",
+    "cuda-python",
+)
+# Packages upstream renamed: old name -> new name (sglang 0.5.10 requires sglang-kernel, no more sgl-kernel).
+RENAMES = {"sgl-kernel": "sglang-kernel"}
+
+
+@dataclass(frozen=True, slots=True)
+class StackPins:
+    """The install pins and Requires-Dist overrides of a ported stack, and what changed from the old one."""
+
+    pins: tuple[str, ...]
+    requires: tuple[tuple[str, str], ...]
+    changes: tuple[str, ...]
+
+
+def release_requires(metadata: bytes) -> dict[str, Requirement]:
+    """The unconditional ``Requires-Dist`` of a release's METADATA (or PKG-INFO), keyed by canonical name."""
+    raw, _ = parse_email(metadata)
+    out: dict[str, Requirement] = {}
+    for text in raw.get("requires_dist", []):
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise ConfigError(f"METADATA: Requires-Dist {text!r} does not parse: {exc}") from None
+        if req.marker is None:
+            out.setdefault(canonicalize_name(req.name), req)
+    return out
+
+
+def _exact(spec: SpecifierSet) -> str | None:
+    """The version of a single ``==V`` specifier (no wildcard), else None."""
+    items = list(spec)
+    if len(items) == 1 and items[0].operator == "==" and "*" not in items[0].version:
+        return items[0].version
+    return None
+
+
+def _local(req: Requirement) -> str | None:
+    """The local label of an exact pin (``cu130`` of ``==0.3.21+cu130``), if any."""
+    version = _exact(req.specifier)
+    if version is None:
+        return None
+    try:
+        return Version(version).local
+    except InvalidVersion:
+        return None
+
+
+def _overlap(a: SpecifierSet, b: SpecifierSet) -> bool:
+    """Whether some version satisfies both (tried at every version either names, and just above it)."""
+    candidates: list[str] = []
+    for spec in (*a, *b):
+        text = spec.version.removesuffix(".*")
+        try:
+            v = Version(text)
+        except InvalidVersion:
+            continue
+        bumped = ".".join(str(n) for n in (*v.release[:-1], v.release[-1] + 1))
+        candidates.extend((str(v), f"{v}.post1", bumped))
+    return any(a.contains(c, prereleases=True) and b.contains(c, prereleases=True) for c in candidates)
+
+
+def _still_needed(release: Requirement, override: Requirement) -> bool:
+    """Whether an override still changes what the release asks for: only while the two ranges are disjoint
+    (sglang 0.5.9 asks for cuda-python==12.9, the CUDA 13 stack needs 13.x; 0.5.15 asks for >=13.0 itself)."""
+    if release.specifier == override.specifier:
+        return False
+    return not _overlap(release.specifier, override.specifier)
+
+
+def _pin(name: str, extras: set[str], version: str, local: str | None) -> str:
+    tail = f"+{local}" if local else ""
+    return f"{name}{'[' + ','.join(sorted(extras)) + ']' if extras else ''}=={version}{tail}"
+
+
+def port_pins(old: Stack, version: str, metadata: bytes, *, config: tuple[Path, str] | None = None) -> StackPins:
+    """The install pins and overrides of ``old`` carried to sglang ``version``, whose METADATA is ``metadata``.
+
+    The CUDA stack's packages take the release's own exact pins (renamed
+    packages followed), keeping the old pins' extras and ``+cuXXX`` local
+    tags; a package the release does not require follows its family's pin
+    (flashinfer-jit-cache with flashinfer-python).  Overrides stay only while
+    the release still asks for something else.  A pin that the release rules
+    out is a ConfigError naming it (at its ``file:line`` when ``config`` gives
+    VERSIONS.toml's path and text).
+    """
+
+    def where(*keys: str) -> str:
+        if config is None:
+            return f"{old.name}: {'.'.join(keys)}"
+        path, text = config
+        return f"{path}:{locate(text, ('stacks', old.name, *keys))}: stacks.{old.name}.{'.'.join(keys)}"
+
+    required = release_requires(metadata)
+    changes: list[str] = []
+    requires: list[tuple[str, str]] = []
+    effective = dict(required)
+    for dist, text in old.requires:
+        try:
+            override = Requirement(text)
+        except InvalidRequirement as exc:
+            raise ConfigError(f"{where('requires', dist)}: {text!r} is not a requirement: {exc}") from None
+        key = canonicalize_name(dist)
+        upstream = required.get(key)
+        if upstream is None:
+            changes.append(f"requires.{dist} dropped: sglang {version} does not require {dist}")
+        elif not _still_needed(upstream, override):
+            changes.append(f"requires.{dist} dropped: sglang {version} already asks for {upstream}")
+        else:
+            requires.append((dist, text))
+            effective[key] = override
+    stack_keys = {canonicalize_name(n) for n in STACK_PACKAGES}
+    pins: list[str] = []
+    done: set[str] = set()
+    for text in old.install.pins:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise ConfigError(f"{where('install', 'pins')}: {text!r} is not a requirement: {exc}") from None
+        key = canonicalize_name(req.name)
+        name = req.name
+        renamed = RENAMES.get(key)
+        if renamed is not None and key not in required and renamed in required:
+            changes.append(f"{req.name} renamed {renamed} in sglang {version}")
+            key, name = canonicalize_name(renamed), required[renamed].name
+        if key not in stack_keys or key in done:
+            pins.append(text)
+            continue
+        done.add(key)
+        local = _local(req)
+        want = effective.get(key)
+        if want is not None and want is not required.get(key):  # an override: its text is the pin
+            new = next(t for d, t in requires if canonicalize_name(d) == key)
+        elif want is not None and _exact(want.specifier) is not None:
+            new = _pin(name, set(req.extras) | set(want.extras), str(_exact(want.specifier)), local)
+        elif want is not None and _exact(req.specifier) is None and _overlap(req.specifier, want.specifier):
+            new = text  # a range of the old stack's that the release's range admits stays (e.g. >=13.0,<14)
+        elif want is not None:
+            new = f"{name}{want.specifier}"
+        else:
+            family = key.split("-")[0]
+            sibling = next(
+                (r for k, r in effective.items() if k in stack_keys and k.split("-")[0] == family and k != key), None
+            )
+            sibling_version = _exact(sibling.specifier) if sibling is not None else None
+            if sibling_version is None:
+                pins.append(text)
+                changes.append(f"{text} kept: sglang {version} does not require {req.name}")
+                continue
+            new = _pin(name, set(req.extras), sibling_version, local)
+        if new != text:
+            changes.append(f"{text} -> {new}")
+        pins.append(new)
+    for missing, req in required.items():
+        if missing in stack_keys and missing not in done and not any(RENAMES.get(k) == missing for k in done):
+            exact = _exact(effective[missing].specifier)
+            new = _pin(req.name, set(req.extras), exact, None) if exact else str(effective[missing])
+            changes.append(f"{new} added: sglang {version} requires it")
+            pins.append(new)
+    for text in pins:
+        problem = pin_conflict(text, effective)
+        if problem:
+            raise ConfigError(
+                f"{where('install', 'pins')}: install pin {text} contradicts sglang {version}: {problem}",
+                hint="change or remove that pin in the old stack, then port again",
+            )
+    return StackPins(tuple(pins), tuple(requires), tuple(changes))
+
+
+def pin_conflict(text: str, required: Mapping[str, Requirement]) -> str | None:
+    """Why the exact pin ``text`` is ruled out by ``required`` (the release's Requires-Dist after overrides)."""
+    req = Requirement(text)
+    want = required.get(canonicalize_name(req.name))
+    exact = _exact(req.specifier)
+    if want is None or exact is None:
+        return None
+    if want.specifier.contains(exact, prereleases=True):
+        return None
+    return f"it requires {want}"
+
+
+def check_build_requires(pinned: Sequence[str], declared: Sequence[str], *, where: str) -> None:
+    """ConfigError unless every backend the release's build-system declares is pinned, within its range."""
+    by_name: dict[str, Requirement] = {}
+    for text in pinned:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise ConfigError(f"{where}: build requires {text!r} is not a requirement: {exc}") from None
+        by_name[canonicalize_name(req.name)] = req
+    for text in declared:
+        try:
+            want = Requirement(text)
+        except InvalidRequirement as exc:
+            raise ConfigError(f"{where}: build-system requires {text!r} does not parse: {exc}") from None
+        if want.marker is not None and not want.marker.evaluate():
+            continue
+        ours = by_name.get(canonicalize_name(want.name))
+        if ours is None:
+            raise ConfigError(
+                f"{where}: build-system requires {text}, which [build] requires does not pin",
+                hint="pin it in the old stack's [build] requires, then port again",
+            )
+        exact = _exact(ours.specifier)
+        if exact is None or not want.specifier.contains(exact, prereleases=True):
+            raise ConfigError(f"{where}: build-system requires {text}; the pinned {ours} contradicts it")
+
+
+PORT_MARK = "by 'sgpatch port'"
+
+
+def remove_stack(text: str, name: str, *, where: Path) -> str:
+    """``text`` without the tables of stack ``name``: a block ``append_stack`` wrote (``port --force``)."""
+    lines = text.split("\n")
+    header = f"[stacks.{_value(name)}]"
+    refusal = ConfigError(
+        f"{where}: stack {name} was not written by 'sgpatch port'; --force replaces only a stack port made",
+        hint="remove or rename that stack by hand if you mean to replace it",
+    )
+    if header not in lines:
+        raise refusal
+    at = lines.index(header)
+    start = at
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    comments = lines[start:at]
+    if not comments or comments[0] != RULE or not any(PORT_MARK in c for c in comments):
+        raise refusal
+    end = at + 1
+    while end < len(lines) and lines[end] != RULE:
+        end += 1
+    kept = lines[:start] + lines[end:]
+    new = "\n".join(kept).rstrip("\n") + "\n"
+    before = tomllib.loads(text).get("stacks", {})
+    after = tomllib.loads(new).get("stacks", {})
+    if name in after or after != {k: v for k, v in before.items() if k != name}:
+        raise refusal  # the block held more than this stack's tables, or the stack has tables elsewhere
+    return new

@@ -33,9 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from sgpatch.anchors import ANCHORS_FILE, Anchor, load_anchors
-from sgpatch.checkout import CommitSpec, Git, clone
-from sgpatch.config import Artifact, Config, Stack, parse_config
+from sgpatch.artifacts import fetch_artifact
+from sgpatch.atomic import write_atomic
+from sgpatch.config import Artifact, Config, InstallRecipe, Stack, parse_config
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.export import (
     find_chain,
@@ -43,15 +46,26 @@ from sgpatch.export import (
     render_chain,
     rerecord,
     series_text,
-    write_atomic,
 )
+from sgpatch.git import CommitSpec, Git, clone
+from sgpatch.journal import lock_checkout, move_checkout
 from sgpatch.patchset import (
     SERIES_FILE,
     Patch,
     Series,
     parse_patch,
+    read_series,
 )
-from sgpatch.pins import FilePin, append_stack, stack_block
+from sgpatch.pins import (
+    RENAMES,
+    FilePin,
+    append_stack,
+    check_build_requires,
+    port_pins,
+    release_requires,
+    remove_stack,
+    stack_block,
+)
 from sgpatch.rebase import (
     DROPPED,
     KEPT,
@@ -67,8 +81,8 @@ from sgpatch.rebase import (
 from sgpatch.release import Release, find_release
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
 from sgpatch.results import SCHEMA_VERSION, Progress
-from sgpatch.source import create_pypi_checkout, fetch_artifact
-from sgpatch.state import lock_checkout, move_checkout, open_checkout
+from sgpatch.source import create_pypi_checkout
+from sgpatch.state import inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree
 from sgpatch.verify import verify_tree
 
@@ -146,7 +160,7 @@ def _swap_version(text: str, old: str, new: str) -> str:
 
 
 def _record_path(g: Git) -> Path:
-    return Path(g.out("rev-parse", "--absolute-git-dir")) / RECORD
+    return g.git_dir() / RECORD
 
 
 def read_record(checkout: Path) -> dict[str, Any] | None:
@@ -167,10 +181,23 @@ def read_record(checkout: Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- checkouts of the new release
 
 
-def _new_stack(old: Stack, version: str, release: Release, commit: str | None, series_dir: Path) -> Stack:
-    return dataclasses.replace(
+def _new_stack(
+    old: Stack, version: str, release: Release, commit: str | None, series_dir: Path, config: tuple[Path, str]
+) -> tuple[Stack, tuple[str, ...]]:
+    """The new stack's table: the old one's with the release's own pins (install, overrides, build backend),
+    and how those pins changed."""
+    name = new_stack_name(old, version)
+    carried = port_pins(old, version, release.metadata(), config=config)
+    declared = release.build_system_requires()
+    if declared is not None:  # a source build: the pinned backend must be one the release accepts
+        check_build_requires(old.build_requires, declared, where=f"{release.source[0].filename}: pyproject.toml")
+    note = old.install.note
+    for before, after in RENAMES.items():
+        if any(c.startswith(f"{before} renamed") for c in carried.changes):
+            note = note.replace(before, after)
+    new = dataclasses.replace(
         old,
-        name=new_stack_name(old, version),
+        name=name,
         sglang_version=version,
         tag=f"v{version}",
         commit=commit,
@@ -178,9 +205,13 @@ def _new_stack(old: Stack, version: str, release: Release, commit: str | None, s
         pypi_commit=None,
         artifacts=release.artifacts,
         files=(),
+        requires=carried.requires,
+        install=InstallRecipe(old.install.extra_index_urls, carried.pins, note),
+        build_requires=old.build_requires if declared is not None else (),
         # Without upstream's commit a git checkout cannot be checked: the new stack defaults to PyPI.
         default_source=old.default_source if commit else "pypi",
     )
+    return new, carried.changes
 
 
 def _make_checkout(
@@ -203,10 +234,7 @@ def _make_checkout(
     if progress:
         progress(f"cloning {url} at {stack.tag}")
     into.parent.mkdir(parents=True, exist_ok=True)
-    g = clone(url, into, tag=stack.tag)
-    commit = g.rev_parse(f"refs/tags/{stack.tag}^{{commit}}")
-    if commit is None:
-        raise SourceError(f"{url}: has no tag {stack.tag}")
+    g, commit = clone(url, into, tag=stack.tag)
     if stack.commit and commit != stack.commit:
         raise SourceError(f"{url}: tag {stack.tag} is {commit}, not the given --commit {stack.commit}")
     g.checkout_branch(f"sgpatch/{stack.name}", commit)
@@ -238,6 +266,9 @@ class _Plan:
     source: str
     strict: bool
     dry_run: bool
+    config_text: str
+    force: bool = False
+    pin_changes: tuple[str, ...] = ()  # how the install pins and overrides moved (shown in the report)
 
 
 def port_stack(
@@ -250,9 +281,14 @@ def port_stack(
     checkout: Path | None = None,
     dry_run: bool = False,
     strict: bool = False,
+    force: bool = False,
     progress: Progress | None = None,
 ) -> PortResult:
-    """Port the series of ``stack_name`` to SGLang ``version`` (see the module docstring)."""
+    """Port the series of ``stack_name`` to SGLang ``version`` (see the module docstring).
+
+    ``force`` replaces a stack that port wrote before (its table, series
+    directory and clean checkout); any other existing stack is a ConfigError.
+    """
     if source not in ("pypi", "git"):
         raise SourceError(f"unknown source {source!r}: use pypi or git")
     if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
@@ -261,26 +297,39 @@ def port_stack(
     if version == old_stack.sglang_version:
         raise ConfigError(f"{old_stack.name} is already SGLang {version}")
     new_name = new_stack_name(old_stack, version)
-    if new_name in config.stacks:
-        raise ConfigError(
-            f"{config.path}: stack {new_name} exists already", hint="remove it first to port again from scratch"
-        )
+    config_text = config.path.read_text(encoding="utf-8")
+    replaced = config.stacks.get(new_name)
+    replacing = replaced is not None
+    if replaced is not None:
+        if not force:
+            raise ConfigError(
+                f"{config.path}: stack {new_name} exists already",
+                hint="pass --force to replace a stack port made, or remove it first",
+            )
+        config_text = remove_stack(config_text, new_name, where=config.path)
+        config = dataclasses.replace(config, stacks={k: v for k, v in config.stacks.items() if k != new_name})
     old, project = load_old(config, stack_name, progress=progress)
     series_dir = old.series.directory.parent / version
-    plan = _Plan(config, old, project.anchors, version, new_name, series_dir, source, strict, dry_run)
+    plan = _Plan(
+        config, old, project.anchors, version, new_name, series_dir, source, strict, dry_run, config_text, replacing
+    )
     target = checkout or config.root / ".sgpatch" / "checkouts" / new_name
     if not dry_run:
         record = read_record(target) if target.exists() else None
         if record is not None:
             return continue_port(config, target, progress=progress)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise CheckoutError(
-                f"{target}: exists and is not an empty directory",
-                hint="remove it, or pass --checkout DIR for the new stack's checkout",
-            )
+            if not replacing:
+                raise CheckoutError(
+                    f"{target}: exists and is not an empty directory",
+                    hint="remove it, or pass --checkout DIR for the new stack's checkout",
+                )
+            assert replaced is not None
+            _check_replaceable(target, replaced)
 
     release = find_release(version, progress=progress)
-    stack = _new_stack(old.stack, version, release, commit, series_dir)
+    stack, pin_changes = _new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
+    plan = dataclasses.replace(plan, pin_changes=pin_changes)
     parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
@@ -333,6 +382,7 @@ def _finish(
         written=(),
         dry_run=plan.dry_run,
         strict=plan.strict,
+        notes=tuple(f"pins: {c}" for c in plan.pin_changes),
     )
     if conflict_at is not None:
         failures = tuple(f"{p.name}: conflict: {p.detail}" for p in result.patches if p.state == "conflict")
@@ -346,7 +396,7 @@ def _finish(
             f"'sgpatch port {plan.old.stack.name} --to {shlex.quote(plan.version)}' or "
             f"'sgpatch export --checkout {shlex.quote(str(target))}'"
         )
-        return dataclasses.replace(result, checkout=target, failures=failures, notes=(note,))
+        return dataclasses.replace(result, checkout=target, failures=failures, notes=(*result.notes, note))
 
     g = run.g
     chain = series_chain(g, run.base, run.tip)
@@ -366,7 +416,7 @@ def _finish(
     assert head is not None
     tree: SourceTree
     if into != target:  # a checkout of our own (removed on failure): verify its work tree, it is quicker
-        g.move_to(final, old=head, reason=f"sgpatch port {plan.new_name}")
+        move_checkout(g, old=head, new=final, reason=f"sgpatch port {plan.new_name}")
         tree = DirTree(into)
     else:  # the user's checkout: it moves only once the port succeeded
         tree = CommitTree(g, final)
@@ -377,7 +427,7 @@ def _finish(
     written = _write(plan, outputs)
     if g.head() != final:
         move_checkout(g, old=head, new=final, reason=f"sgpatch port {plan.new_name}")
-    _move_checkout(into, target)
+    _move_checkout(into, target, replace=plan.force)
     return dataclasses.replace(result, checkout=target, written=tuple(written))
 
 
@@ -432,6 +482,9 @@ def _outputs(
     anchors_path = old.series.directory / ANCHORS_FILE
     original = anchors_path.read_text(encoding="utf-8") if anchors_path.exists() else ""
     original = _swap_version(original, old.stack.sglang_version, plan.version)
+    source_artifact = release.source[0]
+    if source_artifact.kind != "sdist":  # the header names what the pristine text really comes from
+        original = original.replace(f"the {plan.version} sdist", f"the {plan.version} wheel {source_artifact.filename}")
     outputs[series_dir / ANCHORS_FILE] = render_anchors(original, moves, where=anchors_path).encode()
 
     pins = []
@@ -453,11 +506,40 @@ def _outputs(
             "title": f"{title}\n({summary})." if summary else title,
             "pypi_commit": f"The commit sgpatch makes from {release.source[0].filename} (fixed identity and date).",
             "files": "Git blob ids of the files the series touches, before and after it.",
+            **_pin_comments(stack, old.stack, release),
         },
     )
-    config_text = plan.config.path.read_text(encoding="utf-8")
+    config_text = plan.config_text
     outputs[plan.config.path] = append_stack(config_text, block).encode()
     return outputs, moves
+
+
+def _pin_comments(stack: Stack, old: Stack, release: Release) -> dict[str, str]:
+    """The comments over the new stack's requires, build and install tables: where each pin comes from."""
+    required = release_requires(release.metadata())
+    version = release.version
+    out: dict[str, str] = {}
+    if stack.requires:
+        asked = "; ".join(
+            str(required[canonicalize_name(d)]) for d, _ in stack.requires if canonicalize_name(d) in required
+        )
+        wanted = "; ".join(t for _, t in stack.requires)
+        out["requires"] = (
+            f"Requires-Dist overrides for the wheel: sglang {version} requires {asked}; "
+            f"CUDA {stack.cuda} needs {wanted}."
+        )
+    sdist = release.file("sdist")
+    if stack.build_requires and sdist is not None:
+        declared = ", ".join(release.build_system_requires() or ()) or "nothing"
+        out["build"] = (
+            f"The build backend for the isolated build of {sdist[0].filename}, pinned so that a rebuild is "
+            f"byte-identical\n(its pyproject.toml asks for {declared})."
+        )
+    out["install"] = (
+        f"Install pins: sglang {version}'s own Requires-Dist for the CUDA stack's packages, "
+        f"with the indexes and\nlocal tags of {old.name} (CUDA {stack.cuda})."
+    )
+    return out
 
 
 def _dropped_comment(p: PortedPatch, version: str) -> str:
@@ -496,7 +578,10 @@ def _write(plan: _Plan, outputs: Mapping[Path, bytes]) -> list[Path]:
         existing = {p for p in series_dir.iterdir() if p.is_file()}
         ours = {p for p in outputs if p.parent == series_dir}
         same = existing == ours and all(p.read_bytes() == outputs[p] for p in ours)
-        if not same:
+        if not same and plan.force:  # the series of the stack being replaced: ours to rewrite
+            for stale in existing - ours:
+                stale.unlink()
+        elif not same:
             raise ConfigError(
                 f"{series_dir}: exists with other contents",
                 hint="another stack uses it; move it away or port into an empty directory",
@@ -513,9 +598,30 @@ def _write(plan: _Plan, outputs: Mapping[Path, bytes]) -> list[Path]:
     return written
 
 
-def _move_checkout(into: Path, target: Path) -> None:
+def _check_replaceable(target: Path, stack: Stack) -> None:
+    """CheckoutError unless ``target`` is exactly what sgpatch makes for ``stack`` (the one port --force replaces):
+    its pinned source, pristine or with its series, and nothing else (no uncommitted change, no commit of the user's).
+    """
+    if not (target / ".git").exists() or not Git(target).is_repo():
+        raise CheckoutError(f"{target}: exists and is not a git checkout", hint="move it away, or pass --checkout DIR")
+    state = inspect(Git(target), stack, read_series(stack.series_dir))
+    if state.dirty:
+        raise CheckoutError(
+            f"{target}: the checkout of the stack being replaced has uncommitted changes",
+            hint="keep them elsewhere or discard them yourself; sgpatch never discards your work",
+        )
+    if state.phase == "other":
+        raise CheckoutError(
+            f"{target}: the checkout of the stack being replaced holds more than sgpatch made: {state.problem}",
+            hint="move it away, or pass --checkout DIR for the new stack's checkout",
+        )
+
+
+def _move_checkout(into: Path, target: Path, *, replace: bool = False) -> None:
     if into.resolve() == target.resolve():
         return
+    if replace and target.is_dir() and any(target.iterdir()):
+        shutil.rmtree(target)  # checked replaceable before the port started
     if target.exists():
         target.rmdir()  # checked empty before the port started
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -632,7 +738,8 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
         paths.append(fetch_artifact(a, record["version"], progress=progress))
     release = Release(record["version"], artifacts, tuple(paths))
     series_dir = old.series.directory.parent / record["version"]
-    stack = _new_stack(old.stack, record["version"], release, record["commit"], series_dir)
+    config_source = (config.path, config.path.read_text(encoding="utf-8"))
+    stack, pin_changes = _new_stack(old.stack, record["version"], release, record["commit"], series_dir, config_source)
     plan = _Plan(
         config,
         old,
@@ -643,6 +750,8 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
         record["source"],
         record["strict"],
         False,
+        config_source[1],
+        pin_changes=pin_changes,
     )
     current: Files = {p: g.read_blob(tip, p) for p in old.series.touched}
     run = Rebase(g, base, tip, current, [], list(kept))

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.metadata import RawMetadata, parse_email
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -68,15 +69,19 @@ def _header_end(lines: Sequence[bytes]) -> int:
     return next((i for i, line in enumerate(lines) if line in (b"\n", b"\r\n")), len(lines))
 
 
+def parse_metadata(metadata: bytes) -> RawMetadata:
+    """A METADATA file's headers as ``packaging.metadata`` reads them; ValueError if Name, Version
+    or Requires-Dist cannot be read (not UTF-8, or a single-use header given twice)."""
+    raw, unparsed = parse_email(metadata)
+    for header in ("name", "version", "requires-dist", "requires_dist"):
+        if header in unparsed:
+            raise ValueError(f"its {header.replace('_', '-').title()} header cannot be read (not UTF-8, or repeated)")
+    return raw
+
+
 def requires_dist(metadata: bytes) -> list[str]:
-    """The ``Requires-Dist`` values of a METADATA file, in order."""
-    lines = metadata.splitlines(keepends=True)
-    out = []
-    for line in lines[: _header_end(lines)]:
-        text = line.decode("utf-8").rstrip("\r\n")
-        if text.startswith(_REQUIRES):
-            out.append(text[len(_REQUIRES) :].strip())
-    return out
+    """The ``Requires-Dist`` values of a METADATA file, in order; ValueError if unreadable."""
+    return list(parse_metadata(metadata).get("requires_dist", []))
 
 
 def parse_overrides(stack: Stack) -> dict[str, Requirement]:
@@ -196,21 +201,59 @@ def dump_provenance(doc: Mapping[str, Any]) -> bytes:
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
 
-_SHAPE: dict[str, type] = {
-    "upstream": dict,
-    "series": dict,
-    "series.patches": list,
-    "source": dict,
-    "source.artifact": dict,
-    "files": list,
-    "tool": dict,
-    "build": dict,
-    "source.base_commit": str,
+@dataclass(frozen=True, slots=True)
+class _Maybe:
+    """A field that may be null."""
+
+    shape: Any
+
+
+_STR = (str,)
+_TEXT = _Maybe(_STR)
+# The type of every field the checks read; a field of another type makes the document unreadable.
+_SHAPE: dict[str, Any] = {
+    "stack": _STR,
+    "version": _STR,
+    "sglang_version": _STR,
+    "cuda": _TEXT,
+    "tool": {"name": _STR, "version": _STR},
+    "upstream": {"tag": _TEXT, "commit": _TEXT},
+    "source": {"kind": _STR, "base_commit": _TEXT, "artifact": _Maybe({"filename": _STR, "sha256": _STR})},
+    "checkout": {"head": _TEXT, "tree": _TEXT, "phase": _TEXT},
+    "series": {"id": _STR, "patches": [{"name": _STR, "sha256": _STR}]},
+    "files": [{"path": _STR, "before": _TEXT, "after": _TEXT}],
+    "requires": [{"name": _STR, "from": _STR, "to": _STR}],
+    "build": {"source_date_epoch": (int,), "isolated": (bool,), "requires": _Maybe([_STR])},
 }
 
 
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+
+
+def _check_shape(value: Any, shape: Any, label: str) -> None:
+    if isinstance(shape, _Maybe):
+        if value is not None:
+            _check_shape(value, shape.shape, label)
+    elif isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise ValueError(f"{label} is {_kind(value)}, expected an object")
+        for key, sub in shape.items():
+            if key in value:
+                _check_shape(value[key], sub, f"{label}.{key}" if label else key)
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            raise ValueError(f"{label} is {_kind(value)}, expected a list")
+        for i, item in enumerate(value):
+            _check_shape(item, shape[0], f"{label}[{i}]")
+    elif not isinstance(value, shape) or (isinstance(value, bool) and bool not in shape):
+        raise ValueError(f"{label} is {_kind(value)}, expected {' or '.join(_kind(t()) for t in shape)}")
+
+
 def parse_provenance(data: bytes) -> dict[str, Any]:
-    """The document, or ValueError saying why it is not one."""
+    """The document, or ValueError saying why it is not one (not JSON, another schema, a field of the wrong type)."""
     try:
         doc = json.loads(data.decode("utf-8"))
     except RecursionError:
@@ -219,15 +262,7 @@ def parse_provenance(data: bytes) -> dict[str, Any]:
         raise ValueError("not a JSON object")
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"schema_version {doc.get('schema_version')!r}, this sgpatch reads {SCHEMA_VERSION}")
-    for key, kind in _SHAPE.items():  # what the checks read must have the type they read it as
-        parent, _, name = key.rpartition(".")
-        holder = doc.get(parent) if parent else doc
-        value = holder.get(name) if isinstance(holder, dict) else None
-        if value is not None and not isinstance(value, kind):
-            raise ValueError(f"{key} is a {type(value).__name__}, expected a {kind.__name__}")
-    for entry in doc.get("files") or []:
-        if isinstance(entry, dict) and not isinstance(entry.get("path"), str | None):
-            raise ValueError(f"files: a path is a {type(entry.get('path')).__name__}, expected a str")
+    _check_shape(doc, _SHAPE, "")
     return doc
 
 

@@ -12,20 +12,19 @@ patched.
 from __future__ import annotations
 
 import dataclasses
-import tarfile
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout import CommitSpec, Git
+from sgpatch.archive import open_archive
+from sgpatch.artifacts import fetch_artifact, verify_artifact
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
 from sgpatch.export import ChainCommit
+from sgpatch.git import CommitSpec, Git
 from sgpatch.patchset import TRAILER_PATCH, HunkFailure, Series, apply_patch, duplicate_definitions, split_lines
 from sgpatch.results import Progress
-from sgpatch.source import fetch_artifact, verify_artifact
 from sgpatch.state import trailers
 from sgpatch.tree import git_blob_id
 from sgpatch.upstream import SideBySide, judge
@@ -87,27 +86,14 @@ class OldSeries:
 def read_files(path: Path, artifact: Artifact, wanted: Sequence[str]) -> Files:
     """The ``wanted`` checkout-relative files of a pinned artifact (sha256 checked first), None if absent.
 
-    Reads only those members: the whole sdist is thousands of files.
+    Every member is checked (sgpatch.archive); only the wanted ones are read.
     """
     verify_artifact(path, artifact)
     found: Files = dict.fromkeys(wanted)
-    try:
-        if artifact.kind == "sdist":
-            with tarfile.open(path, "r:gz") as tar:
-                for info in tar:
-                    rel = info.name.split("/", 1)[1] if "/" in info.name else ""
-                    if info.isfile() and f"python/{rel}" in found:
-                        fh = tar.extractfile(info)
-                        assert fh is not None
-                        found[f"python/{rel}"] = fh.read()
-        else:
-            with zipfile.ZipFile(path) as zf:
-                names = set(zf.namelist())
-                for p in wanted:
-                    if p.startswith("python/") and p[len("python/") :] in names:
-                        found[p] = zf.read(p[len("python/") :])
-    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise SourceError(f"{path}: cannot read {artifact.kind}: {exc}") from exc
+    inner = {p[len("python/") :] for p in wanted if p.startswith("python/")}
+    with open_archive(path, "sdist" if artifact.kind == "sdist" else "wheel") as archive:
+        for entry, data in archive.files(inner):
+            found[f"python/{entry.name}"] = data
     return found
 
 
@@ -164,9 +150,7 @@ def commit_files(
         else:
             changes[path] = (g.file_mode(parent, path) or "100644", g.hash_blob(data))
     if removed:
-        with g.temp_index(tree) as env:
-            g.run("update-index", "--force-remove", "--", *removed, env=env)
-            tree = g.out("write-tree", env=env)
+        tree = g.tree_without(tree, removed)
     tree = g.tree_with(tree, changes)
     return g.commit_tree(CommitSpec(tree, (parent,), message, date))
 

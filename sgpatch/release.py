@@ -9,22 +9,18 @@ reused: it entered the cache only after its hash was checked.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from sgpatch.archive import open_archive
+from sgpatch.artifacts import PACKAGE, cache_root, download_unpinned, sha256_file
 from sgpatch.config import Artifact
-from sgpatch.errors import EnvironmentFailure, SourceError
+from sgpatch.errors import SourceError
 from sgpatch.results import Progress
-from sgpatch.source import cache_root, sha256_file
-
-PACKAGE = "sglang"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +35,44 @@ class Release:
     def source(self) -> tuple[Artifact, Path]:
         """What a checkout is made from: the sdist if there is one, else the wheel."""
         return self.artifacts[0], self.paths[0]
+
+    def file(self, kind: str) -> tuple[Artifact, Path] | None:
+        return next(((a, p) for a, p in zip(self.artifacts, self.paths, strict=True) if a.kind == kind), None)
+
+    def metadata(self) -> bytes:
+        """The release's core metadata: the wheel's METADATA, else the sdist's PKG-INFO."""
+        wheel = self.file("wheel")
+        if wheel is not None:
+            name = f"{PACKAGE}-{self.version}.dist-info/METADATA"
+            data = _member(wheel[1], name)
+        else:
+            sdist = self.file("sdist")
+            assert sdist is not None
+            data = _member(sdist[1], "PKG-INFO")
+        if data is None:
+            raise SourceError(f"{self.source[0].filename}: has no core metadata (METADATA or PKG-INFO)")
+        return data
+
+    def build_system_requires(self) -> tuple[str, ...] | None:
+        """``[build-system] requires`` of the sdist's pyproject.toml; None without an sdist."""
+        sdist = self.file("sdist")
+        if sdist is None:
+            return None
+        data = _member(sdist[1], "pyproject.toml")
+        if data is None:
+            return ()
+        try:
+            doc = tomllib.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise SourceError(f"{sdist[0].filename}: pyproject.toml does not parse: {exc}") from None
+        requires = (doc.get("build-system") or {}).get("requires") or []
+        return tuple(str(r) for r in requires)
+
+
+def _member(path: Path, name: str) -> bytes | None:
+    """One member of a wheel, or of an sdist (named below its top directory), read through the archive reader."""
+    with open_archive(path) as archive:
+        return archive.read(name) if name in archive else None
 
 
 def _cached(filename: str) -> tuple[Artifact, Path] | None:
@@ -67,44 +101,13 @@ def _cached_wheel(version: str) -> tuple[Artifact, Path] | None:
     return _cached(best[1]) if best else None
 
 
-def _pip_download(version: str, kind: str, progress: Progress | None) -> tuple[Artifact, Path] | None:
-    """Download the ``kind`` file of the release with pip into the cache; None if PyPI has none."""
-    if progress:
-        progress(f"asking pip for the {kind} of {PACKAGE} {version}")
-    root = cache_root() / "artifacts"
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".download-", dir=root) as tmp:
-        binary = ["--no-binary", ":all:"] if kind == "sdist" else ["--only-binary", ":all:"]
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", *binary]
-        cmd += ["--dest", tmp, f"{PACKAGE}=={version}"]
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, check=False)
-        err = proc.stderr.decode("utf-8", "replace")
-        if proc.returncode != 0:
-            if "No matching distribution" in err or "Could not find a version" in err:
-                return None
-            tail = err.strip().splitlines()
-            detail = tail[-1] if tail else f"pip exited {proc.returncode}"
-            raise EnvironmentFailure(
-                f"cannot download {PACKAGE} {version} ({kind}): {detail}",
-                hint="check the package index configured for pip (pip config list)",
-            )
-        got = [p for p in Path(tmp).iterdir() if p.is_file()]
-        if len(got) != 1:
-            raise SourceError(f"pip download of {PACKAGE}=={version} ({kind}) produced {len(got)} files, expected 1")
-        sha = sha256_file(got[0])
-        final = root / sha / got[0].name
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(got[0], final)
-    return Artifact(kind, final.name, sha), final
-
-
 def find_release(version: str, *, progress: Progress | None = None) -> Release:
     """The release's sdist (if PyPI ships one) and wheel, downloaded and pinned by their sha256."""
     found: list[tuple[Artifact, Path]] = []
-    sdist = _cached(f"{PACKAGE}-{version}.tar.gz") or _pip_download(version, "sdist", progress)
+    sdist = _cached(f"{PACKAGE}-{version}.tar.gz") or download_unpinned(version, "sdist", progress=progress)
     if sdist:
         found.append(sdist)
-    wheel = _cached_wheel(version) or _pip_download(version, "wheel", progress)
+    wheel = _cached_wheel(version) or download_unpinned(version, "wheel", progress=progress)
     if wheel:
         found.append(wheel)
     if not found:

@@ -12,10 +12,11 @@ import errno
 import hashlib
 import os
 import stat
-import zipfile
 from pathlib import Path, PurePosixPath
+from types import TracebackType
 from typing import Protocol
 
+from sgpatch.archive import open_archive
 from sgpatch.errors import SgpatchError
 
 PYTHON_PREFIX = "python/"
@@ -162,37 +163,45 @@ class DirTree:
 class ZipTree:
     """Files inside a wheel; ``python/`` paths map to the wheel's top level.
 
-    The archive stays open for the view's lifetime: the interface check reads
-    a few hundred members, and reopening the zip for each costs seconds.
+    A context manager: the archive stays open (read through sgpatch.archive, every
+    member checked) until the ``with`` block ends, since the interface check reads a
+    few hundred members and reopening the zip for each costs seconds.
     """
 
     def __init__(self, wheel: Path) -> None:
         self.wheel = wheel
-        self._zip = zipfile.ZipFile(wheel)
-        self._names = {i.filename for i in self._zip.infolist() if not i.is_dir()}
+        self.archive = open_archive(wheel, "wheel")
 
     @property
     def label(self) -> str:
         return f"wheel {self.wheel.name}"
 
     def close(self) -> None:
-        self._zip.close()
+        self.archive.close()
+
+    def __enter__(self) -> ZipTree:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
     def read(self, path: str) -> bytes | None:
         rel = str(_check_relative(path))
         if not rel.startswith(PYTHON_PREFIX):
             return None
         name = rel[len(PYTHON_PREFIX) :]
-        if name not in self._names:
+        if name not in self.archive:
             return None
-        return self._zip.read(name)
+        return self.archive.read(name)
 
     def list(self, prefix: str) -> list[str]:
         rel = str(_check_relative(prefix.rstrip("/")))
         if not rel.startswith(PYTHON_PREFIX):
             return []
         inner = rel[len(PYTHON_PREFIX) :].rstrip("/") + "/"
-        return sorted(PYTHON_PREFIX + n for n in self._names if n.startswith(inner))
+        return sorted(PYTHON_PREFIX + e.name for e in self.archive.entries if e.name.startswith(inner))
 
 
 def site_packages_tree(site_packages: Path, *, label: str | None = None) -> DirTree:

@@ -14,6 +14,7 @@ from typing import Any
 from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing, load_anchors
 from sgpatch.apply import PatchState, classify_one
 from sgpatch.config import Config, Stack
+from sgpatch.journal import recover
 from sgpatch.patchset import HunkFailure, Series, apply_patch, read_series
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.state import check_base_files, inspect, open_checkout
@@ -174,7 +175,7 @@ def verify_tree(
         failures.extend(f"patch {s.name}: {s.state}: {s.detail}" for s in bad)
         if not bad:
             failures.append("the files are neither pristine nor patched")
-    elif phase == "pristine" and require_patched:
+    elif phase == "pristine" and require_patched and series.patches:
         failures.append(f"{tree.label} does not carry the series: every patch is still applicable")
     failures.extend(f"anchor {r.anchor.id}: {r.status} ({r.detail})" for r in anchor_results if not r.ok)
     failures.extend(
@@ -184,6 +185,8 @@ def verify_tree(
     )
     failures.extend(f"{r.patch} {r.path} {r.hunk}: {r.detail}" for r in landing if not r.ok)
     notes = list(notes)
+    if not series.patches:  # everything went upstream: the release's own files are the stack's
+        notes.append(f"nothing to carry: the series of {stack.name} is empty (series {series.id})")
     interface = None
     if stack.interface is not None:
         from sgpatch.interface import check_interface, interface_of
@@ -216,8 +219,10 @@ def verify_tree(
 def verify_checkout(project: Project, checkout: Path) -> VerifyReport:
     """Verify a checkout's work tree; its git state is reported alongside."""
     g = open_checkout(checkout)
+    done = recover(g)  # an interrupted apply is finished (or its journal cleared) first: say so
     state = inspect(g, project.stack, project.series)
-    notes = [f"git: {state.phase} at {state.head[:12]}"]
+    notes = [f"git: {done}"] if done else []
+    notes.append(f"git: {state.phase} at {state.head[:12]}")
     if state.base is not None:
         check_base_files(g, project.stack, state.base)
     if state.problem:

@@ -14,7 +14,6 @@ install recipe beside it.  The same inputs reuse the previous wheel.
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
@@ -28,23 +27,28 @@ import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+from installer.records import InvalidRecordEntry, RecordEntry, parse_record_file
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from sgpatch import __version__
 from sgpatch.anchors import check_anchors, load_anchors
-from sgpatch.checkout import Git
+from sgpatch.archive import Archive, open_archive, sha256_record
+from sgpatch.artifacts import fetch_artifact, sha256_file
+from sgpatch.atomic import write_atomic
 from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError, SgpatchError
+from sgpatch.git import Git, clone_shared
 from sgpatch.patchset import Series
 from sgpatch.provenance import (
     PROVENANCE_NAME,
     BuildInputs,
     dump_provenance,
     make_provenance,
+    parse_metadata,
     parse_overrides,
     parse_provenance,
     provenance_problems,
@@ -53,7 +57,6 @@ from sgpatch.provenance import (
     wheel_version,
 )
 from sgpatch.results import SCHEMA_VERSION, Progress
-from sgpatch.source import fetch_artifact, sha256_file
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import PYTHON_PREFIX, ZipTree, git_blob_id
 from sgpatch.verify import VerifyReport, verify_tree
@@ -161,30 +164,13 @@ class _Entry:
 
 
 def _read_zip(path: Path) -> list[_Entry]:
-    """The regular files of a zip, in archive order; BuildError if it is unreadable or unsafe."""
-    entries: list[_Entry] = []
-    seen: set[str] = set()
-    try:
-        with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                if info.is_dir():
-                    continue
-                pure = PurePosixPath(info.filename)
-                if pure.is_absolute() or ".." in pure.parts or "\\" in info.filename:
-                    raise BuildError(f"{path}: member {info.filename!r} escapes the archive root")
-                if info.filename in seen:
-                    raise BuildError(f"{path}: member {info.filename!r} appears twice")
-                seen.add(info.filename)
-                mode = info.external_attr >> 16
-                entries.append(_Entry(info.filename, zf.read(info), bool(mode & 0o111)))
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise BuildError(f"{path}: not a readable wheel: {exc}") from exc
-    return entries
+    """The regular files of a wheel, in archive order; ArchiveError (exit 2) if it is unreadable or unsafe."""
+    with open_archive(path, "wheel") as archive:
+        return [_Entry(e.name, data, e.executable) for e, data in archive.files()]
 
 
 def _record_hash(data: bytes) -> str:
-    digest = hashlib.sha256(data).digest()
-    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    return sha256_record(hashlib.sha256(data).digest())
 
 
 def _record(entries: Sequence[_Entry], record_name: str) -> bytes:
@@ -219,21 +205,7 @@ def export_commit(checkout: Path, commit: str, into: Path) -> None:
     """``commit`` as a fresh git work tree in ``into``: a local clone that shares the checkout's
     objects, without its tags (nothing for setuptools-scm to mistake for the version), and
     without the checkout's index, build output or untracked files.  The checkout is only read."""
-    g = Git(into)
-    g.run(
-        "clone",
-        "--quiet",
-        "--shared",
-        "--no-checkout",
-        "--no-tags",
-        "--config",
-        "core.autocrlf=false",
-        "--",
-        str(checkout.resolve()),
-        str(into),
-        cwd=into.parent,
-    )
-    g.run("checkout", "--quiet", "--detach", commit)
+    clone_shared(checkout, into, commit)
 
 
 def build_environment(version: str, epoch: int) -> dict[str, str]:
@@ -351,21 +323,8 @@ def _cached_wheel(entry: Path, name: str) -> Path | None:
     return wheel
 
 
-def _copy_atomic(src: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _store(entry: Path, wheel: Path) -> None:
-    _copy_atomic(wheel, entry / wheel.name)
+    write_atomic(entry / wheel.name, wheel)
     (entry / "sha256").write_text(sha256_file(wheel) + "\n")
 
 
@@ -397,11 +356,10 @@ def install_recipe(stack: Stack, version: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _recipe_conflicts(stack: Stack, metadata: bytes) -> list[str]:
+def _recipe_conflicts(stack: Stack, requirements: Sequence[Requirement]) -> list[str]:
     """Exact pins of the recipe that the wheel's unconditional Requires-Dist rules out."""
     required: dict[str, list[Requirement]] = {}
-    for line in requires_dist(metadata):
-        req = Requirement(line)
+    for req in requirements:
         if req.marker is None:
             required.setdefault(canonicalize_name(req.name), []).append(req)
     conflicts = []
@@ -530,10 +488,10 @@ def build_wheel(
             final = work / "final" / name
             final.parent.mkdir()
             _postprocess(built[0], final, inputs)
-            _copy_atomic(final, out_dir / name)
+            write_atomic(out_dir / name, final)
     wheel = out_dir / name
     if cached is not None and (not wheel.is_file() or sha256_file(wheel) != sha256_file(cached)):
-        _copy_atomic(cached, wheel)
+        write_atomic(wheel, cached)
 
     recipe = out_dir / recipe_filename(stack)
     recipe.write_text(install_recipe(stack, version))
@@ -554,7 +512,22 @@ def _check(name: str, problems: Sequence[str], ok_detail: str, *, shown: int = 3
     return WheelCheck(name, True, ok_detail)
 
 
-def _check_name(wheel: Path, version: str, files: Mapping[str, bytes], dist_info: str) -> WheelCheck:
+@dataclass(frozen=True, slots=True)
+class _Contents:
+    """A wheel as the checks see it: each member's sha256 and size (read in chunks), small files on demand."""
+
+    archive: Archive
+    digests: Mapping[str, tuple[bytes, int]]
+
+    def read(self, name: str | None) -> bytes | None:
+        return self.archive.read(name) if name is not None and name in self.archive else None
+
+
+def _contents(archive: Archive) -> _Contents:
+    return _Contents(archive, {e.name: (archive.digest(e.name), e.size) for e in archive.entries})
+
+
+def _check_name(wheel: Path, version: str, contents: _Contents, dist_info: str) -> WheelCheck:
     problems = []
     expected = wheel_filename(version)
     if wheel.name != expected:
@@ -565,14 +538,17 @@ def _check_name(wheel: Path, version: str, files: Mapping[str, bytes], dist_info
             problems.append(f"file name says {name} {ver} {sorted(map(str, tags))}")
     except InvalidWheelFilename as exc:
         problems.append(str(exc))
-    metadata = files.get(f"{dist_info}/METADATA")
+    metadata = contents.read(f"{dist_info}/METADATA")
     if metadata is None:
         problems.append(f"no {dist_info}/METADATA")
     else:
-        headers = dict(ln.split(": ", 1) for ln in metadata.decode("utf-8", "replace").splitlines()[:5] if ": " in ln)
-        if headers.get("Name") != DIST_NAME or headers.get("Version") != version:
-            problems.append(f"METADATA says {headers.get('Name')} {headers.get('Version')}")
-    version_py = files.get(VERSION_FILE)
+        try:
+            raw = parse_metadata(metadata)
+            if raw.get("name") != DIST_NAME or raw.get("version") != version:
+                problems.append(f"METADATA says {raw.get('name')} {raw.get('version')}")
+        except ValueError as exc:
+            problems.append(f"METADATA is unreadable: {exc}")
+    version_py = contents.read(VERSION_FILE)
     if version_py is None:
         problems.append(f"no {VERSION_FILE}")
     elif f"version = '{version}'".encode() not in version_py and f'version = "{version}"'.encode() not in version_py:
@@ -580,55 +556,83 @@ def _check_name(wheel: Path, version: str, files: Mapping[str, bytes], dist_info
     return _check("name", problems, f"{expected}; METADATA and {VERSION_FILE} agree")
 
 
-def _check_record(files: Mapping[str, bytes], dist_info: str) -> WheelCheck:
+def _record_entries(data: bytes, record_name: str) -> tuple[dict[str, RecordEntry], list[str]]:
+    """RECORD's rows (read by ``installer.records``) by path, and what is wrong with it."""
+    problems: list[str] = []
+    listed: dict[str, RecordEntry] = {}
+    try:
+        rows = list(parse_record_file(data.decode("utf-8").splitlines()))
+    except UnicodeDecodeError as exc:
+        return {}, [f"{record_name} is not UTF-8: {exc.reason} at byte {exc.start}"]
+    except InvalidRecordEntry as exc:
+        return {}, [f"{record_name}: malformed row: {'; '.join(exc.issues)}"]
+    except csv.Error as exc:
+        return {}, [f"{record_name} is not a readable CSV file: {exc}"]
+    for path, hash_, size in rows:
+        try:
+            entry = RecordEntry.from_elements(path, hash_, size)
+        except InvalidRecordEntry as exc:
+            problems.append(f"malformed row {path[:200]!r}: {'; '.join(exc.issues)}")
+            continue
+        if entry.path in listed:
+            problems.append(f"{entry.path} listed twice")
+        listed[entry.path] = entry
+    return listed, problems
+
+
+def _check_record(contents: _Contents, dist_info: str) -> WheelCheck:
     record_name = f"{dist_info}/RECORD"
-    data = files.get(record_name)
+    data = contents.read(record_name)
     if data is None:
         return WheelCheck("record", False, f"no {record_name}")
-    problems: list[str] = []
-    listed: dict[str, tuple[str, str]] = {}
-    for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
-        if not row:
-            continue
-        if len(row) != 3:
-            problems.append(f"malformed row {row!r}")
-            continue
-        if row[0] in listed:
-            problems.append(f"{row[0]} listed twice")
-        listed[row[0]] = (row[1], row[2])
-    for name, content in files.items():
+    listed, problems = _record_entries(data, record_name)
+    for name, (digest, size) in contents.digests.items():
         if name == record_name:
             continue
-        if name not in listed:
+        entry = listed.get(name)
+        if entry is None:
             problems.append(f"{name} is not listed")
             continue
-        digest, size = listed[name]
-        if digest != _record_hash(content):
+        if entry.hash_ is None or entry.hash_.name != "sha256" or entry.hash_.value != sha256_record(digest)[7:]:
             problems.append(f"{name}: sha256 differs from RECORD")
-        elif size != str(len(content)):
-            problems.append(f"{name}: size {len(content)}, RECORD says {size}")
-    problems.extend(f"{name} is listed but not in the wheel" for name in listed if name not in files)
-    return _check("record", problems, f"{len(files) - 1} files match their RECORD sha256 and size")
+        elif entry.size != size:
+            problems.append(f"{name}: size {size}, RECORD says {entry.size}")
+    problems.extend(f"{name} is listed but not in the wheel" for name in listed if name not in contents.digests)
+    return _check("record", problems, f"{len(contents.digests) - 1} files match their RECORD sha256 and size")
+
+
+def _parsed_requires(metadata: bytes) -> list[tuple[str, Requirement]]:
+    """Each ``Requires-Dist`` with its parsed requirement; ValueError naming the one that does not parse."""
+    out = []
+    for line in requires_dist(metadata):
+        try:
+            out.append((line, Requirement(line)))
+        except InvalidRequirement as exc:
+            raise ValueError(f"Requires-Dist {line[:200]!r} does not parse: {exc}") from None
+    return out
 
 
 def _check_requires(stack: Stack, metadata: bytes | None, upstream_metadata: bytes | None) -> WheelCheck:
     if metadata is None:
         return WheelCheck("requires", False, "no METADATA")
-    found = requires_dist(metadata)
+    try:
+        parsed = _parsed_requires(metadata)
+    except ValueError as exc:
+        return WheelCheck("requires", False, f"METADATA: {exc}")
+    found = [line for line, _ in parsed]
     problems: list[str] = []
     try:
         overrides = parse_overrides(stack)
     except SgpatchError as exc:
         return WheelCheck("requires", False, exc.message)
-    for line in found:
-        req = Requirement(line)
+    for line, req in parsed:
         want = overrides.get(canonicalize_name(req.name))
         if want is not None and req.specifier != want.specifier:
             problems.append(f"Requires-Dist {line} is not the stack's {want}")
     for dist, _ in stack.requires:
-        if not any(canonicalize_name(Requirement(line).name) == canonicalize_name(dist) for line in found):
+        if not any(canonicalize_name(req.name) == canonicalize_name(dist) for _, req in parsed):
             problems.append(f"no Requires-Dist for {dist}")
-    conflicts = _recipe_conflicts(stack, metadata)
+    conflicts = _recipe_conflicts(stack, [req for _, req in parsed])
     problems.extend(f"install recipe: {c}" for c in conflicts)
     kept = ""
     if upstream_metadata is not None:
@@ -644,10 +648,8 @@ def _check_requires(stack: Stack, metadata: bytes | None, upstream_metadata: byt
     return _check("requires", problems, f"overrides: {done}{kept}")
 
 
-def _check_provenance(
-    stack: Stack, series: Series, version: str, files: Mapping[str, bytes], dist_info: str
-) -> WheelCheck:
-    data = files.get(f"{dist_info}/{PROVENANCE_NAME}")
+def _check_provenance(stack: Stack, series: Series, version: str, contents: _Contents, dist_info: str) -> WheelCheck:
+    data = contents.read(f"{dist_info}/{PROVENANCE_NAME}")
     if data is None:
         return WheelCheck("provenance", False, f"no {dist_info}/{PROVENANCE_NAME}")
     try:
@@ -656,7 +658,7 @@ def _check_provenance(
         return WheelCheck("provenance", False, f"{PROVENANCE_NAME} is unreadable: {exc}")
     found = {}
     for path in series.touched:
-        content = files.get(path[len(PYTHON_PREFIX) :]) if path.startswith(PYTHON_PREFIX) else None
+        content = contents.read(path[len(PYTHON_PREFIX) :]) if path.startswith(PYTHON_PREFIX) else None
         found[path] = git_blob_id(content) if content is not None else None
     problems = provenance_problems(doc, stack, series, version, found)
     phase = (doc.get("checkout") or {}).get("phase")
@@ -666,13 +668,16 @@ def _check_provenance(
 
 
 def _check_upstream(
-    files: Mapping[str, bytes], upstream: Mapping[str, bytes], dist_info: str, series: Series
+    ours_digests: Mapping[str, tuple[bytes, int]],
+    upstream: Mapping[str, tuple[bytes, int]],
+    dist_info: str,
+    series: Series,
 ) -> list[WheelCheck]:
-    def split(names: Mapping[str, bytes]) -> tuple[set[str], set[str]]:
+    def split(names: Mapping[str, object]) -> tuple[set[str], set[str]]:
         inside = {n for n in names if n.split("/", 1)[0].endswith(".dist-info")}
         return set(names) - inside, {n.split("/", 1)[1] for n in inside}
 
-    ours, our_meta = split(files)
+    ours, our_meta = split(ours_digests)
     theirs, their_meta = split(upstream)
     problems = [f"stray {n}" for n in sorted(ours - theirs)] + [f"missing {n}" for n in sorted(theirs - ours)]
     meta_extra = our_meta - their_meta - {PROVENANCE_NAME}
@@ -683,7 +688,7 @@ def _check_upstream(
 
     patched = {p[len(PYTHON_PREFIX) :] for p in series.touched if p.startswith(PYTHON_PREFIX)}
     compared = sorted((ours & theirs) - patched - {VERSION_FILE})
-    differ = [f"{n} differs from upstream's" for n in compared if files[n] != upstream[n]]
+    differ = [f"{n} differs from upstream's" for n in compared if ours_digests[n] != upstream[n]]
     same = _check(
         "upstream-bytes",
         differ,
@@ -692,13 +697,13 @@ def _check_upstream(
     return [file_set, same]
 
 
-def _check_checkout(files: Mapping[str, bytes], checkout: Path, series: Series) -> WheelCheck:
+def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> WheelCheck:
     g = Git(checkout)
     head = g.head()
     problems = []
     for path in series.touched:
         inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
-        ours = files.get(inner) if inner else None
+        ours = contents.read(inner)
         theirs = g.read_blob("HEAD", path) if head else None
         if ours != theirs:
             problems.append(f"{path} is not byte-equal to the checkout's HEAD")
@@ -715,55 +720,60 @@ def check_wheel(
 ) -> WheelReport:
     """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
     patched anchors, verify's report on its files; with ``upstream_wheel`` the file set and
-    the unpatched bytes; with ``checkout`` the patched files' bytes."""
+    the unpatched bytes; with ``checkout`` the patched files' bytes.
+
+    The wheel is read through sgpatch.archive: a member that is unsafe, over a limit,
+    encrypted, compressed with another method than deflate, or corrupt is an
+    ArchiveError (exit 2) naming it.  Members are hashed in chunks; only the few
+    files the checks read whole (METADATA, RECORD, provenance, patched files) are."""
     if not wheel.is_file():
         raise BuildError(f"{wheel}: no such wheel file")
     version = wheel_version(stack, series)
     dist_info = f"{DIST_NAME}-{version}.dist-info"
-    try:
-        files = {e.name: e.data for e in _read_zip(wheel)}
-    except BuildError as exc:
-        return WheelReport(wheel, stack.name, version, (WheelCheck("zip", False, exc.message),), None)
-    upstream: dict[str, bytes] | None = None
+    upstream: dict[str, tuple[bytes, int]] | None = None
     upstream_metadata = None
     if upstream_wheel is not None:
-        upstream = {e.name: e.data for e in _read_zip(upstream_wheel)}
-        upstream_metadata = next((d for n, d in upstream.items() if n.endswith(".dist-info/METADATA")), None)
-
-    checks = [
-        _check_name(wheel, version, files, dist_info),
-        _check_record(files, dist_info),
-        _check_requires(stack, files.get(f"{dist_info}/METADATA"), upstream_metadata),
-        _check_provenance(stack, series, version, files, dist_info),
-    ]
-    anchors = load_anchors(stack.series_dir / "anchors.toml")
-    tree = ZipTree(wheel)
-    patched = check_anchors(anchors, tree, "patched")
-    checks.append(
-        _check(
-            "anchors",
-            [
-                f"{r.anchor.id} {r.status} ({r.anchor.file}:{r.anchor.start}-{r.anchor.end})"
-                for r in patched
-                if not r.ok
-            ],
-            f"{len(patched)} patched-phase anchors hold",
-            shown=len(patched),
+        with open_archive(upstream_wheel, "wheel") as up:
+            upstream = dict(_contents(up).digests)
+            metadata_name = next((e.name for e in up.entries if e.name.endswith(".dist-info/METADATA")), None)
+            upstream_metadata = up.read(metadata_name) if metadata_name else None
+    with ZipTree(wheel) as tree:
+        contents = _contents(tree.archive)  # every member's CRC checked before any check reads it
+        checks = [
+            _check_name(wheel, version, contents, dist_info),
+            _check_record(contents, dist_info),
+            _check_requires(stack, contents.read(f"{dist_info}/METADATA"), upstream_metadata),
+            _check_provenance(stack, series, version, contents, dist_info),
+        ]
+        anchors = load_anchors(stack.series_dir / "anchors.toml")
+        patched = check_anchors(anchors, tree, "patched")
+        checks.append(
+            _check(
+                "anchors",
+                [
+                    f"{r.anchor.id} {r.status} ({r.anchor.file}:{r.anchor.start}-{r.anchor.end})"
+                    for r in patched
+                    if not r.ok
+                ],
+                f"{len(patched)} patched-phase anchors hold",
+                shown=len(patched),
+            )
         )
-    )
-    if upstream is not None:
-        checks.extend(_check_upstream(files, upstream, dist_info, series))
-    if checkout is not None:
-        checks.append(_check_checkout(files, checkout, series))
-    report = verify_tree(stack, series, anchors, tree, require_patched=True)
+        if upstream is not None:
+            checks.extend(_check_upstream(contents.digests, upstream, dist_info, series))
+        if checkout is not None:
+            checks.append(_check_checkout(contents, checkout, series))
+        report = verify_tree(stack, series, anchors, tree, require_patched=True)
     return WheelReport(wheel, stack.name, version, tuple(checks), report)
 
 
 def read_provenance(wheel: Path) -> dict[str, Any] | None:
-    """The provenance document inside ``wheel`` (e.g. to pick its stack), or None."""
+    """The provenance document inside ``wheel`` (e.g. to pick its stack), or None if it has no
+    readable one (check_wheel then says why)."""
     try:
-        with zipfile.ZipFile(wheel) as zf:
-            name = next((n for n in zf.namelist() if n.endswith(f".dist-info/{PROVENANCE_NAME}")), None)
-            return parse_provenance(zf.read(name)) if name else None
-    except (zipfile.BadZipFile, OSError, ValueError, KeyError):
+        with open_archive(wheel, "wheel") as archive:
+            suffix = f".dist-info/{PROVENANCE_NAME}"
+            name = next((e.name for e in archive.entries if e.name.endswith(suffix)), None)
+            return parse_provenance(archive.read(name)) if name else None
+    except (SgpatchError, ValueError):
         return None

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from sgpatch.apply import apply_series
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Artifact, Config, load_config
-from sgpatch.source import fetch, fetch_artifact, read_sdist, read_wheel
+from sgpatch.source import fetch, read_archive
 from sgpatch.verify import Project, load_project
 
 from .sshd import Sshd, have_sshd, start_sshd
@@ -24,14 +25,98 @@ from .sshd import Sshd, have_sshd, start_sshd
 REPO = Path(__file__).resolve().parent.parent
 
 # Releases used as data by the tests (upstream's PyPI files, pinned like VERSIONS.toml pins 0.5.9).
+# Every release from 0.5.10 to 0.5.23 (``pip index versions sglang``): the py3 wheel while one exists, then
+# the cp311 manylinux x86_64 wheel (from 0.5.11 on only platform wheels are published).  About 300 MB in all.
 RELEASES: dict[str, Artifact] = {
     "0.5.10": Artifact(
-        "wheel", "sglang-0.5.10-py3-none-any.whl", "ac8855a5d57dac8831fee526bca5212f1ae451f378e2ab08b3baecbc4deb4076"
+        "wheel",
+        "sglang-0.5.10-py3-none-any.whl",
+        "ac8855a5d57dac8831fee526bca5212f1ae451f378e2ab08b3baecbc4deb4076",
+    ),
+    "0.5.10.post1": Artifact(
+        "wheel",
+        "sglang-0.5.10.post1-py3-none-any.whl",
+        "a854a68b11caf6b4b55c241a44378a7cdede7ede325db85c955f131506703bc6",
+    ),
+    "0.5.11": Artifact(
+        "wheel",
+        "sglang-0.5.11-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "fe0748beaff218d3e16c9018a5e19f018db06fc3c7ac4f90d2f93da1cf074b6f",
+    ),
+    "0.5.12": Artifact(
+        "wheel",
+        "sglang-0.5.12-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "4ed786a38655851fd055ef57380c34d29b87753b53f63457309f51e5bf48c2e6",
+    ),
+    "0.5.12.post1": Artifact(
+        "wheel",
+        "sglang-0.5.12.post1-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "94b3f3cc6b97f1364f247b8d9c1d106ec63cf22c55d6b65bc40ff29b0206ef5f",
+    ),
+    "0.5.13": Artifact(
+        "wheel",
+        "sglang-0.5.13-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "9d26266ab7e99165098f9e173f4a5a0ef6a0b64a6f30ef0b5ee859eead37e75a",
+    ),
+    "0.5.13.post1": Artifact(
+        "wheel",
+        "sglang-0.5.13.post1-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "1c1653ecf2893c7d7b1cf0c3e1cc9b7550ebad95c809de2f44bcc91b7a1e1fe3",
+    ),
+    "0.5.14": Artifact(
+        "wheel",
+        "sglang-0.5.14-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "4fe16056b45c8aca00f5f90ceb174dc3a62a3f5dccf159c791370795cd00fc99",
     ),
     "0.5.15": Artifact(
         "wheel",
         "sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64.whl",
         "21492759b4b99e117bd81610f633422f3fdae2896c2cde6931eab886deccc44f",
+    ),
+    "0.5.15.post1": Artifact(
+        "wheel",
+        "sglang-0.5.15.post1-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "8e182e1c449197cb6f98716a7cf432a3ea7af78c172f9b840ab28ad9e6cda9b4",
+    ),
+    "0.5.16": Artifact(
+        "wheel",
+        "sglang-0.5.16-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "d5f345a18953dd35df568ac56bdcb7f5ee910ab39efea4469b714556d1070713",
+    ),
+    "0.5.17": Artifact(
+        "wheel",
+        "sglang-0.5.17-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "575e38f5683624ded3b4bb267f637a098e5ed37d13a1d1ff5ea09bd781a04d16",
+    ),
+    "0.5.18": Artifact(
+        "wheel",
+        "sglang-0.5.18-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "e97b585dd2d5db2802599feba47c84cce972f5e1231a6816fef996200207b5cf",
+    ),
+    "0.5.19": Artifact(
+        "wheel",
+        "sglang-0.5.19-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "425e87377e725d03db8262382008f3fd9561a6cf5d82f485f8b9929f02ffe12b",
+    ),
+    "0.5.20": Artifact(
+        "wheel",
+        "sglang-0.5.20-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "1573527042f4f6b4ead838302818595fc77fdc611dbcc2e40cd150fbc8f8513c",
+    ),
+    "0.5.21": Artifact(
+        "wheel",
+        "sglang-0.5.21-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "96c029f75dec99baa33a5db3d41b1bebefdd6bcfba3a2f7c807fe1cf49a87c20",
+    ),
+    "0.5.22": Artifact(
+        "wheel",
+        "sglang-0.5.22-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "cc9a0f15bd8f877a0584fdb7a1702240177a1f1cc8d17c978715161717b9037b",
+    ),
+    "0.5.23": Artifact(
+        "wheel",
+        "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937",
     ),
 }
 
@@ -104,7 +189,7 @@ def release_tree(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Ca
         else:
             artifact = RELEASES[version]
         path = fetch_artifact(artifact, version)
-        members, _ = read_sdist(path) if artifact.kind == "sdist" else read_wheel(path)
+        members, _ = read_archive(path)
         root = tmp_path_factory.mktemp(f"release-{version}")
         for m in members:
             target = root / m.path

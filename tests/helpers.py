@@ -10,8 +10,8 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from sgpatch.checkout import git_env
 from sgpatch.cli import app
+from sgpatch.git import git_env
 
 
 def run_cli(*args: str, catch: bool = False) -> Any:
@@ -60,3 +60,28 @@ def copy_project_with(dest: Path, replacements: dict[str, str]) -> Path:
     (dest / "VERSIONS.toml").write_text(text)
     shutil.copytree(repo / "patches", dest / "patches")
     return dest
+
+
+def empty_series_project(dest: Path) -> Path:
+    """A project copy whose 0.5.9-cu130 stack carries nothing: an empty series, no pinned files, no interface."""
+    repo = Path(__file__).resolve().parent.parent
+    text = (repo / "VERSIONS.toml").read_text()
+    head, sep, rest = text.partition('[stacks."0.5.9-cu130".files]\n')
+    assert sep, "the cu130 files table"
+    rest = rest.split("\n", 2)[2]  # its two pins
+    text = head + rest
+    interface = (
+        '[stacks."0.5.9-cu130".interface]\nalgorithm = "eagle3"\n'
+        'target = "python/sglang/srt/models/kimi_k25.py:KimiK25ForConditionalGeneration"\n'
+        'draft = "python/sglang/srt/models/llama_eagle3.py:LlamaForCausalLMEagle3"\n'
+    )
+    replacements = {interface: "", 'series = "patches/0.5.9"\ncuda = "13.0"': 'series = "patches/empty"\ncuda = "13.0"'}
+    proj = copy_project_with(dest, {})
+    for old, new in replacements.items():
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (proj / "VERSIONS.toml").write_text(text)
+    (proj / "patches" / "empty").mkdir()
+    (proj / "patches" / "empty" / "series").write_text("# everything is upstream: nothing left to carry\n")
+    (proj / "patches" / "empty" / "anchors.toml").write_text("schema_version = 1\n")
+    return proj

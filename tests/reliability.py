@@ -161,6 +161,22 @@ case(
     "checkout exactly patched; git fsck clean; no journal left",
 )
 case(
+    "journal-nothing-moved",
+    CRASH,
+    "the user edits a file the apply will change while it is paused after writing its journal, before the move",
+    2,
+    "Nothing changed: the move stopped before touching a file",
+    "git refuses the move; the journal is cleared, the edit kept byte for byte; the next `verify` is not blocked",
+)
+case(
+    "journal-nothing-moved-after-kill",
+    CRASH,
+    "killed after the journal, before any file moved; then the user edits a file the move would change",
+    0,
+    "it moved nothing, nothing changed",
+    "the next command clears the journal and says so; the edit kept byte for byte; HEAD and index still pristine",
+)
+case(
     "user-edit-after-kill",
     CRASH,
     "killed mid-move, then the user edits a file the move touches before running sgpatch again",
@@ -296,6 +312,13 @@ for _id, _fault, _expect in [
     ("wheel-backslash", "a wheel member `..\\pwned.py`", "escapes the archive root"),
     ("wheel-symlink", "a wheel member with symlink mode bits", "is a link or device"),
     ("wheel-duplicate", "a wheel with the same member twice", "appears twice"),
+    ("archive-sdist-huge-member", "an sdist member whose header claims 3 GiB", "over the limit"),
+    ("archive-sdist-pax-header", "an sdist member with an 8 MiB pax header", "a tar header asks for"),
+    (
+        "archive-wheel-method-99",
+        "a wheel member compressed with method 99 (not stored or deflate)",
+        "compression method 99",
+    ),
 ]:
     case(
         _id,
@@ -305,6 +328,172 @@ for _id, _fault, _expect in [
         _expect,
         _NOFETCH,
     )
+
+_PORTED = "VERSIONS.toml, patches/ and .sgpatch/ byte-identical; no checkout or staging directory left"
+case(
+    "port-force-hand-written",
+    HOSTILE,
+    "`sgpatch port 0.5.9-cu130 --to 0.5.10 --force` where VERSIONS.toml has a hand-written 0.5.10-cu130",
+    2,
+    "was not written by 'sgpatch port'",
+    _PORTED,
+)
+case(
+    "port-pin-contradicts",
+    HOSTILE,
+    "`sgpatch port --to 0.5.10` of a stack whose install pins hold `openai==1.0` (0.5.10 requires openai==2.6.1)",
+    2,
+    "install pin openai==1.0 contradicts sglang 0.5.10",
+    _PORTED,
+)
+# A checkout's configuration naming programs (issue 10): git runs none of them, for every command.
+_NORUN = (
+    "the marker file the program would create never appears (a plain git command in the same checkout "
+    "creates it); apply, verify, export, fetch, build and port all checked"
+)
+_NEUTRALIZED = "switched off on every git command; apply, verify, export and fetch exit 0"
+for _id, _fault, _exit, _expect in [
+    (
+        "git-hooks",
+        "every hook git knows (`post-index-change`, `reference-transaction`, `post-checkout`, … 28 names) "
+        "in the checkout's `.git/hooks`, each creating a marker file",
+        0,
+        _NEUTRALIZED,
+    ),
+    ("git-fsmonitor", "`core.fsmonitor = 'touch MARKER; false #'` in the checkout's `.git/config`", 0, _NEUTRALIZED),
+    (
+        "git-filter",
+        "`* filter=evil` in `.git/info/attributes`, `filter.evil.smudge/clean/process` in `.git/config`",
+        2,
+        "'filter.evil.",
+    ),
+    ("git-diff-external", "`diff.external` in the checkout's `.git/config`", 2, "'diff.external'"),
+    (
+        "git-textconv",
+        "`* diff=evil` in `.git/info/attributes`, `diff.evil.textconv` in `.git/config`",
+        2,
+        "'diff.evil.textconv'",
+    ),
+    (
+        "git-include",
+        "`include.path` in `.git/config` naming a file that sets `filter.evil.clean`",
+        2,
+        "'filter.evil.clean'",
+    ),
+    ("git-ssh-command", "`core.sshCommand` in the checkout's `.git/config`", 2, "'core.sshcommand'"),
+]:
+    case(_id, HOSTILE, _fault, _exit, _expect, _NORUN)
+
+# Lock files never follow links and live where they guard (issue 10).
+_VICTIM = "the link's target byte-for-byte unchanged; the link left as it is; checkout unchanged"
+for _id, _fault, _exit, _expect, _kept in [
+    (
+        "lock-link-checkout",
+        "`.git/sgpatch.lock` is a symlink to another file, during `verify` and `apply`",
+        2,
+        "the lock file is a symbolic link",
+        _VICTIM,
+    ),
+    (
+        "lock-link-fetch",
+        "the fetch lock (in the user's cache, named by the target's real path) is a symlink to another file",
+        2,
+        "the lock file is a symbolic link",
+        "the link's target byte-for-byte unchanged; no checkout, no staging directory",
+    ),
+    (
+        "lock-link-fetch-dir",
+        "the directory of the fetch locks (`~/.cache/sgpatch/locks`) is a symlink to another directory",
+        2,
+        "is a symbolic link",
+        "nothing created in the directory the link points at; no checkout",
+    ),
+    (
+        "lock-beside-target",
+        "`.<name>.sgpatch-lock` beside `fetch --into DIR` (the old lock's place, in a shared parent) is a symlink",
+        0,
+        "checkout created",
+        "the link and its target untouched: the lock lives in the user's cache, not in the parent",
+    ),
+]:
+    case(_id, HOSTILE, _fault, _exit, _expect, _kept)
+case(
+    "interface-helper-fanout",
+    HOSTILE,
+    "`check-interface` on a checkout whose helpers hand the model on 50 times per level, 4 levels deep "
+    "(6 million paths to follow)",
+    1,
+    "helper calls given a model; the rest not followed",
+    "the check ends and still reports the real gaps, with a note naming the module; the checkout unchanged",
+)
+_WHEEL = "nothing written; no traceback file; one line (exit 2) or the wheel report with the failed check (exit 1)"
+for _id, _fault, _exit, _expect in [
+    ("archive-encrypted", "`verify --wheel` of a wheel with an encrypted member", 2, "is encrypted"),
+    (
+        "archive-method-99",
+        "`verify --wheel` of a wheel with a member compressed with method 99",
+        2,
+        "compression method 99",
+    ),
+    ("archive-bad-deflate", "`verify --wheel` of a wheel whose member has a corrupt deflate stream", 2, "is corrupt"),
+    ("archive-bad-crc", "`verify --wheel` of a wheel whose member fails its CRC-32", 2, "is corrupt"),
+    (
+        "archive-bomb",
+        "`verify --wheel` of a 3 MB wheel holding one 3 GiB member of zeros, run with a 1 GiB address-space limit",
+        2,
+        "over the limit",
+    ),
+    (
+        "archive-bomb-lying-size",
+        "`verify --wheel` of a wheel whose 3 GiB deflate stream of zeros is declared as 1,000 bytes",
+        2,
+        "is corrupt",
+    ),
+    (
+        "archive-ratio",
+        "`verify --wheel` of a wheel with a 128 MiB member of zeros (ratio ~1000:1)",
+        2,
+        "times its packed",
+    ),
+    ("archive-many-members", "`verify --wheel` of a wheel with 50,001 members", 2, "more than 50000 members"),
+    (
+        "archive-record-field",
+        "`verify --wheel` of a wheel whose RECORD has a field over 131,072 characters",
+        1,
+        "field larger than field limit",
+    ),
+    (
+        "archive-record-row",
+        "`verify --wheel` of a wheel whose RECORD has a row with a bad hash and a non-integer size",
+        1,
+        "malformed row",
+    ),
+    (
+        "archive-provenance-type",
+        "`verify --wheel` of a wheel whose `sgpatch.json` has `stack` as an object",
+        1,
+        "stack is an object, expected a string",
+    ),
+    (
+        "archive-provenance-nested",
+        "`verify --wheel` of a wheel whose `sgpatch.json` is nested 100,000 lists deep",
+        1,
+        "nested too deeply",
+    ),
+    (
+        "archive-requires-dist",
+        "`verify --wheel` of a wheel whose METADATA has a malformed `Requires-Dist`",
+        1,
+        "does not parse",
+    ),
+    (
+        "archive-metadata-utf8",
+        "`verify --wheel` of a wheel whose METADATA `Name` header is not UTF-8",
+        1,
+        "header cannot be read",
+    ),
+]:
+    case(_id, HOSTILE, _fault, _exit, _expect, _WHEEL)
 
 # --------------------------------------------------------------------------- network
 
@@ -343,6 +532,15 @@ case(
     2,
     "PatchError",
     _CLEAN,
+)
+case(
+    "fuzz-wheel",
+    FUZZ,
+    "`sgpatch verify --wheel` of upstream's 0.5.9 wheel mutated: bytes, members (dropped, doubled, renamed to "
+    "hostile paths, header flags, method, CRC, size), RECORD, METADATA and the provenance",
+    None,
+    "exit 1 or 2",
+    "exit 1 (the report) or 2 (one line); never 0 (the wheel is not the patched one), never a traceback",
 )
 case("fuzz-anchors", FUZZ, "mutated anchors.toml", 2, "ConfigError", _CLEAN)
 case("fuzz-config", FUZZ, "mutated VERSIONS.toml", 2, "ConfigError", _CLEAN)

@@ -65,6 +65,16 @@ def test_bad_sha256_is_reported_where_it_is(tmp_path: Path) -> None:
     assert f"{path}:{_line_of(path, 'zz1445b')}:" in err.value.message
 
 
+def test_error_under_a_quoted_path_key_names_that_key_line(tmp_path: Path) -> None:
+    # Keys of [stacks.X.files] are quoted paths with '/': the error names the key's line, not the table header.
+    path = _broken(tmp_path, 'pristine = "1583dd78', 'pristine = "zz83dd78')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    line = _line_of(path, "zz83dd78")
+    assert _line_of(path, '[stacks."0.5.9-cu130".files]') < line
+    assert err.value.message.startswith(f"{path}:{line}:"), err.value.message
+
+
 def test_series_outside_the_project_is_refused(tmp_path: Path) -> None:
     path = _broken(tmp_path, 'series = "patches/0.5.9"', 'series = "../../etc"')
     with pytest.raises(ConfigError, match="outside the project"):

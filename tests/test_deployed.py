@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Config
 from sgpatch.deployed import NotInstalled, check_install, installed_tree, verify_installed, verify_ssh, wanted_files
 from sgpatch.errors import EnvironmentFailure
 from sgpatch.remote import CONNECT_TIMEOUT, ProbeSession, Target, command_for, ssh_command, target_for
-from sgpatch.source import fetch_artifact
 from sgpatch.verify import Project
 from sgpatch.wheel import build_wheel, check_wheel
 
-from .helpers import json_out, run_cli
+from .helpers import empty_series_project, json_out, run_cli
 from .sshd import Sshd, free_port, keygen
 
 REPO = Path(__file__).resolve().parent.parent
@@ -264,6 +264,18 @@ def test_pypi_install_fails_naming_the_missing_methods(pypi_venv: Venv) -> None:
     assert pypi_venv.imported() == []
 
 
+def test_upstreams_install_carries_an_empty_series(pypi_venv: Venv, tmp_path: Path) -> None:
+    config = str(empty_series_project(tmp_path / "proj") / "VERSIONS.toml")
+    result = run_cli("verify", "--config", config, "--installed", "--python", str(pypi_venv.python), "--json")
+    assert result.exit_code == 0, result.stdout
+    doc = json_out(result)
+    assert doc["ok"] and doc["failures"] == [] and doc["patches"] == []
+    assert any(n.startswith("nothing to carry: the series of 0.5.9-cu130 is empty") for n in doc["notes"])
+    human = run_cli("verify", "--config", config, "--installed", "--python", str(pypi_venv.python))
+    assert human.exit_code == 0 and "nothing to carry" in human.stdout
+    assert pypi_venv.imported() == []
+
+
 @pytest.mark.slow
 def test_files_edited_after_install_are_reported(modified_venv: Venv) -> None:
     result = verify_cli("--installed", "--python", str(modified_venv.python), "--json")
@@ -368,6 +380,17 @@ def test_ssh_pypi_and_modified_match_installed(ssh_env: Sshd, pypi_venv: Venv, m
         assert local.exit_code == remote.exit_code == 1
         assert comparable(json_out(remote)) == comparable(json_out(local))
         assert venv.imported() == []
+
+
+@pytest.mark.slow
+def test_ssh_upstreams_install_carries_an_empty_series(ssh_env: Sshd, pypi_venv: Venv, tmp_path: Path) -> None:
+    config = str(empty_series_project(tmp_path / "proj") / "VERSIONS.toml")
+    args = ("verify", "--config", config, "--python", str(pypi_venv.python), "--json")
+    local = run_cli(*args, "--installed")
+    remote = run_cli(*args, "--ssh", ssh_env.alias)
+    assert local.exit_code == remote.exit_code == 0, remote.stdout
+    assert comparable(json_out(remote)) == comparable(json_out(local))
+    assert any(n.startswith("nothing to carry") for n in json_out(remote)["notes"])
 
 
 @pytest.mark.slow

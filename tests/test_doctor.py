@@ -27,6 +27,7 @@ from sgpatch.doctor import DoctorReport, build_tag, doctor, torch_cuda
 from sgpatch.errors import EnvironmentFailure
 
 from .helpers import json_out, run_cli
+from .port_fixtures import ported_0510, releases_cached  # noqa: F401  (fixtures)
 from .sshd import Sshd
 
 REPO = Path(__file__).resolve().parent.parent
@@ -252,3 +253,45 @@ def test_doctor_json_is_one_document(tmp_path: Path) -> None:
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert doc["schema_version"] == 1 and all(r["found"] is None for r in doc["rows"])
+
+
+@pytest.mark.slow
+def test_doctor_checks_a_ported_stacks_own_pins(
+    tmp_path: Path,
+    matching_venv: Path,
+    ported_0510: tuple[Path, dict[str, Any], bytes],  # noqa: F811  (a fixture)
+) -> None:
+    """The 0.5.10 stack port wrote pins sglang-kernel (sgl-kernel's new name) and 0.5.10's flashinfer."""
+    proj, _, _ = ported_0510
+    config = str(proj / "VERSIONS.toml")
+    ported = {
+        **{k: v for k, v in MATCHING.items() if k != "sgl-kernel"},
+        "sglang": "0.5.10+cu130.ee452cf02f",
+        "sglang-kernel": "0.4.1+cu130",
+        "flashinfer-python": "0.6.7.post2",
+        "flashinfer-cubin": "0.6.7.post2",
+        "flashinfer-jit-cache": "0.6.7.post2+cu130",
+    }
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    made = [
+        str(
+            make_wheel(
+                wheels, name, version, torch_files(version, "13.0", tmp_path / IMPORTED) if name == "torch" else {}
+            )
+        )
+        for name, version in ported.items()
+    ]
+    venv = make_venv(tmp_path / "venv", "--no-deps", "--no-index", *made)
+    result = run_cli("doctor", "0.5.10-cu130", "--config", config, "--python", str(venv), "--json")
+    assert result.exit_code == 0, result.stdout
+    found = rows(json_out(result))
+    assert found["sglang-kernel"] == ("==0.4.1+cu130", "0.4.1+cu130", True)
+    assert found["flashinfer-python"] == ("==0.6.7.post2", "0.6.7.post2", True)
+    assert "sgl-kernel" not in found
+    # The 0.5.9 serving venv is not a 0.5.10 one: the renamed kernel is missing, flashinfer is too old.
+    old = rows(
+        json_out(run_cli("doctor", "0.5.10-cu130", "--config", config, "--python", str(matching_venv), "--json"))
+    )
+    assert old["sglang-kernel"][1] is None and not old["sglang-kernel"][2]
+    assert old["flashinfer-python"] == ("==0.6.7.post2", "0.6.3", False)

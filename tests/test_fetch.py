@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Config
 from sgpatch.errors import SourceError
-from sgpatch.source import create_pypi_checkout, fetch_artifact
+from sgpatch.source import create_pypi_checkout
 
 from .helpers import copy_project_with, git, json_out, run_cli
 
@@ -94,3 +95,27 @@ def test_git_source_refuses_dangerous_urls(tmp_path: Path, config: Config, url: 
     assert result.exit_code == 2
     assert "refusing" in result.stderr
     assert not (tmp_path / "co").exists()
+
+
+def test_existing_checkout_reports_the_source_it_was_made_from(template_checkout: Path, config: Config) -> None:
+    # template_checkout was laid out from PyPI: asking for a git checkout there is refused, never reported as "git".
+    cfg = str(config.path)
+    refused = run_cli("fetch", "--source", "git", "--into", str(template_checkout), "--config", cfg)
+    assert refused.exit_code == 2, refused.stderr
+    assert "is a checkout made from pypi" in refused.stderr and "not from git" in refused.stderr
+    found = run_cli("fetch", "--into", str(template_checkout), "--json", "--config", cfg)
+    assert found.exit_code == 0, found.stderr
+    doc = json_out(found)
+    assert doc["source"] == "pypi" and doc["created"] is False
+
+
+def test_clone_uses_its_tag(tmp_path: Path, template_checkout: Path) -> None:
+    from sgpatch.errors import CheckoutError
+    from sgpatch.git import clone
+
+    upstream = tmp_path / "upstream"
+    shutil.copytree(template_checkout, upstream, symlinks=True)
+    _, commit = clone(str(upstream), tmp_path / "a", tag="v0.5.9")
+    assert commit == git(upstream, "rev-parse", "v0.5.9^{commit}")
+    with pytest.raises(CheckoutError, match=r"has no tag v9\.9\.9"):
+        clone(str(upstream), tmp_path / "b", tag="v9.9.9")

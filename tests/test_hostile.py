@@ -10,10 +10,13 @@ live in test_patchset.py, test_config.py and test_fetch.py.
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import io
 import json
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -28,13 +31,20 @@ from typing import Any
 
 import pytest
 
+from sgpatch.artifacts import fetch_artifact
+from sgpatch.config import load_config
+from sgpatch.provenance import wheel_version
 from sgpatch.remote import imported_failure
 from sgpatch.tree import DirTree, LinkInPath
+from sgpatch.verify import load_project
 
+from .conftest import REPO, copy_project
 from .fakeprobe import make_fake_python
-from .helpers import run_cli, snapshot
+from .helpers import copy_project_with, run_cli, snapshot
+from .port_fixtures import SDIST_0510
 from .reliability import CASES, HOSTILE, first_error, record
 from .smallrepo import HEADER, STACK, Tiny, add_traps, git, make_tiny, versions_toml
+from .zipcraft import deflate_offset, patch_member, zeros_bomb, zip_bytes
 
 
 @dataclass(frozen=True)
@@ -242,6 +252,27 @@ def _tarinfo(name: str, kind: bytes, link: str = "") -> tarfile.TarInfo:
     return info
 
 
+def _sdist_huge_member() -> bytes:
+    """An sdist whose second member's header claims 3 GiB (the data is not even there)."""
+    ok = tarfile.TarInfo(OK[0])
+    ok.size = len(OK[1])
+    huge = tarfile.TarInfo(f"{TOP}/sglang/zeros.bin")
+    huge.size = 3 << 30
+    padded = OK[1] + b"\0" * (-len(OK[1]) % tarfile.BLOCKSIZE)
+    return gzip.compress(ok.tobuf(format=tarfile.GNU_FORMAT) + padded + huge.tobuf(format=tarfile.GNU_FORMAT))
+
+
+def _sdist_pax_header() -> bytes:
+    """An sdist whose member carries an 8 MiB pax header (tarfile would read it whole)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(OK[0])
+        info.size = len(OK[1])
+        info.pax_headers = {"comment": "x" * (8 << 20)}
+        tar.addfile(info, io.BytesIO(OK[1]))
+    return buf.getvalue()
+
+
 def _wheel(members: list[zipfile.ZipInfo | tuple[str, bytes]]) -> bytes:
     buf = io.BytesIO()
     with warnings.catch_warnings():
@@ -279,6 +310,9 @@ ARCHIVES: dict[str, Callable[[Path], tuple[str, bytes]]] = {
     "wheel-backslash": lambda out: ("wheel", _wheel([("..\\pwned.py", b"pwned\n")])),
     "wheel-symlink": lambda out: ("wheel", _wheel([_symlink_zipinfo("sglang/out")])),
     "wheel-duplicate": lambda out: ("wheel", _wheel([("sglang/a.py", b"1\n"), ("sglang/a.py", b"2\n")])),
+    "archive-sdist-huge-member": lambda out: ("sdist", _sdist_huge_member()),
+    "archive-sdist-pax-header": lambda out: ("sdist", _sdist_pax_header()),
+    "archive-wheel-method-99": lambda out: ("wheel", patch_member(_wheel([]), "sglang/__init__.py", method=99)),
 }
 
 
@@ -457,3 +491,410 @@ def test_doctor_and_verify_agree_on_the_probes_imports(template_patched: Path, t
     again = run_cli("verify", "--installed", "--python", str(clean), "--config", str(PROJECT_CONFIG), "--json")
     assert again.exit_code == 0 and line not in again.stdout, again.stdout
     record("probe-imported", exit=verify.exit_code, shown=line, note="doctor and verify --installed: the same line")
+# --------------------------------------------------------------------------- port: stacks it must not write
+
+_PORT_BAD = {
+    # case id: (VERSIONS.toml replacements, extra port arguments)
+    "port-force-hand-written": ({'[stacks."0.5.9-cu128': '[stacks."0.5.10-cu130'}, ("--force",)),
+    "port-pin-contradicts": ({'  "cuda-python>=13.0,<14",\n]': '  "cuda-python>=13.0,<14",\n  "openai==1.0",\n]'}, ()),
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(_PORT_BAD))
+def test_port_refuses_to_write_a_wrong_stack(case_id: str, tmp_path: Path) -> None:
+    fetch_artifact(SDIST_0510, "0.5.10")
+    replacements, extra = _PORT_BAD[case_id]
+    proj = copy_project_with(tmp_path / "proj", replacements)
+    before = _tree_state(proj)
+    result = run_cli("port", "0.5.9-cu130", "--to", "0.5.10", "--config", str(proj / "VERSIONS.toml"), *extra)
+    case = CASES[case_id]
+    assert result.exit_code == case.exit, result.stderr
+    shown = first_error(result.stderr)
+    assert case.expect in shown
+    assert _tree_state(proj) == before
+    record(case_id, exit=result.exit_code, shown=shown, roots=(tmp_path,))
+# --------------------------------------------------------------------------- a checkout's configuration (issue 10)
+
+HOOKS = [
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+]
+PROGRAMS = [cid for cid in CASES if cid.startswith("git-") and CASES[cid].area == HOSTILE]
+
+
+def _plant_program(case_id: str, co: Path, marker: Path) -> None:
+    """Make the checkout's configuration name a program that creates ``marker``."""
+    touch = f"touch {marker}"
+    config = co / ".git/config"
+    attributes = co / ".git/info/attributes"
+
+    def set_config(text: str, where: Path = config) -> None:
+        with where.open("a") as fh:
+            fh.write(text)
+
+    if case_id == "git-hooks":
+        hooks = co / ".git/hooks"
+        hooks.mkdir(exist_ok=True)
+        for name in HOOKS:
+            (hooks / name).write_text(f"#!/bin/sh\n{touch}\n")
+            (hooks / name).chmod(0o755)
+    elif case_id == "git-fsmonitor":
+        set_config(f"[core]\n\tfsmonitor = {touch}; false #\n")
+    elif case_id in ("git-filter", "git-include"):
+        driver = f'[filter "evil"]\n\tclean = {touch}; cat\n\tsmudge = {touch}; cat\n\tprocess = {touch}; false\n'
+        if case_id == "git-include":
+            included = marker.parent / "included.gitconfig"
+            included.write_text(driver.replace("\tsmudge", "\t#").replace("\tprocess", "\t#"))
+            set_config(f"[include]\n\tpath = {included}\n")
+        else:
+            set_config(driver)
+        set_config("* filter=evil\n", attributes)
+    elif case_id == "git-diff-external":
+        set_config(f"[diff]\n\texternal = {touch}; true\n")
+    elif case_id == "git-textconv":
+        set_config(f'[diff "evil"]\n\ttextconv = {touch}; cat\n')
+        set_config("* diff=evil\n", attributes)
+    elif case_id == "git-ssh-command":
+        set_config(f"[core]\n\tsshCommand = {touch}; false\n")
+    else:  # pragma: no cover - a case without a plant
+        raise AssertionError(case_id)
+
+
+def _plain_git_runs_it(co: Path, marker: Path) -> None:
+    """The control: plain git commands in the same checkout do run the planted program."""
+    from sgpatch.git import git_env
+
+    touched = co / "python/sglang/version.py"
+    data = touched.read_bytes()
+    touched.unlink()
+    touched.write_bytes(data + b"# edited\n")
+    for args in (
+        ["status"],
+        ["diff"],
+        ["hash-object", str(touched.relative_to(co))],
+        ["update-ref", "refs/sgpatch-control", "HEAD"],
+        ["ls-remote", "ssh://example.invalid/x"],
+    ):
+        subprocess.run(["git", *args], cwd=co, capture_output=True, env=git_env(), timeout=60, check=False)
+    assert marker.exists(), "the planted program did not run even under plain git: the test proves nothing"
+
+
+@pytest.mark.parametrize("case_id", PROGRAMS)
+def test_checkout_config_runs_no_program(
+    case_id: str, pristine_checkout: Callable[[], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """apply, verify, export, fetch, build and port on a checkout whose config names a program: it never runs."""
+    co = pristine_checkout()
+    marker = tmp_path / "MARKER"
+    _plant_program(case_id, co, marker)
+    proj = copy_project(tmp_path / "proj")
+    cfg = str(proj / "VERSIONS.toml")
+    monkeypatch.chdir(tmp_path)
+    before = _digest(co)  # no git here: plain git would run the planted program
+    neutralized = CASES[case_id].exit == 0
+    # build and port on a pristine checkout stop early (build needs it patched, port a free --checkout
+    # directory), after the git commands that read the checkout: the cheap path through both.
+    commands = {
+        "verify": (["verify", "--checkout", str(co), "--config", cfg], 0),
+        "fetch": (["fetch", "--into", str(co), "--config", cfg], 0),
+        "build": (["build", "--checkout", str(co), "--out", str(tmp_path / "dist"), "--config", cfg], 2),
+        "port": (["port", "--to", "0.5.15", "--checkout", str(co), "--config", cfg], 2),
+        "apply": (["apply", "--checkout", str(co), "--config", cfg], 0),
+        "export": (["export", "--checkout", str(co), "--config", cfg], 0),
+    }
+    codes = {}
+    for name, (args, normal) in commands.items():
+        result = run_cli(*args)
+        codes[name] = result.exit_code
+        assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+        assert not marker.exists(), f"{name} ran the program the checkout configures"
+        if neutralized:
+            assert result.exit_code == normal, (name, result.stderr)
+        else:
+            assert result.exit_code == 2, (name, result.stderr)
+            assert CASES[case_id].expect in result.stderr, (name, result.stderr)
+        if name == "verify":
+            first = result
+    if not neutralized:
+        assert _digest(co) == before
+    assert not (tmp_path / "dist").exists()
+    shown = (
+        "; ".join(f"{name} exit {code}" for name, code in codes.items()) + "; no marker"
+        if neutralized
+        else first_error(first.stderr)
+    )
+    record(case_id, exit=codes["verify"], shown=shown, roots=(tmp_path, co.parent))
+    _plain_git_runs_it(co, marker)
+
+
+# --------------------------------------------------------------------------- lock files and links (issue 10)
+
+
+def _digest(root: Path) -> dict[str, str]:
+    """Every path below ``root`` (``.git`` included) with a hash of its bytes or its link target."""
+    state = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            state[rel] = f"-> {p.readlink()}"
+        elif p.is_file():
+            state[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            state[rel] = "dir"
+    return state
+
+
+def test_lock_link_in_checkout_is_refused(pristine_checkout: Callable[[], Path], tmp_path: Path) -> None:
+    co = pristine_checkout()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock = co / ".git/sgpatch.lock"
+    lock.symlink_to(victim)
+    before = snapshot(co)
+    cfg = str(REPO / "VERSIONS.toml")
+    shown = []
+    for command in ("verify", "apply"):
+        result = run_cli(command, "--checkout", str(co), "--config", cfg)
+        assert result.exit_code == 2, result.stderr
+        assert CASES["lock-link-checkout"].expect in result.stderr, result.stderr
+        assert victim.read_text() == "precious\n"
+        assert lock.is_symlink() and snapshot(co) == before
+        shown.append(first_error(result.stderr))
+    record("lock-link-checkout", exit=2, shown=shown[1], roots=(tmp_path, co.parent))
+
+
+def test_fetch_lock_link_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgpatch.source import target_lock_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    into = tmp_path / "co"
+    lock = target_lock_path(into)
+    assert lock.is_relative_to(tmp_path / "cache") and not lock.is_relative_to(into.parent / "co")
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(victim)
+    result = run_cli("fetch", "--into", str(into), "--config", str(REPO / "VERSIONS.toml"))
+    assert result.exit_code == 2, result.stderr
+    assert CASES["lock-link-fetch"].expect in result.stderr, result.stderr
+    assert victim.read_text() == "precious\n" and lock.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "victim.txt"]
+    record("lock-link-fetch", exit=2, shown=first_error(result.stderr), roots=(tmp_path,))
+    # The directory of the locks is a link: refused, nothing created where it points.
+    lock.unlink()
+    lock.parent.rmdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    lock.parent.symlink_to(elsewhere)
+    result = run_cli("fetch", "--into", str(into), "--config", str(REPO / "VERSIONS.toml"))
+    assert result.exit_code == 2, result.stderr
+    assert CASES["lock-link-fetch-dir"].expect in result.stderr, result.stderr
+    assert list(elsewhere.iterdir()) == [] and not into.exists()
+    record("lock-link-fetch-dir", exit=2, shown=first_error(result.stderr), roots=(tmp_path,))
+
+
+def test_no_fetch_lock_beside_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old lock's place beside --into (a shared parent) is never opened: a link planted there stays inert."""
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    into = tmp_path / "shared" / "co"
+    into.parent.mkdir()
+    planted = into.parent / f".{into.name}.sgpatch-lock"
+    planted.symlink_to(victim)
+    result = run_cli("fetch", "--into", str(into), "--config", str(REPO / "VERSIONS.toml"))
+    assert result.exit_code == 0, result.stderr
+    assert (into / ".git").is_dir()
+    assert victim.read_text() == "precious\n" and planted.is_symlink()
+    assert sorted(p.name for p in into.parent.iterdir()) == [".co.sgpatch-lock", "co"]
+    record("lock-beside-target", exit=0, shown="checkout created; the planted link and its target untouched")
+def test_interface_helper_fanout_is_bounded(pristine_checkout: Callable[[], Path], project: Any) -> None:
+    from .helpers import json_out
+
+    co = pristine_checkout()
+    worker = co / "python/sglang/srt/speculative/eagle_worker.py"
+    lines = [""]
+    for level in range(4):
+        callee = f"_fan{level + 1}(m)" if level < 3 else "m.get_embed_and_head()"
+        lines.append(f"def _fan{level}(m):")
+        lines += [f"    if _flag{i}:\n        {callee}" for i in range(50)]
+    lines.append("def _hostile(self):\n    _fan0(self.target_worker.model_runner.model)\n")
+    worker.write_text(worker.read_text() + "\n".join(lines))
+    before = snapshot(co)
+
+    result = run_cli("check-interface", "--checkout", str(co), "--config", str(project.config.path), "--json")
+
+    assert result.exit_code == 1
+    doc = json_out(result)
+    assert sorted(g["name"] for g in doc["gaps"]) == ["get_embed_and_head", "set_eagle3_layers_to_capture"]
+    [note] = [n for n in doc["notes"] if "helper calls" in n]
+    assert note == (
+        "python/sglang/srt/speculative/eagle_worker.py: more than 2000 helper calls given a model; "
+        "the rest not followed"
+    )
+    assert CASES["interface-helper-fanout"].expect in note
+    assert snapshot(co) == before
+    record("interface-helper-fanout", exit=result.exit_code, shown=note)
+
+
+# --------------------------------------------------------------------------- hostile wheels for verify --wheel
+
+
+
+@functools.cache
+def _upstream_members() -> tuple[str, tuple[tuple[str, bytes], ...]]:
+    project = load_project(load_config(REPO / "VERSIONS.toml"), None)
+    artifact = project.stack.artifact("wheel")
+    assert artifact is not None
+    with zipfile.ZipFile(fetch_artifact(artifact, project.stack.sglang_version)) as zf:
+        members = tuple((i.filename, zf.read(i)) for i in zf.infolist() if not i.is_dir())
+    return wheel_version(project.stack, project.series), members
+
+
+def _base_wheel() -> dict[str, bytes]:
+    """upstream's 0.5.9 wheel under the default stack's patched version, with a provenance naming the stack:
+    it reaches every check, which fails cleanly (exit 1: it is not patched)."""
+    version, members = _upstream_members()
+    dist_info = f"sglang-{version}.dist-info"
+    out = {name.replace("sglang-0.5.9.dist-info", dist_info): data for name, data in members}
+    out[f"{dist_info}/sgpatch.json"] = json.dumps({"schema_version": 1, "stack": "0.5.9-cu130"}).encode()
+    return out
+
+
+def _with(**replace: bytes) -> bytes:
+    members = _base_wheel()
+    for suffix, data in replace.items():
+        name = next(n for n in members if n.endswith(suffix.replace("_", ".")))
+        members[name] = data
+    return zip_bytes(members, compression=zipfile.ZIP_STORED, deflate={"sglang/__init__.py"})
+
+
+def _bad_deflate() -> bytes:
+    data = _with()
+    at = deflate_offset(data, "sglang/__init__.py")
+    return data[:at] + b"\xff" + data[at + 1 :]  # BTYPE 11: a block type deflate does not have
+
+
+def _many_members() -> bytes:
+    return zip_bytes({f"sglang/m{i}.py": b"" for i in range(50_001)}, compression=zipfile.ZIP_STORED)
+
+
+def _ratio(path: Path) -> None:
+    zeros_bomb(path, "sglang/zeros.bin", 128 << 20, extra={"sglang/__init__.py": b"x = 1\n"})
+
+
+WHEELS: dict[str, Callable[[Path], None]] = {
+    "archive-encrypted": lambda p: p.write_bytes(patch_member(_with(), "sglang/__init__.py", flags=0x1)),
+    "archive-method-99": lambda p: p.write_bytes(patch_member(_with(), "sglang/__init__.py", method=99)),
+    "archive-bad-deflate": lambda p: p.write_bytes(_bad_deflate()),
+    "archive-bad-crc": lambda p: p.write_bytes(patch_member(_with(), "sglang/__init__.py", crc=0xDEADBEEF)),
+    "archive-ratio": _ratio,
+    "archive-many-members": lambda p: p.write_bytes(_many_members()),
+    "archive-record-field": lambda p: p.write_bytes(_with(RECORD=b'"' + b"a" * 200_000 + b'",,\n')),
+    "archive-record-row": lambda p: p.write_bytes(_with(RECORD=b"sglang/__init__.py,md5,many\n")),
+    "archive-provenance-type": lambda p: p.write_bytes(
+        _with(sgpatch_json=json.dumps({"schema_version": 1, "stack": {"name": "x"}}).encode())
+    ),
+    "archive-provenance-nested": lambda p: p.write_bytes(
+        _with(sgpatch_json=b'{"schema_version": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    ),
+    "archive-requires-dist": lambda p: p.write_bytes(
+        _with(METADATA=b"Metadata-Version: 2.1\nName: sglang\nVersion: 0\nRequires-Dist: foo ==== bar!!\n\n")
+    ),
+    "archive-metadata-utf8": lambda p: p.write_bytes(
+        _with(METADATA=b"Metadata-Version: 2.1\nName: sgl\xffang\nVersion: 0\n\n")
+    ),
+}
+
+
+def _check_wheel_refused(case_id: str, code: int, stdout: str, stderr: str, roots: tuple[Path, ...]) -> None:
+    case = CASES[case_id]
+    assert code == case.exit, (code, stderr)
+    assert "Traceback" not in stderr and "internal error" not in stderr
+    assert not any(ord(c) < 32 and c not in "\n\t" for c in stderr), repr(stderr)
+    if code == 2:
+        assert case.expect in stderr, stderr
+        assert stdout == ""
+        shown = first_error(stderr)
+    else:
+        failures = json.loads(stdout)["failures"]
+        shown = next((f for f in failures if case.expect in f), "")
+        assert shown, failures
+    record(case_id, exit=code, shown=shown, roots=roots)
+
+
+@pytest.mark.parametrize("case_id", list(WHEELS))
+def test_hostile_wheel_is_refused(case_id: str, tmp_path: Path) -> None:
+    wheel = tmp_path / "sglang-0.5.9-py3-none-any.whl"
+    WHEELS[case_id](wheel)
+    before = sorted(tmp_path.iterdir())
+    result = run_cli("verify", "--wheel", str(wheel), "--json", "--config", str(REPO / "VERSIONS.toml"))
+    _check_wheel_refused(case_id, result.exit_code, result.stdout, result.stderr, (tmp_path,))
+    assert sorted(tmp_path.iterdir()) == before
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bomb") / "sglang-0.5.9-py3-none-any.whl"
+    zeros_bomb(path, "sglang/zeros.bin", 3 << 30, extra={"sglang/__init__.py": b"x = 1\n"})
+    return path
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("case_id", ["archive-bomb", "archive-bomb-lying-size"])
+def test_zip_bomb_is_refused_in_bounded_memory(case_id: str, bomb: Path, tmp_path: Path) -> None:
+    """The 3 GiB member is refused by a process that may not map more than 1 GiB in all."""
+    wheel = tmp_path / bomb.name
+    data = bomb.read_bytes()
+    assert len(data) < 8 << 20
+    if case_id == "archive-bomb-lying-size":
+        data = patch_member(data, "sglang/zeros.bin", size=1000)
+    wheel.write_bytes(data)
+    sgpatch = Path(sys.executable).with_name("sgpatch")
+    proc = subprocess.run(
+        [str(sgpatch), "verify", "--wheel", str(wheel), "--json", "--config", str(REPO / "VERSIONS.toml")],
+        capture_output=True,
+        text=True,
+        preexec_fn=_limit_memory,
+        check=False,
+    )
+    _check_wheel_refused(case_id, proc.returncode, proc.stdout, proc.stderr, (tmp_path,))
+    assert "'sglang/zeros.bin'" in proc.stderr
+
+
+def test_memory_limit_is_real() -> None:
+    """The limit the bomb test runs under stops a process that would hold the 3 GiB member (or even 1 GiB)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "b = bytes(1 << 30)"], capture_output=True, preexec_fn=_limit_memory, check=False
+    )
+    assert proc.returncode != 0 and b"MemoryError" in proc.stderr

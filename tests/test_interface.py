@@ -13,9 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.errors import ConfigError
-from sgpatch.interface import ClassRef, InterfaceReport, Location, check_interface
-from sgpatch.source import fetch_artifact
+from sgpatch.interface import (
+    CallSite,
+    ClassRef,
+    ExternalBases,
+    ExternalClass,
+    InterfaceReport,
+    Location,
+    check_interface,
+)
+from sgpatch.interface.external import kept_nn_module
 from sgpatch.tree import DirTree, ZipTree, site_packages_tree
 
 from .conftest import RELEASES
@@ -36,9 +45,17 @@ EMBED_HEAD_059 = [
 LAYERS_059 = [f"{EXEC}cuda_graph_runner.py:365", f"{EXEC}model_runner.py:622", f"{EXEC}model_runner.py:1906"]
 
 
+KEPT = ExternalBases(kept_nn_module())  # the same torch.nn.Module whether or not torch is installed here
+
+
 def check(root: Path, *, declared_target: Sequence[str] = (), declared_draft: Sequence[str] = ()) -> InterfaceReport:
     return check_interface(
-        DirTree(root), target=KIMI, draft=LLAMA_EAGLE3, declared_target=declared_target, declared_draft=declared_draft
+        DirTree(root),
+        target=KIMI,
+        draft=LLAMA_EAGLE3,
+        declared_target=declared_target,
+        declared_draft=declared_draft,
+        externals=KEPT,
     )
 
 
@@ -154,7 +171,10 @@ def test_target_resolution_follows_imports_and_stops_outside(tree_059: Path) -> 
         ("KimiK25ForConditionalGeneration", f"{MODELS}kimi_k25.py:648")
     ]
     assert report.target.external_bases == ("torch.nn.Module",)
-    assert "KimiK25ForConditionalGeneration: base torch.nn.Module is outside the tree, not inspected" in report.notes
+    assert (
+        "KimiK25ForConditionalGeneration: base torch.nn.Module is outside the tree, "
+        "members read from sgpatch's list for torch 2.13.0"
+    ) in report.notes
     [lm] = [d for d in report.target.delegates if d.attr == "language_model"]
     assert lm.written == "DeepseekV3ForCausalLM"
     assert lm.resolved is not None
@@ -331,6 +351,131 @@ def test_0515_dflash_is_checked_when_named(release_tree: Callable[[str], Path]) 
     assert "set_eagle3_layers_to_capture" not in {r.name for r in report.requirements}
 
 
+# ----------------------------------------------------------------------------- every release
+
+EMBED_HEAD = "get_embed_and_head"
+LAYERS = "set_eagle3_layers_to_capture"
+
+
+@pytest.mark.parametrize("version", ["0.5.9", *RELEASES])
+def test_every_release_requires_both_target_methods(release_tree: Callable[[str], Path], version: str) -> None:
+    report = check(release_tree(version))
+
+    assert {EMBED_HEAD, LAYERS} <= required(report, "target")
+    for name in (EMBED_HEAD, LAYERS):
+        assert all(s.access == "call" and not s.optional for s in report_sites(report, "target", name))
+    if version == "0.5.9":  # pristine: exactly the two gaps the series closes
+        assert gaps(report).keys() == {("target", EMBED_HEAD), ("target", LAYERS)}
+        assert report.delegation_gaps == ()
+    else:  # upstream carries both methods from 0.5.10 on; no false gap on the draft either
+        assert report.ok, (gaps(report), report.delegation_gaps)
+        provider = {r.name: r.provided_by for r in report.requirements if r.role == "target"}
+        for name in (EMBED_HEAD, LAYERS):
+            member = provider[name]
+            assert member is not None and (member.class_name, member.location.path) == (
+                "KimiK25ForConditionalGeneration",
+                KIMI.path,
+            )
+
+
+def report_sites(report: InterfaceReport, role: str, name: str) -> tuple[CallSite, ...]:
+    [req] = [r for r in report.requirements if (r.role, r.name) == (role, name)]
+    return req.call_sites
+
+
+BACKEND_SETUP = f"{EXEC}model_runner_components/attention_backend_setup.py"
+
+
+def test_0523_requirements_through_parameters_helpers_and_raising_guards(release_tree: Callable[[str], Path]) -> None:
+    report = check(release_tree("0.5.23"))
+
+    assert report.ok
+    # worker -> resolve_draft_embed_and_head(target_model=...) -> resolve_target_embed_and_head(target_model)
+    assert sites(report, "target", EMBED_HEAD) == [f"{SPEC}pp_draft_embedding.py:95"]
+    # ModelRunner -> configure_aux_hidden_state_capture(model=self.model, eagle_use_aux_hidden_state=...),
+    # behind `if not hasattr(model, ...): raise ValueError(...)`: required
+    assert sites(report, "target", LAYERS) == [f"{BACKEND_SETUP}:61"]
+    # `if draft_model is not None and hasattr(target_model, "get_embed_and_head_for_draft")`: optional
+    [for_draft] = [r for r in report.requirements if r.name == "get_embed_and_head_for_draft"]
+    assert for_draft.optional and [str(s) for s in for_draft.call_sites] == [f"{SPEC}pp_draft_embedding.py:94"]
+    # torch.nn.Module provides modules(): eagle_worker_v2.py:452 is no gap
+    [modules] = [r for r in report.requirements if (r.role, r.name) == ("draft", "modules")]
+    assert not modules.optional and [str(s) for s in modules.call_sites] == [f"{SPEC}eagle_worker_v2.py:452"]
+    assert modules.provided_by is not None
+    assert (modules.provided_by.class_name, str(modules.provided_by.location)) == (
+        "torch.nn.Module",
+        "torch/nn/modules/module.py:2805",
+    )
+    assert (
+        "LlamaForCausalLMEagle3: base torch.nn.Module is outside the tree, "
+        "members read from sgpatch's list for torch 2.13.0"
+    ) in report.notes
+
+
+def test_0523_a_guard_that_carries_on_makes_the_call_optional(
+    release_tree: Callable[[str], Path], tmp_path: Path
+) -> None:
+    root = copy_srt(release_tree("0.5.23"), tmp_path)
+    raising = '            raise ValueError(\n                f"Model {model.__class__.__name__} does not implement "'
+    edit(root, BACKEND_SETUP, raising, raising.replace("raise ValueError(", "return print("))  # same lines
+
+    report = check(root)
+
+    [req] = [r for r in report.requirements if (r.role, r.name) == ("target", LAYERS)]
+    assert req.optional and [str(s) for s in req.call_sites] == [f"{BACKEND_SETUP}:61"]
+    assert LAYERS not in required(report, "target")
+
+
+@pytest.mark.parametrize(("otherwise", "optional"), [("raise ValueError(", False), ("print(", True)])
+def test_0523_a_hasattr_guard_whose_else_raises_makes_the_call_required(
+    release_tree: Callable[[str], Path], tmp_path: Path, otherwise: str, optional: bool
+) -> None:
+    root = copy_srt(release_tree("0.5.23"), tmp_path)
+    guard = '        if not hasattr(model, "set_eagle3_layers_to_capture"):\n            raise ValueError(\n'
+    call = "        model.set_eagle3_layers_to_capture(eagle_aux_hidden_state_layer_ids)\n"
+    text = (root / BACKEND_SETUP).read_text()
+    start = text.index(guard)
+    end = text.index(call, start) + len(call)
+    block = text[start:end].splitlines(keepends=True)  # lines 55-61, rewritten in place as lines 55-61:
+    block[0] = f'        if hasattr(model, "set_eagle3_layers_to_capture"): {call.strip()}\n'
+    block[1] = f"        else: {otherwise}\n"
+    block[-1] = "        pass\n"
+    (root / BACKEND_SETUP).write_text(text[:start] + "".join(block) + text[end:])
+
+    report = check(root)
+
+    [req] = [r for r in report.requirements if (r.role, r.name) == ("target", LAYERS)]
+    assert [str(s) for s in req.call_sites] == [f"{BACKEND_SETUP}:55"]
+    assert req.optional is optional
+
+
+def test_0523_a_missing_method_reached_through_a_helper_is_a_gap(
+    release_tree: Callable[[str], Path], tmp_path: Path
+) -> None:
+    root = copy_srt(release_tree("0.5.23"), tmp_path)
+    edit(root, KIMI.path, "    def get_embed_and_head(self)", "    def get_embed_and_head_(self)")
+    edit(root, KIMI.path, "    def set_eagle3_layers_to_capture(", "    def set_eagle3_layers_to_capturE(")
+
+    report = check(root)
+
+    assert gaps(report) == {
+        ("target", EMBED_HEAD): [f"{SPEC}pp_draft_embedding.py:95"],
+        ("target", LAYERS): [f"{BACKEND_SETUP}:61"],
+    }
+
+
+def test_0523_draft_lacking_an_nn_module_member_without_torch_knowledge(release_tree: Callable[[str], Path]) -> None:
+    """With no members known for torch.nn.Module, ``modules`` would be a gap: the kept list is what closes it."""
+    report = check_interface(
+        DirTree(release_tree("0.5.23")),
+        target=KIMI,
+        draft=LLAMA_EAGLE3,
+        externals=ExternalBases(ExternalClass("torch.nn.Module", "torch/nn/modules/module.py", "nothing", {})),
+    )
+
+    assert ("draft", "modules") in gaps(report)
+
+
 # ------------------------------------------------------------------------- views and errors
 
 
@@ -338,9 +483,8 @@ def test_same_report_from_an_installed_tree_and_a_wheel(release_tree: Callable[[
     root = release_tree("0.5.10")
     from_dir = check(root).as_dict()
     installed = check_interface(site_packages_tree(root / "python"), target=KIMI, draft=LLAMA_EAGLE3).as_dict()
-    wheel = check_interface(
-        ZipTree(fetch_artifact(RELEASES["0.5.10"], "0.5.10")), target=KIMI, draft=LLAMA_EAGLE3
-    ).as_dict()
+    with ZipTree(fetch_artifact(RELEASES["0.5.10"], "0.5.10")) as tree:
+        wheel = check_interface(tree, target=KIMI, draft=LLAMA_EAGLE3).as_dict()
 
     for doc in (installed, wheel):
         assert {k: v for k, v in doc.items() if k != "tree"} == {k: v for k, v in from_dir.items() if k != "tree"}

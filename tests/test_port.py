@@ -113,7 +113,22 @@ def test_ported_stack_pins_and_comments(ported_0510: tuple[Path, dict[str, Any],
     assert new.commit is None  # not knowable from PyPI alone
     assert new.pypi_commit == doc["pypi_commit"] and new.pypi_commit is not None
     assert new.artifact("sdist") is not None and new.artifact("sdist").sha256 == doc["artifacts"][0]["sha256"]  # type: ignore[union-attr]
-    assert (new.requires, new.install, new.interface) == (old.requires, old.install, old.interface)
+    assert new.interface == old.interface
+    # The pins are 0.5.10's own (sgl-kernel renamed sglang-kernel), with the cu130 indexes and tags of 0.5.9-cu130.
+    assert new.install.extra_index_urls == old.install.extra_index_urls
+    assert new.install.pins == (
+        "torch==2.9.1",
+        "torchaudio==2.9.1",
+        "sglang-kernel==0.4.1+cu130",
+        "flashinfer-python==0.6.7.post2",
+        "flashinfer-cubin==0.6.7.post2",
+        "flashinfer-jit-cache==0.6.7.post2",
+        "cuda-python>=13.0,<14",
+    )
+    assert new.requires == old.requires  # 0.5.10 still asks for cuda-python==12.9
+    assert new.build_requires == old.build_requires
+    assert "sglang 0.5.10 requires cuda-python==12.9; CUDA 13.0 needs cuda-python>=13.0,<14" in text.decode()
+    assert "pins: sgl-kernel==0.3.21+cu130 -> sglang-kernel==0.4.1+cu130" in doc["notes"]
     deepseek = new.pinned_file(DEEPSEEK)
     assert deepseek is not None and [f.path for f in new.files] == [DEEPSEEK]
     assert deepseek.pristine == git_blob_id((release_tree("0.5.10") / DEEPSEEK).read_bytes())

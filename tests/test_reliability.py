@@ -33,12 +33,13 @@ import pytest
 
 from sgpatch.apply import apply_series
 from sgpatch.config import load_config
+from sgpatch.git import TEST_CONFIG_ENV
 from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV, LockBusy
 from sgpatch.source import create_pypi_checkout
 from sgpatch.verify import Project, load_project
 
 from .helpers import git, run_cli, snapshot
-from .reliability import KILL_POINTS, first_error, record
+from .reliability import CASES, KILL_POINTS, first_error, record
 from .smallrepo import Tiny, make_tiny
 
 SGPATCH = [sys.executable, "-m", "sgpatch.cli"]
@@ -88,8 +89,10 @@ class Run:
         return self.proc.returncode, out, err
 
 
-def start(tmp: Path, *args: str, pause: str | None = None, env: dict[str, str] | None = None) -> Run:
-    marker = tmp / f"paused-{time.monotonic_ns()}"
+def start(
+    tmp: Path, *args: str, pause: str | None = None, env: dict[str, str] | None = None, marker: Path | None = None
+) -> Run:
+    marker = marker or tmp / f"paused-{time.monotonic_ns()}"
     extra = dict(env or {})
     if pause:
         extra.update({PAUSE_ENV: pause, PAUSE_FILE_ENV: str(marker)})
@@ -199,31 +202,33 @@ echo "$$ $1" > "{marker}.tmp"; mv "{marker}.tmp" "{marker}"; exec sleep 120
 
 
 @contextlib.contextmanager
-def git_pause(co: Path, point: str, marker: Path) -> Iterator[None]:
-    """Make git itself stop at ``point`` while the test holds it; undo it afterwards."""
+def git_pause(co: Path, point: str, marker: Path) -> Iterator[dict[str, str]]:
+    """Make git itself stop at ``point`` while the test holds it; undo it afterwards.
+
+    The filter driver and the hook come from sgpatch's test hook (``TEST_CONFIG_ENV``, the
+    environment of the run), never from the checkout's own configuration, which sgpatch refuses
+    or overrides; only the attribute naming the driver is in the checkout.
+    """
     tool = marker.parent / f"{marker.name}.sh"
+    attributes = co / ".git/info/attributes"
+    saved = attributes.read_text()
     if point == "git:read-tree":
         tool.write_text(_SMUDGE.format(dir=marker.parent, marker=marker))
         tool.chmod(0o755)
-        git(co, "config", "filter.sgpatchtest.smudge", f"{tool} %f")
-        attributes = co / ".git/info/attributes"
-        saved = attributes.read_text()
+        setting = f"filter.sgpatchtest.smudge={tool} %f"
         attributes.write_text(saved + "*.py filter=sgpatchtest\n")
     else:
         state = "prepared" if point == "git:update-ref" else "committed"
-        tool.write_text(_HOOK.format(state=state, marker=marker))
-        hook = co / ".git/hooks/reference-transaction"
-        hook.parent.mkdir(exist_ok=True)
-        hook.write_text(tool.read_text())
+        hooks = marker.parent / f"{marker.name}.hooks"
+        hooks.mkdir()
+        hook = hooks / "reference-transaction"
+        hook.write_text(_HOOK.format(state=state, marker=marker))
         hook.chmod(0o755)
+        setting = f"core.hooksPath={hooks}"
     try:
-        yield
+        yield {TEST_CONFIG_ENV: setting}
     finally:
-        if point == "git:read-tree":
-            git(co, "config", "--unset", "filter.sgpatchtest.smudge")
-            attributes.write_text(saved)
-        else:
-            (co / ".git/hooks/reference-transaction").unlink()
+        attributes.write_text(saved)
 
 
 # --------------------------------------------------------------------------- kill -9 at every point
@@ -252,8 +257,9 @@ def test_kill_apply_at_each_point(
 ) -> None:
     co, cfg = pristine(), project.config.path
     end = KILL_POINTS[point][1]
-    run = start(tmp_path, "apply", "--checkout", str(co), "--config", str(cfg), pause=point)
-    with git_pause(co, point, run.marker) if point.startswith("git:") else contextlib.nullcontext():
+    marker = tmp_path / "paused"
+    with git_pause(co, point, marker) if point.startswith("git:") else contextlib.nullcontext({}) as env:
+        run = start(tmp_path, "apply", "--checkout", str(co), "--config", str(cfg), pause=point, env=env, marker=marker)
         paused = run.wait_paused()
         helper = int(paused.split()[0])
         git_pid = ancestor(helper, "git") if point.startswith("git:") else None
@@ -365,6 +371,59 @@ def test_user_edit_after_kill_is_never_overwritten(
     assert kimi.read_bytes() == mine
     assert (co / ".git/sgpatch-apply.json").exists()
     record("user-edit-after-kill", exit=res.returncode, shown=first_error(res.stderr), roots=(co,))
+
+
+def _edit(co: Path) -> tuple[Path, bytes]:
+    """The user's edit of a file the series changes (replaced: the quick copy hard-links files)."""
+    kimi = co / "python/sglang/srt/models/kimi_k25.py"
+    mine = kimi.read_bytes() + b"# my hotfix\n"
+    kimi.unlink()
+    kimi.write_bytes(mine)
+    return kimi, mine
+
+
+def test_journal_that_moved_nothing_is_cleared(
+    pristine: Callable[[], Path], project: Project, refs: Refs, tmp_path: Path
+) -> None:
+    co, cfg = pristine(), project.config.path
+    run = start(tmp_path, "apply", "--checkout", str(co), "--config", str(cfg), pause="apply:journal")
+    run.wait_paused()
+    kimi, mine = _edit(co)  # before the move: git refuses to overwrite it
+    run.release()
+    code, _, err = run.finish()
+    assert code == 2, err
+    assert CASES["journal-nothing-moved"].expect in err
+    assert not (co / ".git/sgpatch-apply.json").exists()
+    assert kimi.read_bytes() == mine
+    assert git(co, "rev-parse", "HEAD") == refs.pristine["head"]
+    record("journal-nothing-moved", exit=code, shown=first_error(err), roots=(co,))
+    # The next command is not blocked by anything the refused apply left.
+    res = sgpatch("verify", "--checkout", str(co), "--config", str(cfg))
+    assert res.returncode in (0, 1), res.stderr
+    assert "interrupted" not in res.stderr + res.stdout
+    assert_clean_git(co)
+
+
+def test_journal_that_moved_nothing_before_a_kill_is_cleared(
+    pristine: Callable[[], Path], project: Project, refs: Refs, tmp_path: Path
+) -> None:
+    co, cfg = pristine(), project.config.path
+    run = start(tmp_path, "apply", "--checkout", str(co), "--config", str(cfg), pause="apply:journal")
+    run.wait_paused()
+    run.kill()
+    run.finish()
+    assert (co / ".git/sgpatch-apply.json").exists()
+    kimi, mine = _edit(co)
+    res = sgpatch("verify", "--checkout", str(co), "--config", str(cfg))
+    assert res.returncode in (0, 1), res.stderr
+    assert CASES["journal-nothing-moved-after-kill"].expect in res.stdout, res.stdout
+    assert not (co / ".git/sgpatch-apply.json").exists()
+    assert kimi.read_bytes() == mine
+    assert git(co, "rev-parse", "HEAD") == refs.pristine["head"]
+    assert git(co, "diff", "--cached", "--name-only") == ""
+    assert_clean_git(co)
+    note = next(ln for ln in res.stdout.splitlines() if "nothing changed" in ln)
+    record("journal-nothing-moved-after-kill", exit=res.returncode, shown=note.strip(), roots=(co,))
 
 
 # --------------------------------------------------------------------------- kill at timed moments (tiny repo)

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from sgpatch.anchors import load_anchors
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.patchset import Series, read_series
 from sgpatch.provenance import BuildInputs, requires_dist, rewrite_requires, wheel_version
-from sgpatch.source import fetch_artifact
 from sgpatch.tree import ZipTree, site_packages_tree
 from sgpatch.verify import verify_tree
 from sgpatch.wheel import (
@@ -376,30 +376,30 @@ def test_wheel_name_is_forced_despite_a_higher_tag(builds: Builds, config: Confi
     assert builds.cu130.wheel.name == f"sglang-0.5.9+cu130.{series_id}-py3-none-any.whl"
     assert builds.cu130.version == f"0.5.9+cu130.{series_id}"
     assert not builds.cu130.cached
-    tree = ZipTree(builds.cu130.wheel)
-    assert f"version = '0.5.9+cu130.{series_id}'".encode() in (tree.read("python/sglang/_version.py") or b"")
+    with ZipTree(builds.cu130.wheel) as tree:
+        assert f"version = '0.5.9+cu130.{series_id}'".encode() in (tree.read("python/sglang/_version.py") or b"")
 
 
 @pytest.mark.slow
 def test_wheel_carries_the_patches_and_verifies(builds: Builds, config: Config) -> None:
     result = builds.cu130
     assert result.checks.ok, result.checks.failures
-    tree = ZipTree(result.wheel)
-    kimi = tree.read(KIMI)
+    with ZipTree(result.wheel) as tree:
+        kimi, deepseek = tree.read(KIMI), tree.read(DEEPSEEK)
+        stack = config.stack(CU130)
+        series = series_of(stack)
+        anchors = load_anchors(stack.series_dir / "anchors.toml")
+        report = verify_tree(stack, series, anchors, tree, require_patched=True)
     assert kimi is not None
     cls = next(
         n for n in ast.parse(kimi).body if isinstance(n, ast.ClassDef) and n.name == "KimiK25ForConditionalGeneration"
     )
     methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
     assert methods >= EAGLE3_METHODS
-    deepseek = tree.read(DEEPSEEK)
     assert deepseek is not None
     assert b"            if layer_ids and layer_ids[0] == 1:\n" in deepseek
     assert b"                self.model.layers_to_capture = list(layer_ids)\n" in deepseek
     # The anchor/blob/patch part is verify's own report on the wheel.
-    stack = config.stack(CU130)
-    series = series_of(stack)
-    report = verify_tree(stack, series, load_anchors(stack.series_dir / "anchors.toml"), tree, require_patched=True)
     assert report.ok and report.phase == "patched"
     assert {c.name for c in result.checks.checks} == {
         "name",
@@ -473,8 +473,9 @@ def test_file_set_and_bytes_equal_upstreams_wheel(builds: Builds, config: Config
     assert differ == ["sglang/_version.py", "sglang/srt/models/deepseek_v2.py", "sglang/srt/models/kimi_k25.py"]
     checks = {c.name: c for c in builds.cu130.checks.checks}
     assert checks["file-set"].ok and checks["upstream-bytes"].ok and checks["checkout-bytes"].ok
-    for path in (KIMI, DEEPSEEK):
-        assert ZipTree(builds.cu130.wheel).read(path) == (builds.checkout / path).read_bytes()
+    with ZipTree(builds.cu130.wheel) as tree:
+        for path in (KIMI, DEEPSEEK):
+            assert tree.read(path) == (builds.checkout / path).read_bytes()
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sgpatch.cli.app import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, _progress, app, handled
+from sgpatch.cli.app import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, _err, _progress, app, handled
 
 
 @app.command()
@@ -42,4 +42,6 @@ def build(
     )
     typer.echo(dumps(result.as_dict()) if json_out else render_build(result))
     if not result.checks.ok:
+        for failure in result.checks.failures:  # on stderr too: --json output is often redirected (make wheel)
+            _err(f"sgpatch: build: check failed: {failure}")
         raise typer.Exit(1)

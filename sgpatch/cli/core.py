@@ -117,6 +117,8 @@ def verify(
     else:
         typer.echo(render_verify(report))
     if not report.ok:
+        for failure in report.failures:
+            _err(f"sgpatch: verify: check failed: {failure}")
         raise typer.Exit(1)
 
 

@@ -48,7 +48,11 @@ def check_interface_cmd(
         if not root.is_dir():
             raise Bad(f"{root}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
         tree = DirTree(root)
-    report: Any = check_interface(tree, **interface_of(st.interface))
+    try:
+        report: Any = check_interface(tree, **interface_of(st.interface))
+    finally:
+        if isinstance(tree, ZipTree):
+            tree.close()
     typer.echo(dumps(report.as_dict()) if json_out else render_interface(report))
     if not report.ok:
         raise typer.Exit(1)

@@ -26,6 +26,7 @@ def port(
     checkout: PortCheckoutOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="classify only; write nothing")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="a superseded patch is a failure")] = False,
+    force: Annotated[bool, typer.Option("--force", help="replace the new stack if port wrote it before")] = False,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -46,6 +47,7 @@ def port(
         checkout=checkout,
         dry_run=dry_run,
         strict=strict,
+        force=force,
         progress=_progress(json_out),
     )
     typer.echo(dumps(result.as_dict()) if json_out else render_port(result))

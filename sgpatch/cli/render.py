@@ -220,6 +220,14 @@ def render_wheelreport(report: WheelReport) -> str:
     lines.extend(_table(rows, ("check", "status", "detail")))
     if report.verify is not None:
         lines += ["", render_verify(report.verify)]
+    # The last line speaks for every check above, the wheel's own ones included.
+    lines.append("")
+    if report.ok:
+        phase = report.verify.phase if report.verify is not None else "checked"
+        lines.append(f"verify --wheel: ok ({phase}, {len(report.checks)} wheel checks passed)")
+    else:
+        lines.append(f"verify --wheel: FAILED ({len(report.failures)} problem(s))")
+        lines.extend(f"  - {f}" for f in report.failures)
     return "\n".join(lines)
 
 

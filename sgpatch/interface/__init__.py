@@ -13,14 +13,20 @@ the same on a checkout, a wheel or an installed sglang, in about a second, long 
   ``mtp_model_runner(i)``) a draft requirement.  Branches the algorithm never takes are skipped
   (``if algo.is_eagle3(): ... else: <skipped for EAGLE3>``).
 - In ``model_executor/`` a name used on the runner's model (``self.model``, ``model_runner.model``) is a
-  requirement when its guards can hold for the algorithm but not without speculative decoding, directly
-  (``algo.is_eagle3()``) or through a flag only ever set under such a guard
-  (``self.eagle_use_aux_hidden_state``).  It is the target's unless guarded by ``is_draft_worker``.
-- ``hasattr(m, "name")`` guards (not ``if not hasattr(...): raise``) and ``getattr(m, "name", default)``
-  make a use optional: listed, never a gap.
+  requirement when its guards can hold for the algorithm and cannot for some other algorithm or without
+  one, directly (``algo.is_eagle3()``) or through a flag that no assignment of a true value can set for
+  some of them (``self.eagle_use_aux_hidden_state``).  It is the target's unless guarded by ``is_draft_worker``.
+- A model (or a step towards one) handed to a function of ``speculative/`` or ``model_executor/`` is
+  followed into it: ``resolve_draft_embed_and_head(target_model=runner.model)`` makes
+  ``target_model.get_embed_and_head()`` there a target requirement, reported where it is written; the
+  function's other parameters stand for the caller's arguments in its guards (4 calls deep at most, and
+  2000 function bodies per module scanned, noted when reached).
+- ``hasattr(m, "name")`` guards and ``getattr(m, "name", default)`` make a use optional: listed, never a
+  gap; not when the other way raises (``if not hasattr(m, "name"): raise ...``, ``else: raise ...``).
 
 *Provided* names are the class's methods and attributes (``self.x = ...`` included) with its bases
-resolved through the tree's imports, stopping at bases outside the tree.  A provided method that calls
+resolved through the tree's imports; a base outside the tree provides its members when they are known
+(``torch.nn.Module``: see :mod:`sgpatch.interface.external`).  A provided method that calls
 ``self.<attr>.<name>(...)`` is checked through the class ``__init__`` assigns to ``self.<attr>``.
 """
 
@@ -33,6 +39,7 @@ from typing import Any
 from sgpatch.config import InterfaceSpec
 from sgpatch.errors import ConfigError
 from sgpatch.interface.algorithms import Algorithms, scan_sites
+from sgpatch.interface.external import ExternalBases, ExternalClass, provider
 from sgpatch.interface.model import (
     DRAFT,
     MAX_FORWARD_DEPTH,
@@ -45,7 +52,6 @@ from sgpatch.interface.model import (
     Gap,
     InterfaceReport,
     Location,
-    Member,
     OtherUse,
     Requirement,
     StaleName,
@@ -68,6 +74,8 @@ __all__ = [
     "CallSite",
     "ClassRef",
     "DelegationGap",
+    "ExternalBases",
+    "ExternalClass",
     "Gap",
     "InterfaceReport",
     "Location",
@@ -89,12 +97,16 @@ def check_interface(
     algorithm: str = "eagle3",
     declared_target: Sequence[str] = (),
     declared_draft: Sequence[str] = (),
+    externals: ExternalBases | None = None,
 ) -> InterfaceReport:
     """Every name ``algorithm`` uses on the target (and draft) model that the class does not provide.
 
+    ``externals`` knows the members of bases outside the tree (``torch.nn.Module``); by default they are
+    read from this interpreter's torch, else from the list sgpatch keeps.
     Raises :class:`ConfigError` when a class, its file or the algorithm is not in the tree.
     """
     mods = Modules(tree)
+    externals = externals or ExternalBases()
     classes = {
         TARGET: mods.find_class(target),
         DRAFT: mods.find_class(draft) if draft else None,
@@ -122,6 +134,7 @@ def check_interface(
             entry = others.setdefault((s.role, s.name), (set(), []))
             entry[0].update(users)
             entry[1].append(s)
+    notes += algos.notes
 
     requirements: list[Requirement] = []
     gaps: list[Gap] = []
@@ -135,13 +148,12 @@ def check_interface(
             stale.append(StaleName(role, name, tuple(sorted(others.get((role, name), (set(), []))[0]))))
         for name in sorted(used | set(declared)):
             sites = _call_sites(mine.get((role, name), []))
-            found = provider_of(chain, name)
-            member = Member(found[0].name, found[1], Location(found[0].path, found[2])) if found else None
+            member = provider(chain, name, externals)
             req = Requirement(role, name, sites, name in declared, member)
             requirements.append(req)
             if cls is None or req.optional:
                 continue
-            if found is None:
+            if member is None:
                 method = req.declared or any(s.access == "call" for s in sites)
                 gaps.append(
                     Gap(
@@ -149,18 +161,18 @@ def check_interface(
                         name,
                         cls.name,
                         sites,
-                        _fix(mods, cls, chain, name, method=method),
+                        _fix(mods, cls, chain, name, externals, method=method),
                     )
                 )
             else:
-                forwards += _forwards(mods, chain, name, role, sites, notes, set())
+                forwards += _forwards(mods, chain, name, role, sites, notes, externals, set())
         if cls is None and used:
             notes.append(f"no {role} class given: {len(used)} {role} name(s) listed, not checked")
 
     refs = {TARGET: target, DRAFT: draft}
     resolutions = {role: resolution_of(mods, ref, c) for role, ref in refs.items() if ref and (c := classes[role])}
     for res in resolutions.values():
-        notes += [f"{res.ref.name}: base {ext} is outside the tree, not inspected" for ext in res.external_bases]
+        notes += externals.notes(res.external_bases, res.ref.name)
     return InterfaceReport(
         tree=tree.label,
         algorithm=algorithm.lower(),
@@ -183,13 +195,15 @@ def _call_sites(sites: list[Site]) -> tuple[CallSite, ...]:
     return tuple(sorted({s.call_site() for s in sites}, key=lambda c: (c.path, c.line, c.access)))
 
 
-def _fix(mods: Modules, cls: ClassNode, chain: list[ClassNode], name: str, *, method: bool) -> str:
+def _fix(
+    mods: Modules, cls: ClassNode, chain: list[ClassNode], name: str, externals: ExternalBases, *, method: bool
+) -> str:
     ways = [f"define {name}() on {cls.name}" if method else f"set self.{name} in {cls.name}.__init__"]
     for attr, _, delegate in delegates_of(mods, chain):
-        found = provider_of(base_chain(delegate), name) if delegate else None
+        found = provider(base_chain(delegate), name, externals) if delegate else None
         if delegate and found:
-            via = "" if found[0] is delegate else f" via {found[0].name}"
-            ways.append(f"forward to self.{attr} ({delegate.name} provides it{via}, {found[0].path}:{found[2]})")
+            via = "" if found.class_name == delegate.name else f" via {found.class_name}"
+            ways.append(f"forward to self.{attr} ({delegate.name} provides it{via}, {found.location})")
     return ", or ".join(ways)
 
 
@@ -200,6 +214,7 @@ def _forwards(
     role: str,
     call_sites: tuple[CallSite, ...],
     notes: list[str],
+    externals: ExternalBases,
     seen: set[tuple[int, str]],
 ) -> list[DelegationGap]:
     """Gaps behind a provided method that calls ``self.<attr>.<x>(...)`` when the delegate lacks ``x``."""
@@ -224,7 +239,7 @@ def _forwards(
         for _, delegate, cls in delegates_of(mods, chain, attr):
             if cls is None:
                 notes.append(f"{s.path}:{s.line}: self.{attr} is {delegate.written}, outside the tree; not checked")
-            elif provider_of(base_chain(cls), s.name) is None:
+            elif provider(base_chain(cls), s.name, externals) is None:
                 method = Location(owner.path, fn.lineno)
                 out.append(
                     DelegationGap(
@@ -239,7 +254,7 @@ def _forwards(
                     )
                 )
             else:
-                out += _forwards(mods, base_chain(cls), s.name, role, call_sites, notes, seen)
+                out += _forwards(mods, base_chain(cls), s.name, role, call_sites, notes, externals, seen)
     return out
 
 

@@ -18,6 +18,7 @@ from sgpatch.interface.model import (
 )
 from sgpatch.interface.modules import (
     ClassNode,
+    Function,
     Modules,
     absolute_module,
     base_chain,
@@ -25,6 +26,7 @@ from sgpatch.interface.modules import (
     methods_of,
 )
 from sgpatch.interface.sites import (
+    MAX_FOLLOWED,
     Collector,
     Guard,
     RoleOf,
@@ -74,6 +76,7 @@ class Algorithms:
         create = next((f for f in methods_of(node) if f.name == "create_worker"), None)
         self.workers = {m: self._workers(create, m) if create else [] for m in self.members}
         self._modules: dict[str, set[str]] = {}
+        self.notes: list[str] = []
 
     def _members_of(self, e: ast.expr) -> frozenset[str] | None:
         """The members for which a predicate body (``self == X``, ``self in (X, Y)``, ...) holds."""
@@ -191,12 +194,19 @@ class Algorithms:
         return self._modules[algo]
 
     def runs(self, site: Site, algo: str) -> bool:
-        """Whether the use is made when ``algo`` runs, and because of it."""
+        """Whether the use is made when ``algo`` runs, and because of it.
+
+        Outside ``speculative/`` that means its guards can hold for ``algo`` and cannot for some other
+        algorithm or without one: the use depends on the algorithm (a flag that a feature outside
+        speculative decoding can also set, like 0.5.23's capture-only ``eagle_use_aux_hidden_state``,
+        still counts).
+        """
         if self.holds(site.guards, algo) is False:
             return False
-        if site.path.startswith(SPECULATIVE):
-            return site.path in self.modules(algo)
-        return self.holds(site.guards, NO_ALGORITHM) is False
+        origin = site.origin or site.path
+        if origin.startswith(SPECULATIVE):
+            return origin in self.modules(algo)
+        return any(self.holds(site.guards, m) is False for m in self.members if m != algo)
 
 
 def scan_sites(mods: Modules, algos: Algorithms) -> list[Site]:
@@ -207,11 +217,16 @@ def scan_sites(mods: Modules, algos: Algorithms) -> list[Site]:
     """
     sites: list[Site] = []
 
+    def follow(path: str, expr: ast.expr) -> tuple[str, Function] | None:
+        return mods.function(path, expr, (SPECULATIVE, MODEL_EXECUTOR))
+
     def scan(path: str, role_of: RoleOf) -> None:
         module = mods.parse(path)
-        collector = Collector(path, role_of, frozenset({TARGET, DRAFT, RUNNER}))
+        collector = Collector(path, role_of, frozenset({TARGET, DRAFT, RUNNER}), follow)
         collector.body(module.body if module else [], (), {})
         algos.assign(collector.assigned)
+        if collector.capped:
+            algos.notes.append(f"{path}: more than {MAX_FOLLOWED} helper calls given a model; the rest not followed")
         sites.extend(dataclasses.replace(s, role=_runner_role(s)) if s.role == RUNNER else s for s in collector.sites)
 
     for path in mods.tree.list(SPECULATIVE):

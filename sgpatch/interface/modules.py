@@ -19,6 +19,8 @@ from sgpatch.tree import SourceTree
 
 # --------------------------------------------------------------------------- modules and classes
 
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
 
 @dataclass(frozen=True, slots=True)
 class _Binding:
@@ -27,6 +29,7 @@ class _Binding:
     module: str = ""
     attr: str = ""
     node: ast.ClassDef | None = None
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | None = None
     value: ast.expr | None = None
     typing_only: bool = False
 
@@ -92,7 +95,7 @@ class Modules:
             if isinstance(st, ast.ClassDef):
                 table.setdefault(st.name, []).append(_Binding("class", st.lineno, node=st))
             elif isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef):
-                table.setdefault(st.name, []).append(_Binding("other", st.lineno))
+                table.setdefault(st.name, []).append(_Binding("other", st.lineno, fn=st))
             elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
                 named = _dotted(st.value) != ""
                 b = _Binding("alias", st.lineno, value=st.value) if named else _Binding("other", st.lineno)
@@ -169,6 +172,30 @@ class Modules:
         inner = self.path_of(module)
         return self.resolve(inner, last) if inner else f"{module}.{last}"
 
+    def function(
+        self, path: str, expr: ast.expr, within: tuple[str, ...], depth: int = 0
+    ) -> tuple[str, Function] | None:
+        """The module-level function ``expr`` (``f`` or ``module.f``) names in ``path``, if it is defined
+        in a module below one of the ``within`` prefixes (no other module is parsed to find it)."""
+        head, _, rest = _dotted(expr).partition(".")
+        binds = self.bindings(path).get(head) if head and depth <= 16 else None
+        if not binds:
+            return None
+        b = binds[-1]
+        if b.kind == "other" and b.fn is not None and not rest:
+            return path, b.fn
+        if b.kind not in ("from", "import") or (b.kind == "import" and not rest):
+            return None
+        module = f"{b.module}.{b.attr}" if b.kind == "from" and rest else b.module
+        if rest:
+            module, _, name = f"{module}.{rest}".rpartition(".")
+        else:
+            name = b.attr
+        if not ("python/" + module.replace(".", "/")).startswith(within):
+            return None
+        inner = self.path_of(module)
+        return self.function(inner, ast.Name(name), within, depth + 1) if inner else None
+
     def find_class(self, ref: ClassRef) -> ClassNode:
         if self.parse(ref.path) is None:
             raise ConfigError(
@@ -183,7 +210,7 @@ class Modules:
     def cls(self, path: str, node: ast.ClassDef) -> ClassNode:
         key = (path, node.lineno)
         if key not in self._classes:
-            made = ClassNode(node.name, path, node, [], _members(node), list(_inits(node)))
+            made = ClassNode(node.name, path, node, [], members_of(node), list(_inits(node)))
             self._classes[key] = made  # registered before its bases: a cycle stops here
             for base in node.bases:
                 resolved = self.resolve_expr(path, base, node.lineno)
@@ -225,7 +252,7 @@ def methods_of(node: ast.ClassDef) -> Iterator[ast.FunctionDef | ast.AsyncFuncti
     return (st for st in node.body if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef))
 
 
-def _members(node: ast.ClassDef) -> dict[str, tuple[str, int]]:
+def members_of(node: ast.ClassDef) -> dict[str, tuple[str, int]]:
     out: dict[str, tuple[str, int]] = {}
     for st in node.body:
         if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef):

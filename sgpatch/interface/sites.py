@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sgpatch.interface.model import DRAFT, RUNNER, TARGET, TARGET_WORKERS, CallSite
-from sgpatch.interface.modules import is_name
+from sgpatch.interface.modules import Function, is_name
 
 # ------------------------------------------------------------------------------ uses on a model
 
@@ -16,7 +17,7 @@ from sgpatch.interface.modules import is_name
 class Guard:
     test: ast.expr
     positive: bool
-    by_raise: bool = False  # from `if not <test>: raise ...` before the use
+    by_raise: bool = False  # the other way raises: `if not <test>: raise ...` before the use, or an `else: raise`
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +29,16 @@ class Site:
     access: str
     optional: bool
     guards: tuple[Guard, ...]
+    origin: str = ""  # the module scanned, when the use is in a helper it calls
 
     def call_site(self) -> CallSite:
         return CallSite(self.path, self.line, self.access, self.optional)
 
 
 RoleOf = Callable[[ast.expr, dict[str, str]], str | None]
+Resolver = Callable[[str, ast.expr], tuple[str, Function] | None]
+MAX_CALL_DEPTH = 4
+MAX_FOLLOWED = 2000  # helper bodies walked per module scanned: a crafted tree cannot fan out without end
 
 
 def final_name(expr: ast.expr) -> str:
@@ -69,12 +74,68 @@ def executor_role(expr: ast.expr, names: dict[str, str]) -> str | None:
 
 
 class Collector:
-    """Walks a module or function: each name used on a model, with its guards; each attribute assigned."""
+    """Walks a module or function: each name used on a model, with its guards; each attribute assigned.
 
-    def __init__(self, path: str, role_of: RoleOf, roles: frozenset[str]) -> None:
-        self.path, self.role_of, self.roles = path, role_of, roles
+    With ``resolve``, a call of a function of the tree that is given a model (or a step towards one) is
+    followed into the function's body: its parameters take the arguments' roles, its other parameters
+    stand for the arguments in its guards, and its uses are reported where they are written.
+    """
+
+    def __init__(self, path: str, role_of: RoleOf, roles: frozenset[str], resolve: Resolver | None = None) -> None:
+        self.path, self.role_of, self.roles, self.resolve = path, role_of, roles, resolve
+        self.origin = path
         self.sites: list[Site] = []
         self.assigned: list[tuple[str, tuple[Guard, ...]]] = []  # self.<x> = <truthy value>
+        self._subst: dict[str, ast.expr] = {}
+        self._calls: list[Function] = []
+        self.followed = 0
+        self.capped = False  # more calls were worth following than MAX_FOLLOWED
+
+    def _test(self, test: ast.expr) -> ast.expr:
+        """A guard's test with the followed function's parameters replaced by the caller's arguments."""
+        if not self._subst or not any(isinstance(n, ast.Name) and n.id in self._subst for n in ast.walk(test)):
+            return test
+        return _Substitute(self._subst).visit(copy.deepcopy(test))  # type: ignore[no-any-return]
+
+    def _follow(self, call: ast.Call, g: tuple[Guard, ...], names: dict[str, str]) -> None:
+        if self.resolve is None or len(self._calls) >= MAX_CALL_DEPTH:
+            return
+        given = [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords if k.arg]
+        if not any(self.role_of(a, names) for _, a in given if not isinstance(a, ast.Starred)):
+            return
+        found = self.resolve(self.path, call.func)
+        if found is None or any(found[1] is fn for fn in self._calls):
+            return
+        path, fn = found
+        positional = [*fn.args.posonlyargs, *fn.args.args]
+        by_name = {a.arg for a in (*positional, *fn.args.kwonlyargs)}
+        roles: dict[str, str] = {}
+        subst: dict[str, ast.expr] = {}
+        for i, (key, arg) in enumerate(given):
+            if key is None and (isinstance(arg, ast.Starred) or i >= len(positional)):
+                continue
+            param = key if key is not None else positional[i].arg
+            if param not in by_name:
+                continue
+            role = self.role_of(arg, names)
+            if role is not None:
+                roles[param] = role
+            else:
+                subst[param] = self._test(arg)
+        if not roles:
+            return
+        if self.followed >= MAX_FOLLOWED:
+            self.capped = True
+            return
+        self.followed += 1
+        saved = self.path, self._subst
+        self.path, self._subst = path, subst
+        self._calls.append(fn)
+        try:
+            self.body(fn.body, g, roles)
+        finally:
+            self._calls.pop()
+            self.path, self._subst = saved
 
     def body(self, stmts: list[ast.stmt], g: tuple[Guard, ...], names: dict[str, str]) -> None:
         for st in stmts:
@@ -84,7 +145,7 @@ class Collector:
                 if isinstance(last, ast.Return | ast.Raise | ast.Continue | ast.Break):  # an early exit
                     g = (
                         *g,
-                        Guard(st.test, False, by_raise=isinstance(last, ast.Raise)),
+                        Guard(self._test(st.test), False, by_raise=isinstance(last, ast.Raise)),
                     )
 
     def stmt(self, st: ast.AST, g: tuple[Guard, ...], names: dict[str, str]) -> None:
@@ -93,8 +154,11 @@ class Collector:
             return
         if isinstance(st, ast.If | ast.While):
             self.expr(st.test, g, names)
-            self.body(st.body, (*g, Guard(st.test, True)), names)
-            self.body(st.orelse, (*g, Guard(st.test, False)), names)
+            test = self._test(st.test)
+            # `if hasattr(m, "x"): m.x() else: raise ...`: the other branch raises, so the use is required
+            raises = [bool(b) and isinstance(b[-1], ast.Raise) for b in (st.orelse, st.body)]
+            self.body(st.body, (*g, Guard(test, True, by_raise=raises[0])), names)
+            self.body(st.orelse, (*g, Guard(test, False, by_raise=raises[1])), names)
             return
         for _, value in ast.iter_fields(st):
             items = value if isinstance(value, list) else [value]
@@ -136,13 +200,14 @@ class Collector:
     def expr(self, e: ast.expr, g: tuple[Guard, ...], names: dict[str, str]) -> None:
         if isinstance(e, ast.BoolOp):
             for i, value in enumerate(e.values):
-                earlier = tuple(Guard(p, isinstance(e.op, ast.And)) for p in e.values[:i])
+                earlier = tuple(Guard(self._test(p), isinstance(e.op, ast.And)) for p in e.values[:i])
                 self.expr(value, g + earlier, names)
             return
         if isinstance(e, ast.IfExp):
             self.expr(e.test, g, names)
-            self.expr(e.body, (*g, Guard(e.test, True)), names)
-            self.expr(e.orelse, (*g, Guard(e.test, False)), names)
+            test = self._test(e.test)
+            self.expr(e.body, (*g, Guard(test, True)), names)
+            self.expr(e.orelse, (*g, Guard(test, False)), names)
             return
         if isinstance(e, ast.Lambda):
             return
@@ -162,6 +227,7 @@ class Collector:
                 for child in (fn.value, *e.args, *(k.value for k in e.keywords)):
                     self.expr(child, g, names)
                 return
+            self._follow(e, g, names)
         elif isinstance(e, ast.Attribute) and isinstance(e.ctx, ast.Load):
             self.site(e.value, e.attr, e, "attribute", g, names)
         for node in ast.iter_child_nodes(e):
@@ -188,8 +254,16 @@ class Collector:
             checked = _hasattr_on(test, name)
             if positive and not by_raise and checked is not None and self.role_of(checked, names) == role:
                 optional = True
-        self.sites.append(Site(self.path, node.lineno, role, name, access, optional, g))
+        self.sites.append(Site(self.path, node.lineno, role, name, access, optional, g, self.origin))
         return True
+
+
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, subst: dict[str, ast.expr]) -> None:
+        self.subst = subst
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self.subst.get(node.id, node) if isinstance(node.ctx, ast.Load) else node
 
 
 def guard_facts(guards: tuple[Guard, ...]) -> Iterator[tuple[bool, ast.expr, bool]]:

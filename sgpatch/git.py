@@ -1,14 +1,26 @@
-"""The only module that talks to git.
+"""The only module that spawns git.
 
 Commands run as argument lists (never a shell string) with inherited ``GIT_*``
-variables scrubbed, so a hook or an outer repository cannot redirect them.
-Commits sgpatch makes carry a fixed identity and explicit dates, so their SHAs
-are the same on every machine.
+variables scrubbed, so an outer repository cannot redirect them.  Commits
+sgpatch makes carry a fixed identity and explicit dates, so their SHAs are the
+same on every machine.
+
+A checkout is input (SPEC §13): its configuration must not run a program.
+Every command is built by ``_argv``, which switches off hooks (all of them:
+``core.hooksPath=/dev/null``) and fsmonitor; before the first command in a
+repository, ``Git`` reads its own configuration (``git config --list``, which
+runs nothing; included files count as the repository's) and refuses, with
+exit 2 naming the key, one that names a program git could run: filter drivers
+(``filter.<driver>.clean/smudge/process``, applied through ``.gitattributes``
+or ``.git/info/attributes``), ``diff.external``, ``diff.<driver>.textconv``
+and ``.command``, merge drivers, ``core.sshCommand``, ``core.pager``,
+``core.editor``, ``gpg.program``, credential helpers and the like.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -39,6 +51,53 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# Set on every command, above anything a config file says.
+_NEUTRAL = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.untrackedCache=false",
+    "protocol.ext.allow=never",
+)
+
+# Keys of a repository's own configuration that name a program git may run; such a checkout is refused.
+_PROGRAM_KEYS = re.compile(
+    r"""^(?:
+      filter\..+\.(?:clean|smudge|process)
+    | diff\.external
+    | diff\..+\.(?:textconv|command)
+    | merge\..+\.driver
+    | core\.(?:sshcommand|pager|editor|askpass|gitproxy|alternaterefscommand)
+    | sequence\.editor
+    | pager\..+
+    | gpg\.program | gpg\..+\.program
+    | credential\.helper | credential\..+\.helper
+    | uploadpack\.packobjectshook
+    | remote\..+\.(?:uploadpack|receivepack|vcs)
+    | (?:diff|merge)tool\..+\.(?:cmd|path)
+    | ssh\.variant
+    )$""",
+    re.VERBOSE,
+)
+_OWN_SCOPES = (b"local", b"worktree")
+_BOOLEANS = ("true", "false", "yes", "no", "on", "off", "1", "0", "")
+
+# Test hook, like ``lock.PAUSE_ENV``: ``key=value`` lines given to every git command after the
+# neutralizing settings, so the crash tests can stop git itself mid-write (a smudge filter, a
+# reference-transaction hook) from outside the checkout.  Never set it in normal use.
+TEST_CONFIG_ENV = "SGPATCH_TEST_GIT_CONFIG"
+
+
+def _argv(args: Sequence[str]) -> list[str]:
+    """The one builder of a git command line: git, the neutralizing settings, then ``args``."""
+    cmd = [_git_exe()]
+    for setting in _NEUTRAL:
+        cmd += ["-c", setting]
+    for setting in os.environ.get(TEST_CONFIG_ENV, "").splitlines():
+        if setting.strip():
+            cmd += ["-c", setting]
+    return [*cmd, *args]
+
+
 def _git_exe() -> str:
     exe = shutil.which("git")
     if exe is None:
@@ -61,24 +120,38 @@ class Git:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._checked = False
 
-    def run(
+    def _run(
         self,
         *args: str,
         input: bytes | None = None,
         env: Mapping[str, str] | None = None,
         check: bool = True,
         cwd: Path | None = None,
+        guarded: bool = False,
     ) -> subprocess.CompletedProcess[bytes]:
-        cmd = [_git_exe(), *args]
+        """The one runner.  ``guarded`` is for commands that move the checkout (``read-tree -u``,
+        ``update-ref``): stdin closed, and the child runs in its own process group, so a terminal's
+        Ctrl-C does not cut it mid-write, and dies with sgpatch (Linux), so a ``.lock`` file it
+        leaves behind is provably stale.  Errors carry git's own message."""
+        if cwd is None:
+            self._refuse_programs()
+        preexec = None
+        if guarded:
+            from sgpatch.lock import tie_to_parent
+
+            preexec = tie_to_parent()  # sgpatch runs no threads of its own
         try:
             proc = subprocess.run(
-                cmd,
+                _argv(args),
                 cwd=cwd or self.root,
                 input=input,
+                stdin=subprocess.DEVNULL if input is None else None,
                 capture_output=True,
                 env=git_env(env),
                 check=False,
+                preexec_fn=preexec,
             )
         except OSError as exc:
             raise EnvironmentFailure(f"cannot run git: {exc}") from exc
@@ -88,15 +161,42 @@ class Git:
             raise CheckoutError(f"{self.root}: git {args[0]} failed: {detail}")
         return proc
 
-    def out(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> str:
-        return self.run(*args, input=input, env=env).stdout.decode("utf-8", "replace").strip()
+    def _out(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> str:
+        return self._run(*args, input=input, env=env).stdout.decode("utf-8", "replace").strip()
+
+    def _refuse_programs(self) -> None:
+        """Refuse a repository whose own configuration names a program git could run (once per ``Git``)."""
+        if self._checked or not self.root.is_dir():
+            return
+        proc = subprocess.run(
+            _argv(["config", "--list", "-z", "--show-scope"]),
+            cwd=self.root,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=git_env(),
+            check=False,
+        )
+        if proc.returncode == 0:
+            items = proc.stdout.split(b"\0")
+            for scope, entry in zip(items[0::2], items[1::2], strict=False):
+                raw_key, _, raw_value = entry.partition(b"\n")
+                key, value = raw_key.decode("utf-8", "replace"), raw_value.decode("utf-8", "replace")
+                if key.lower().startswith("pager.") and value.strip().lower() in _BOOLEANS:
+                    continue  # paging on or off for a command names no program
+                if scope in _OWN_SCOPES and _PROGRAM_KEYS.match(key.lower()):
+                    raise CheckoutError(
+                        f"{self.root}: its git configuration sets {key!r}, which names a program git could run; "
+                        "sgpatch does not run programs a checkout configures",
+                        hint=f"remove it ('git config --unset {key}' in {self.root}), or use a fresh checkout",
+                    )
+        self._checked = True
 
     # ---------------------------------------------------------------- reading
 
     def is_repo(self) -> bool:
         if not self.root.is_dir():
             return False
-        proc = self.run("rev-parse", "--show-toplevel", check=False)
+        proc = self._run("rev-parse", "--show-toplevel", check=False)
         if proc.returncode != 0:
             return False
         top = Path(proc.stdout.decode().strip())
@@ -106,7 +206,7 @@ class Git:
         """The object id ``rev`` names, or None."""
         if rev.startswith("-"):
             raise CheckoutError(f"refusing option-like revision {rev!r}")
-        proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
+        proc = self._run("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
         return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
 
     def head(self) -> str | None:
@@ -114,7 +214,7 @@ class Git:
 
     def status(self) -> list[str]:
         """``git status --porcelain`` entries (untracked included, ignored excluded)."""
-        out = self.run("status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
+        out = self._run("status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
         entries: list[str] = []
         parts = out.split(b"\0")
         i = 0
@@ -134,56 +234,94 @@ class Git:
         oid = self.blob_id(rev, path)
         if oid is None:
             return None
-        return self.run("cat-file", "blob", oid).stdout
+        return self._run("cat-file", "blob", oid).stdout
+
+    def modes(self, rev: str, paths: Sequence[str]) -> dict[str, str]:
+        """``path -> mode`` of the entries ``paths`` name in ``rev`` (literal paths, no globbing)."""
+        literal = {"GIT_LITERAL_PATHSPECS": "1"}
+        listed = self._run("ls-tree", "-z", rev, "--", *paths, env=literal).stdout.decode("utf-8", "surrogateescape")
+        found = {}
+        for entry in listed.split("\0"):
+            if entry:
+                meta, _, name = entry.partition("\t")
+                found[name] = meta.split(" ", 1)[0]
+        return found
+
+    def index_matches(self, rev: str) -> bool:
+        """Whether the repository's own index holds exactly ``rev``'s tree."""
+        proc = self._run("diff-index", "--cached", "--quiet", "--no-ext-diff", rev, "--", check=False)
+        if proc.returncode not in (0, 1):
+            detail = proc.stderr.decode("utf-8", "replace").strip()
+            raise CheckoutError(f"{self.root}: git diff-index failed: {detail or proc.returncode}")
+        return proc.returncode == 0
+
+    def changed_paths(self, old: str, new: str) -> set[str]:
+        """The paths whose content or mode differ between commits ``old`` and ``new`` (no renames)."""
+        out = self._run("diff-tree", "-r", "-z", "--no-renames", "--name-only", old, new).stdout
+        return {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
+
+    def git_dir(self) -> Path:
+        """The repository's own git directory (absolute)."""
+        return Path(self._out("rev-parse", "--absolute-git-dir"))
 
     def file_mode(self, rev: str, path: str) -> str | None:
-        out = self.run("ls-tree", "-z", rev, "--", path).stdout.decode()
+        out = self._run("ls-tree", "-z", rev, "--", path).stdout.decode()
         if not out:
             return None
         return out.split(" ", 1)[0]
 
     def message(self, commit: str) -> str:
-        return self.run("log", "-1", "--format=%B", commit).stdout.decode("utf-8", "replace")
+        return self._run("log", "-1", "--format=%B", commit).stdout.decode("utf-8", "replace")
 
     def parents(self, commit: str) -> list[str]:
-        return self.out("rev-list", "--parents", "-n", "1", commit).split()[1:]
+        return self._out("rev-list", "--parents", "-n", "1", commit).split()[1:]
 
     def commit_date(self, commit: str) -> str:
         """The committer date as ``<unix> <tz>`` (git's raw format)."""
-        return self.out("log", "-1", "--format=%cd", "--date=raw", commit)
+        return self._out("log", "-1", "--format=%cd", "--date=raw", commit)
 
     def tree_of(self, commit: str) -> str:
-        return self.out("rev-parse", f"{commit}^{{tree}}")
+        return self._out("rev-parse", f"{commit}^{{tree}}")
 
     def current_branch(self) -> str | None:
-        proc = self.run("symbolic-ref", "-q", "HEAD", check=False)
+        proc = self._run("symbolic-ref", "-q", "HEAD", check=False)
         return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
 
     # ---------------------------------------------------------------- writing objects
 
     def hash_blob(self, data: bytes) -> str:
         """Write ``data`` as a blob (no filters) and return its id."""
-        return self.out("hash-object", "-w", "--no-filters", "--stdin", input=data)
+        return self._out("hash-object", "-w", "--no-filters", "--stdin", input=data)
 
     def hash_files(self, paths: Sequence[str]) -> list[str]:
         """Write work-tree files as blobs (no filters: bytes as they are); ids in order."""
         data = "".join(f"{p}\n" for p in paths).encode()
-        return self.out("hash-object", "-w", "--no-filters", "--stdin-paths", input=data).split()
+        return self._out("hash-object", "-w", "--no-filters", "--stdin-paths", input=data).split()
 
     @contextmanager
     def temp_index(self, base_tree: str) -> Iterator[dict[str, str]]:
         """An index file outside the repository's own, loaded with ``base_tree``."""
         with tempfile.TemporaryDirectory(prefix="sgpatch-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self.run("read-tree", base_tree, env=env)
+            self._run("read-tree", base_tree, env=env)
             yield env
 
     def tree_with(self, base_tree: str, changes: Mapping[str, tuple[str, str]]) -> str:
         """``base_tree`` with ``path -> (mode, blob)`` replaced; returns the new tree id."""
         with self.temp_index(base_tree) as env:
             info = "".join(f"{mode} {blob}\t{path}\n" for path, (mode, blob) in changes.items())
-            self.run("update-index", "--index-info", input=info.encode(), env=env)
-            return self.out("write-tree", env=env)
+            self._run("update-index", "--index-info", input=info.encode(), env=env)
+            return self._out("write-tree", env=env)
+
+    def tree_without(self, base_tree: str, paths: Sequence[str]) -> str:
+        """``base_tree`` without ``paths``; returns the new tree id."""
+        with self.temp_index(base_tree) as env:
+            self._run("update-index", "--force-remove", "--", *paths, env=env)
+            return self._out("write-tree", env=env)
+
+    def write_tree(self) -> str:
+        """The repository's own index written as a tree."""
+        return self._out("write-tree")
 
     def commit_tree(self, spec: CommitSpec) -> str:
         args = ["commit-tree", spec.tree]
@@ -197,48 +335,60 @@ class Git:
             "GIT_COMMITTER_EMAIL": IDENTITY_EMAIL,
             "GIT_COMMITTER_DATE": spec.date,
         }
-        return self.out(*args, input=spec.message.encode(), env=env)
+        return self._out(*args, input=spec.message.encode(), env=env)
 
-    def move_to(self, new: str, *, old: str, reason: str) -> None:
-        """Move HEAD (and its branch) from ``old`` to ``new``, updating index and files.
+    def read_tree_update(self, old: str, new: str, *, reset: bool = False) -> None:
+        """Move index and files from tree ``old`` to ``new`` (guarded; the journal in ``journal.py`` wraps it).
 
         A two-way ``read-tree -m -u`` touches only the files that differ and
-        refuses to overwrite local changes, so nothing of the user's is lost.
+        refuses to overwrite local changes, so nothing of the user's is lost;
+        ``reset`` (``read-tree --reset -u new``) is for finishing a killed move.
         """
-        self.run("read-tree", "-m", "-u", old, new)
-        self.run("update-ref", "-m", reason, "HEAD", new, old)
+        if reset:
+            self._run("read-tree", "--reset", "-u", new, guarded=True)
+        else:
+            self._run("read-tree", "-m", "-u", old, new, guarded=True)
+
+    def update_head(self, new: str, *, old: str, reason: str) -> None:
+        """Point HEAD (and its branch) from ``old`` at ``new`` (guarded; index and files stay)."""
+        self._run("update-ref", "-m", reason, "HEAD", new, old, guarded=True)
 
     def init(self, *, branch: str) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.run("init", "-q", "-b", branch, ".")
+        self._run("init", "-q", "-b", branch, ".")
         for key, value in (("core.autocrlf", "false"), ("core.filemode", "true"), ("gc.auto", "0")):
-            self.run("config", key, value)
+            self._run("config", key, value)
         self.write_info_attributes()
 
     def write_info_attributes(self) -> None:
         """Python-aware hunk headers (``@@ ... @@ def name``) for diffs sgpatch makes."""
-        git_dir = Path(self.out("rev-parse", "--absolute-git-dir"))
-        info = git_dir / "info"
+        info = self.git_dir() / "info"
         info.mkdir(exist_ok=True)
-        attributes = info / "attributes"
-        line = "*.py diff=python\n"
-        if not attributes.exists() or line not in attributes.read_text():
-            with attributes.open("a") as fh:
+        if info.is_symlink():
+            raise CheckoutError(f"{info}: is a symbolic link; sgpatch does not write through links")
+        line = b"*.py diff=python\n"
+        try:
+            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(info / "attributes", flags, 0o644)
+        except OSError as exc:
+            raise CheckoutError(f"{info / 'attributes'}: cannot write: {exc.strerror}") from None
+        with os.fdopen(fd, "r+b") as fh:
+            if line not in fh.read(1 << 20):
                 fh.write(line)
 
     def add_index_entries(self, entries: Sequence[tuple[str, str, str]]) -> None:
         """Stage ``(mode, blob, path)`` entries in the repository's own index."""
         info = "".join(f"{mode} {blob}\t{path}\n" for mode, blob, path in entries)
-        self.run("update-index", "--add", "--index-info", input=info.encode())
+        self._run("update-index", "--add", "--index-info", input=info.encode())
 
     def refresh_index(self) -> None:
-        self.run("update-index", "-q", "--refresh", check=False)
+        self._run("update-index", "-q", "--refresh", check=False)
 
     def set_ref(self, ref: str, value: str) -> None:
-        self.run("update-ref", ref, value)
+        self._run("update-ref", ref, value)
 
     def tag(self, name: str, commit: str) -> None:
-        self.run("tag", "--no-sign", name, commit)
+        self._run("tag", "--no-sign", name, commit)
 
     # ---------------------------------------------------------------- port and export
 
@@ -270,28 +420,22 @@ class Git:
             *paths,
         ]
         env = {"GIT_CONFIG_GLOBAL": os.devnull}
-        return self.run("-c", "diff.suppressBlankEmpty=false", "-c", "core.quotePath=true", *args, env=env).stdout
+        return self._run("-c", "diff.suppressBlankEmpty=false", "-c", "core.quotePath=true", *args, env=env).stdout
 
     def list_files(self, rev: str, prefix: str) -> list[str]:
         """Sorted paths of the files at or below directory ``prefix`` in ``rev``."""
-        out = self.run("ls-tree", "-r", "-z", "--name-only", "--end-of-options", rev, "--", prefix).stdout
+        out = self._run("ls-tree", "-r", "-z", "--name-only", "--end-of-options", rev, "--", prefix).stdout
         return sorted(p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)
 
     def commit_info(self, commit: str) -> tuple[str, str, str]:
         """Author ``Name <email>``, author date (``YYYY-MM-DD``) and the raw message of ``commit``."""
-        out = self.run("log", "-1", "--format=%an <%ae>%x00%ad%x00%B", "--date=short", commit).stdout
+        out = self._run("log", "-1", "--format=%an <%ae>%x00%ad%x00%B", "--date=short", commit).stdout
         author, date, message = out.decode("utf-8", "replace").split("\0", 2)
         return author, date, message
 
-    def replace_head(self, new: str, *, old: str, reason: str) -> None:
-        """Point HEAD (and its branch) at ``new``, whose tree is HEAD's: index and files stay as they are."""
-        if self.tree_of(new) != self.tree_of(old):
-            raise CheckoutError(f"{self.root}: refusing to move HEAD to {new[:12]}: its tree differs from HEAD's")
-        self.run("update-ref", "-m", reason, "HEAD", new, old)
-
     def checkout_branch(self, branch: str, commit: str) -> None:
         """Check ``commit`` out on a new branch ``branch`` (a fresh clone: no local changes to keep)."""
-        self.run("checkout", "-q", "-B", branch, commit)
+        self._run("checkout", "-q", "-B", branch, commit)
 
     def merge_file(self, current: bytes, base: bytes, other: bytes, labels: tuple[str, str, str]) -> tuple[bytes, int]:
         """Three-way merge of one file (``git merge-file --diff3``): the result and its number of conflicts.
@@ -306,64 +450,61 @@ class Git:
                 path.write_bytes(data)
                 names.append(str(path))
             label_args = [arg for label in labels for arg in ("-L", label)]
-            proc = self.run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=Path(tmp))
+            proc = self._run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=Path(tmp))
         if proc.returncode < 0 or proc.returncode > 127:
             detail = proc.stderr.decode("utf-8", "replace").strip()
             raise CheckoutError(f"git merge-file failed: {detail or proc.returncode}")
         return proc.stdout, proc.returncode
 
 
-def clone(url: str, into: Path, *, tag: str) -> Git:
-    """Clone ``url`` into ``into`` (which must not exist) detached at ``tag``."""
+def clone(url: str, into: Path, *, tag: str) -> tuple[Git, str]:
+    """Clone ``url`` into ``into`` (which must not exist, no files checked out); the commit ``tag`` names.
+
+    CheckoutError if the repository has no such tag.
+    """
     url = check_git_url(url, cwd=Path.cwd())  # every caller is checked here, whatever it checked itself
     check_ref_name(tag)
     g = Git(into)
-    proc = g.run("clone", "--quiet", "--no-checkout", "--", url, str(into), check=False, cwd=into.parent)
+    proc = g._run("clone", "--quiet", "--no-checkout", "--", url, str(into), check=False, cwd=into.parent)
     if proc.returncode != 0:
         detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         msg = detail[-1] if detail else f"exit {proc.returncode}"
         if into.exists():
             shutil.rmtree(into)
         raise EnvironmentFailure(f"git clone {url} failed: {msg}")
+    commit = g.rev_parse(f"refs/tags/{tag}^{{commit}}")
+    if commit is None:
+        raise CheckoutError(f"{url}: has no tag {tag}")
+    return g, commit
+
+
+def clone_shared(source: Path, into: Path, commit: str) -> Git:
+    """``commit`` of ``source`` as a fresh work tree in ``into``: a local clone sharing its objects,
+    without its tags, index, build output or untracked files.  ``source`` is only read."""
+    g = Git(into)
+    g._run(
+        "clone",
+        "--quiet",
+        "--shared",
+        "--no-checkout",
+        "--no-tags",
+        "--config",
+        "core.autocrlf=false",
+        "--",
+        str(source.resolve()),
+        str(into),
+        cwd=into.parent,
+    )
+    g._run("checkout", "--quiet", "--detach", commit)
     return g
 
 
 # --------------------------------------------------------------------------- crash safety and hostile input
 
 
-def run_guarded(g: Git, *args: str) -> subprocess.CompletedProcess[bytes]:
-    """Run a git command that moves the checkout (``read-tree -u``, ``update-ref``).
-
-    Unlike ``Git.run``: stdin is closed, and the child runs in its own process
-    group, so a terminal's Ctrl-C does not cut it mid-write, and dies with
-    sgpatch if sgpatch is killed (Linux), so a ``.lock`` file it leaves behind
-    is provably stale.  Errors carry git's own message, like ``Git.run``.
-    """
-    from sgpatch.lock import tie_to_parent
-
-    cmd = [_git_exe(), *args]
-    try:
-        proc = subprocess.run(
-            cmd,
-            cwd=g.root,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            env=git_env(),
-            check=False,
-            preexec_fn=tie_to_parent(),  # sgpatch runs no threads of its own
-        )
-    except OSError as exc:
-        raise EnvironmentFailure(f"cannot run git: {exc}") from exc
-    if proc.returncode != 0:
-        stderr = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        detail = stderr[-1] if stderr else f"exit {proc.returncode}"
-        raise CheckoutError(f"{g.root}: git {args[0]} failed: {detail}")
-    return proc
-
-
 def git_dirs(g: Git) -> tuple[Path, Path]:
     """The repository's own git directory and its common one (they differ in a linked worktree)."""
-    out = g.out("rev-parse", "--absolute-git-dir", "--git-common-dir").splitlines()
+    out = g._out("rev-parse", "--absolute-git-dir", "--git-common-dir").splitlines()
     git_dir = Path(out[0])
     common = Path(out[1]) if len(out) > 1 else git_dir
     if not common.is_absolute():
@@ -378,7 +519,7 @@ def object_types(g: Git, specs: Sequence[str]) -> list[str | None]:
     data = "".join(f"{s}\n" for s in specs).encode()
     if any("\n" in s or "\0" in s for s in specs):
         raise CheckoutError(f"{g.root}: a path with a newline or NUL cannot be looked up")
-    lines = g.run("cat-file", "--batch-check=%(objecttype)", input=data).stdout.decode().split("\n")
+    lines = g._run("cat-file", "--batch-check=%(objecttype)", input=data).stdout.decode().split("\n")
     return [line if line in ("blob", "tree", "commit", "tag") else None for line in lines[: len(specs)]]
 
 
