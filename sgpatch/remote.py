@@ -234,7 +234,7 @@ def imported_failure(imported: Sequence[str]) -> str | None:
     if not imported:
         return None
     return (
-        f"the probe's process had imported {', '.join(imported)} on the target "
+        f"the probe's process had imported {', '.join(printable(m, 80) for m in imported)} on the target "
         "(sgpatch never imports them: a .pth file or sitecustomize there did, or a bug in sgpatch)"
     )
 

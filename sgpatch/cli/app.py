@@ -40,8 +40,12 @@ CheckoutOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127) if chr(c) not in "\n\t"}
+
+
 def _err(message: str) -> None:
-    typer.echo(message, err=True)
+    """One message on stderr; control characters (text a target or a file sent) are shown escaped."""
+    typer.echo(message.translate(_CONTROL), err=True)
 
 
 def stdout_closed() -> bool:
