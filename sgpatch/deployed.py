@@ -20,7 +20,15 @@ from typing import Any
 from sgpatch.anchors import AnchorResult, check_anchors
 from sgpatch.errors import SgpatchError
 from sgpatch.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
-from sgpatch.remote import InstalledDist, ProbeResult, ProbeSession, Target, run_probe, target_for
+from sgpatch.remote import (
+    InstalledDist,
+    ProbeResult,
+    ProbeSession,
+    Target,
+    imported_failure,
+    run_probe,
+    target_for,
+)
 from sgpatch.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
 from sgpatch.verify import Project, VerifyReport, verify_tree
 
@@ -215,8 +223,8 @@ def check_install(project: Project, session: ProbeSession) -> VerifyReport:
     notes.extend(record_notes)
     notes.extend(provenance_notes)
     notes.extend(report.notes)
-    if session.imported:  # the probe must never import what it inspects
-        failures.append(f"the probe imported {', '.join(session.imported)} on the target (a bug in sgpatch)")
+    if (imported := imported_failure(session.imported)) is not None:  # every answer's, the reads' too
+        failures.append(imported)
     return dataclasses.replace(report, anchors=tuple(anchors), notes=tuple(notes), failures=tuple(failures))
 
 

@@ -21,9 +21,9 @@ from packaging.version import InvalidVersion, Version
 
 from sgpatch.config import Stack
 from sgpatch.errors import ConfigError
-from sgpatch.remote import InstalledDist, ProbeResult, run_probe, target_for
+from sgpatch.remote import InstalledDist, ProbeResult, imported_failure, run_probe, target_for
+from sgpatch.results import SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
 SGLANG = "sglang"
 TORCH_VERSION_FILE = "torch/version.py"
 _BUILD_TAG = re.compile(r"^(cu\d+|cpu|rocm[\d.]*|xpu)$")
@@ -117,7 +117,7 @@ def torch_cuda(source: bytes | None) -> str | None:
         return None
     try:
         module = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # NUL bytes, absurd nesting: not torch's file
         return None
     values: dict[str, object] = {}
     for node in module.body:
@@ -195,8 +195,8 @@ def check(stack: Stack, result: ProbeResult) -> DoctorReport:
         rows.append(_version_row(req.name, req, dists.get(key), stack, text))
         if key == "torch":
             rows.append(_cuda_row(dists.get(key), stack))
-    if result.imported:
-        notes.append(f"the probe imported {', '.join(result.imported)} (a bug in sgpatch)")
+    if (imported := imported_failure(result.imported)) is not None:
+        rows.append(DoctorRow("probe", "nothing imported", ", ".join(result.imported), False, imported))
     return DoctorReport(
         stack=stack.name,
         cuda=stack.cuda,

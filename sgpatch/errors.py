@@ -12,6 +12,7 @@ EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
 EXIT_BUG = 4
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, what the shell reports for git
 
 
 class SgpatchError(Exception):

@@ -42,9 +42,9 @@ from sgpatch.patchset import (
 )
 from sgpatch.pins import FilePin, set_file_pins
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
+from sgpatch.results import SCHEMA_VERSION
 from sgpatch.state import base_candidates, check_base_files, open_checkout, trailers
 
-SCHEMA_VERSION = 1
 MAX_COMMITS = 200  # how far below HEAD the base may be
 DEP3_TRAILERS = ("Origin", "Author", "Bug", "Forwarded", "Upstream-Status", "Applied-Upstream", "Reviewed-by")
 _NUMBER = re.compile(r"^(\d{4})-")

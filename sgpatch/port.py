@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -72,7 +73,6 @@ from sgpatch.rebase import (
     Files,
     OldSeries,
     PortedPatch,
-    Progress,
     Rebase,
     advance,
     load_old,
@@ -80,12 +80,12 @@ from sgpatch.rebase import (
 )
 from sgpatch.release import Release, find_release
 from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
+from sgpatch.results import SCHEMA_VERSION, Progress
 from sgpatch.source import create_pypi_checkout
 from sgpatch.state import inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree
 from sgpatch.verify import verify_tree
 
-SCHEMA_VERSION = 1
 RECORD = "sgpatch-port.json"
 _MARKER = re.compile(rb"^(<{7}|\|{7}|={7}|>{7})( |$)", re.MULTILINE)
 
@@ -393,7 +393,8 @@ def _finish(
         _move_checkout(into, target)
         note = (
             f"resolve the conflict markers in {target}, commit (git commit -a), then run "
-            f"'sgpatch port {plan.old.stack.name} --to {plan.version}' or 'sgpatch export --checkout {target}'"
+            f"'sgpatch port {plan.old.stack.name} --to {shlex.quote(plan.version)}' or "
+            f"'sgpatch export --checkout {shlex.quote(str(target))}'"
         )
         return dataclasses.replace(result, checkout=target, failures=failures, notes=(*result.notes, note))
 

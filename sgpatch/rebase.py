@@ -12,7 +12,7 @@ patched.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from sgpatch.patchset import (
     duplicate_definitions,
     split_lines,
 )
+from sgpatch.results import Progress
 from sgpatch.state import trailers
 from sgpatch.tree import git_blob_id
 from sgpatch.upstream import SideBySide, judge
@@ -40,7 +41,6 @@ from sgpatch.verify import Project, load_project
 KEPT = ("applies", "merged", "resolved")
 DROPPED = ("upstream", "superseded")
 Files = dict[str, bytes | None]
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,6 @@ reused: it entered the cache only after its hash was checked.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from sgpatch.archive import open_archive
 from sgpatch.artifacts import PACKAGE, cache_root, download_unpinned, sha256_file
 from sgpatch.config import Artifact
 from sgpatch.errors import SourceError
-
-Progress = Callable[[str], None]
+from sgpatch.results import Progress
 
 
 @dataclass(frozen=True, slots=True)

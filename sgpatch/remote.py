@@ -14,6 +14,7 @@ reading ``~/.ssh/config`` (tests use it for a throwaway key and known_hosts).
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import json
 import os
@@ -64,11 +65,15 @@ class Target:
 
 def target_for(*, python: str | None, host: str | None) -> Target:
     """The target of ``--python``/``--ssh``: the current interpreter, or ``python3`` on the host."""
+    if python is not None and (not python.strip() or not python.isprintable()):
+        raise SgpatchError(
+            f"--python {python!r} is not an interpreter: give its path or name, e.g. --python /opt/sglang/bin/python"
+        )
     if host is not None:
-        if not host or host.startswith("-") or any(c.isspace() for c in host):
+        if not host or host.startswith("-") or not host.isprintable() or any(c.isspace() for c in host):
             raise SgpatchError(f"{host!r} is not a host: give [USER@]HOST or a Host alias of ~/.ssh/config")
-        return Target(python or DEFAULT_REMOTE_PYTHON, host)
-    return Target(python or sys.executable)
+        return Target(python if python is not None else DEFAULT_REMOTE_PYTHON, host)
+    return Target(python if python is not None else sys.executable)
 
 
 # --------------------------------------------------------------------------- the answer
@@ -113,27 +118,124 @@ class ProbeResult:
     imported: tuple[str, ...]  # watched modules in the probe's sys.modules (must be empty)
 
 
-def _dist(doc: Mapping[str, Any]) -> InstalledDist:
-    record = doc.get("record")
-    return InstalledDist(
-        name=str(doc["name"]),
-        version=str(doc["version"]),
-        location=str(doc["location"]),
-        dist_info=doc.get("dist_info"),
-        package_root=doc.get("package_root"),
-        shadowed=tuple(doc.get("shadowed") or ()),
-        files={k: (base64.b64decode(v) if v is not None else None) for k, v in (doc.get("files") or {}).items()},
-        meta=dict(doc.get("meta") or {}),
-        record=None
-        if record is None
-        else RecordCheck(
-            present=bool(record["present"]),
-            paths=tuple(record["paths"]),
-            modified=tuple(m["path"] for m in record["modified"]),
-            missing=tuple(record["missing"]),
-            unhashed=int(record["unhashed"]),
+class MalformedAnswer(EnvironmentFailure):
+    """The probe's answer is not what sgpatch's probe sends: a broken or hostile target (exit 3)."""
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """``text`` from the target as one safe line: control characters escaped, cut at ``limit``."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return shown if len(shown) <= limit else shown[:limit] + "…"
+
+
+class _Bad(Exception):
+    """Where (a dotted path into the answer) and what is wrong; ProbeSession makes it a MalformedAnswer."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"{where}: {what}")
+
+
+def _field(doc: Any, key: str, where: str) -> Any:
+    if not isinstance(doc, dict):
+        raise _Bad(where, f"expected an object, got {type(doc).__name__}")
+    if key not in doc:
+        raise _Bad(f"{where}.{key}", "missing")
+    return doc[key]
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _Bad(where, f"expected a string, got {type(value).__name__}")
+    if "\0" in value:
+        raise _Bad(where, "contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Bad(where, "is not valid Unicode") from None
+    return value
+
+
+def _opt_text(value: Any, where: str) -> str | None:
+    return None if value is None else _text(value, where)
+
+
+def _texts(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _Bad(where, f"expected a list, got {type(value).__name__}")
+    return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Bad(where, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _blob(value: Any, where: str) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return base64.b64decode(_text(value, where), validate=True)
+    except binascii.Error:
+        raise _Bad(where, "is not base64") from None
+
+
+def _count(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _Bad(where, f"expected a count, got {printable(repr(value), 40)}")
+    return value
+
+
+def _record(value: Any, where: str) -> RecordCheck | None:
+    if value is None:
+        return None
+    modified = _field(value, "modified", where)
+    if not isinstance(modified, list):
+        raise _Bad(f"{where}.modified", f"expected a list, got {type(modified).__name__}")
+    return RecordCheck(
+        present=bool(_field(value, "present", where)),
+        paths=_texts(_field(value, "paths", where), f"{where}.paths"),
+        modified=tuple(
+            _text(_field(m, "path", f"{where}.modified[{i}]"), f"{where}.modified[{i}].path")
+            for i, m in enumerate(modified)
         ),
-        tree=tuple(doc["tree"]) if doc.get("tree") is not None else None,
+        missing=_texts(_field(value, "missing", where), f"{where}.missing"),
+        unhashed=_count(_field(value, "unhashed", where), f"{where}.unhashed"),
+    )
+
+
+def _dist(doc: Any, where: str = "dist") -> InstalledDist:
+    """One distribution of an ``inspect`` answer, every field checked (``_Bad`` naming the first wrong one)."""
+    _object(doc, where)
+    files = _object(doc.get("files") or {}, f"{where}.files")
+    meta = _object(doc.get("meta") or {}, f"{where}.meta")
+    tree = doc.get("tree")
+    return InstalledDist(
+        name=_text(_field(doc, "name", where), f"{where}.name"),
+        version=_text(_field(doc, "version", where), f"{where}.version"),
+        location=_text(_field(doc, "location", where), f"{where}.location"),
+        dist_info=_opt_text(doc.get("dist_info"), f"{where}.dist_info"),
+        package_root=_opt_text(doc.get("package_root"), f"{where}.package_root"),
+        shadowed=_texts(doc.get("shadowed") or [], f"{where}.shadowed"),
+        files={k: _blob(v, f"{where}.files[{k!r}]") for k, v in files.items()},
+        meta={k: _opt_text(v, f"{where}.meta[{k!r}]") for k, v in meta.items()},
+        record=_record(doc.get("record"), f"{where}.record"),
+        tree=_texts(tree, f"{where}.tree") if tree is not None else None,
+    )
+
+
+def imported_failure(imported: Sequence[str]) -> str | None:
+    """The one verdict on watched modules loaded in the probe's process, for doctor and verify alike.
+
+    The probe never imports sglang, torch, sgl_kernel or flashinfer; if its process
+    had one loaded anyway (a ``.pth`` file or sitecustomize on the target, or a bug
+    in sgpatch), code ran that the check promised not to run: the check fails.
+    """
+    if not imported:
+        return None
+    return (
+        f"the probe's process had imported {', '.join(printable(m, 80) for m in imported)} on the target "
+        "(sgpatch never imports them: a .pth file or sitecustomize there did, or a bug in sgpatch)"
     )
 
 
@@ -173,7 +275,7 @@ def command_for(target: Target) -> list[str]:
 
 
 def _lines(stderr: bytes) -> list[str]:
-    return [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return [printable(ln.strip()) for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
 
 
 def _first(lines: Sequence[str], needles: Sequence[str]) -> str | None:
@@ -183,17 +285,19 @@ def _first(lines: Sequence[str], needles: Sequence[str]) -> str | None:
 def _ssh_failure(target: Target, stderr: bytes) -> EnvironmentFailure:
     """ssh's own failure (exit 255) as one clear error."""
     host = target.host
+    assert host is not None
+    quoted = shlex.quote(host)  # the hints are commands to paste: the host is user input
     lines = _lines(stderr)
     if (line := _first(lines, _UNREACHABLE)) is not None:
         return EnvironmentFailure(
             f"cannot reach {host} over ssh: {line}",
-            hint=f"check the host name, port and network (ssh -v {host} true); "
+            hint=f"check the host name, port and network (ssh -v -- {quoted} true); "
             f"sgpatch waits {CONNECT_TIMEOUT}s for a connection",
         )
     if (line := _first(lines, _HOST_KEY)) is not None:
         return EnvironmentFailure(
             f"ssh {host}: {line}",
-            hint=f"sgpatch never accepts a host key: connect once with 'ssh {host}' to check and accept it",
+            hint=f"sgpatch never accepts a host key: connect once to check and accept it: ssh -- {quoted}",
         )
     if (line := _first(lines, _AUTH)) is not None:
         return EnvironmentFailure(
@@ -202,7 +306,7 @@ def _ssh_failure(target: Target, stderr: bytes) -> EnvironmentFailure:
             "use a key (ssh-agent, or IdentityFile in ~/.ssh/config)",
         )
     detail = lines[-1] if lines else "no message"
-    return EnvironmentFailure(f"ssh {host} failed: {detail}", hint=f"try 'ssh -v {host} true' to see why")
+    return EnvironmentFailure(f"ssh {host} failed: {detail}", hint=f"to see why, run: ssh -v -- {quoted} true")
 
 
 def _failure(target: Target, code: int | None, stderr: bytes) -> EnvironmentFailure:
@@ -300,33 +404,58 @@ class ProbeSession:
                 raise self._dead()
             if line.startswith(probe.MARK):
                 break  # anything else is noise (a login banner, a chatty sitecustomize)
-        doc: dict[str, Any] = json.loads(line[len(probe.MARK) :])
-        self.requests += 1
-        self.imported = tuple(doc.pop("imported", ()))
+        try:
+            doc = _object(json.loads(line[len(probe.MARK) :]), "answer")
+            self.requests += 1
+            imported = _texts(doc.pop("imported", []), "answer.imported")
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise self._malformed(_Bad("answer", f"not JSON ({exc})")) from None
+        except _Bad as exc:
+            raise self._malformed(exc) from None
+        self.imported = tuple(dict.fromkeys((*self.imported, *imported)))  # every answer's, for the verdict
         if doc.get("error"):
             raise EnvironmentFailure(
-                f"{self.target.label}: the probe failed: {doc['error']}",
+                f"{self.target.label}: the probe failed: {printable(str(doc['error']))}",
                 hint="the probe needs Python 3.8 or newer on the target",
             )
         return doc
 
+    def _malformed(self, exc: _Bad) -> MalformedAnswer:
+        return MalformedAnswer(
+            f"{self.target.label}: malformed answer from the probe: {printable(str(exc))}",
+            hint="the target's python did not answer as sgpatch's probe does: check --python and the host",
+        )
+
     def inspect(self, dists: Mapping[str, Mapping[str, Any]]) -> ProbeResult:
         """Inspect the named distributions (see ``probe.inspect_dist`` for what each may ask)."""
         doc = self.ask({"op": "inspect", "dists": dists})
-        python = doc["python"]
-        return ProbeResult(
-            target=self.target,
-            executable=str(python["executable"]),
-            python_version=str(python["version"]),
-            environment=dict(python.get("environment") or {}),
-            dists={name: (_dist(d) if d is not None else None) for name, d in doc["dists"].items()},
-            imported=self.imported,
-        )
+        try:
+            python = _object(_field(doc, "python", "answer"), "answer.python")
+            environment = _object(python.get("environment") or {}, "answer.python.environment")
+            found = _object(_field(doc, "dists", "answer"), "answer.dists")
+            return ProbeResult(
+                target=self.target,
+                executable=_text(_field(python, "executable", "answer.python"), "answer.python.executable"),
+                python_version=_text(_field(python, "version", "answer.python"), "answer.python.version"),
+                environment={k: _text(v, f"answer.python.environment.{k}") for k, v in environment.items()},
+                dists={
+                    name: (_dist(d, f"answer.dists.{name}") if d is not None else None)
+                    for name, d in found.items()
+                    if name in dists
+                },
+                imported=self.imported,
+            )
+        except _Bad as exc:
+            raise self._malformed(exc) from None
 
     def read(self, dist: str, files: Sequence[str]) -> dict[str, bytes | None]:
         """Files below an inspected distribution's import root (None: no such file)."""
         doc = self.ask({"op": "read", "dist": dist, "files": list(files)})
-        return {k: (base64.b64decode(v) if v is not None else None) for k, v in doc["files"].items()}
+        try:
+            found = _object(_field(doc, "files", "answer"), "answer.files")
+            return {f: _blob(_field(found, f, "answer.files"), f"answer.files[{f!r}]") for f in files}
+        except _Bad as exc:
+            raise self._malformed(exc) from None
 
     def close(self) -> None:
         """Say goodbye and reap the process (killing it if it lingers)."""

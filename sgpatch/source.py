@@ -30,8 +30,7 @@ from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, SourceError
 from sgpatch.git import CommitSpec, Git, check_git_url, check_ref_name, clone
 from sgpatch.lock import Held, exclusive, pause
-
-Progress = Callable[[str], None]
+from sgpatch.results import Progress
 
 # Files an sdist or wheel has that upstream's git tree does not: packaging output.
 _GENERATED_TOP = {"PKG-INFO", "setup.cfg"}

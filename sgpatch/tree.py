@@ -8,12 +8,16 @@ the interface check run unchanged against a checkout, a wheel or an install.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import stat
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Protocol
 
 from sgpatch.archive import open_archive
+from sgpatch.errors import SgpatchError
 
 PYTHON_PREFIX = "python/"
 
@@ -48,8 +52,22 @@ def _check_relative(path: str) -> PurePosixPath:
     return pure
 
 
+class LinkInPath(SgpatchError):
+    """A path leads through a symbolic link to a directory: it may point anywhere, so it is never followed (exit 2)."""
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 class DirTree:
-    """Files on disk below ``root`` (a checkout's work tree)."""
+    """Files on disk below ``root`` (a checkout's work tree).
+
+    Reads stay inside ``root``: every directory on the way to a file is opened
+    relative to its parent without following links, so a symlinked directory
+    anywhere on the path (``python/etcdir -> /etc``) is refused with LinkInPath
+    and the file itself must be a regular file (a symlink reads as missing, as
+    in git's view of the tree).  ``root`` itself is the caller's choice.
+    """
 
     def __init__(self, root: Path, *, strip_prefix: str = "", label: str | None = None) -> None:
         self.root = root
@@ -60,36 +78,103 @@ class DirTree:
     def label(self) -> str:
         return self._label
 
-    def _local(self, path: str) -> Path | None:
-        pure = _check_relative(path)
-        rel = str(pure)
+    def _parts(self, path: str) -> list[str] | None:
+        """The components of ``path`` below ``root`` (None: outside ``strip_prefix``)."""
+        rel = str(_check_relative(path))
         if self.strip_prefix:
-            if not rel.startswith(self.strip_prefix):
+            if not (rel + "/").startswith(self.strip_prefix):
                 return None
             rel = rel[len(self.strip_prefix) :]
-        return self.root / rel
+        return [p for p in rel.split("/") if p not in ("", ".")]
+
+    def _refuse(self, dir_fd: int, name: str, walked: list[str], path: str) -> None:
+        """Raise LinkInPath if ``name`` in ``dir_fd`` is a symlink."""
+        try:
+            mode = os.lstat(name, dir_fd=dir_fd).st_mode
+        except OSError:
+            return
+        if stat.S_ISLNK(mode):
+            link = "/".join([*walked, name])
+            raise LinkInPath(
+                f"{self.root / link}: a symbolic link on the way to {path}; "
+                f"sgpatch reads only files inside {self.root}, never through a link",
+                hint="remove the link, or give a path that does not go through it",
+            )
+
+    def _open_dir(self, parts: list[str], path: str) -> int | None:
+        """A descriptor of the directory ``root/parts``, each step without following links (None: missing)."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        walked: list[str] = []
+        for part in parts:
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                try:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        self._refuse(fd, part, walked, path)
+                    return None
+                finally:
+                    os.close(fd)
+            os.close(fd)
+            fd = nxt
+            walked.append(part)
+        return fd
 
     def read(self, path: str) -> bytes | None:
-        local = self._local(path)
-        if local is None or local.is_symlink() or not local.is_file():
+        parts = self._parts(path)
+        if not parts:
             return None
-        return local.read_bytes()
+        dir_fd = self._open_dir(parts[:-1], path)
+        if dir_fd is None:
+            return None
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        except OSError:
+            return None  # missing, a symlink (ELOOP), or unreadable: not a file of the tree
+        finally:
+            os.close(dir_fd)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            return fh.read()
 
     def mode(self, path: str) -> str | None:
         """The git mode a regular file would get (100755 when its owner may execute it), or None."""
-        local = self._local(path)
-        if local is None or local.is_symlink() or not local.is_file():
+        parts = self._parts(path)
+        if not parts:
             return None
-        return "100755" if local.stat().st_mode & 0o100 else "100644"
+        dir_fd = self._open_dir(parts[:-1], path)
+        if dir_fd is None:
+            return None
+        try:
+            st = os.lstat(parts[-1], dir_fd=dir_fd)
+        except OSError:
+            return None
+        finally:
+            os.close(dir_fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return "100755" if st.st_mode & 0o100 else "100644"
 
     def list(self, prefix: str) -> list[str]:
-        local = self._local(prefix.rstrip("/"))
-        if local is None or not local.is_dir():
+        parts = self._parts(prefix.rstrip("/"))
+        if parts is None:
             return []
+        dir_fd = self._open_dir(parts, prefix)
+        if dir_fd is None:
+            return []
+        os.close(dir_fd)  # checked: no link on the way; os.walk below never follows one
+        top = self.root.joinpath(*parts)
         out = []
-        for p in local.rglob("*"):
-            if p.is_file() and not p.is_symlink():
-                out.append(self.strip_prefix + p.relative_to(self.root).as_posix())
+        for here, _dirs, files in os.walk(top):  # followlinks=False: a symlinked directory is not entered
+            base = Path(here)
+            for name in files:
+                p = base / name
+                if p.is_file() and not p.is_symlink():
+                    out.append(self.strip_prefix + p.relative_to(self.root).as_posix())
         return sorted(out)
 
 

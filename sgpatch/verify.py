@@ -16,10 +16,9 @@ from sgpatch.apply import PatchState, classify_one
 from sgpatch.config import Config, Stack
 from sgpatch.journal import recover
 from sgpatch.patchset import HunkFailure, Series, apply_modes, apply_patch, read_series
+from sgpatch.results import SCHEMA_VERSION
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree, git_blob_id
-
-SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,13 +56,11 @@ from sgpatch.provenance import (
     rewrite_requires,
     wheel_version,
 )
+from sgpatch.results import SCHEMA_VERSION, Progress
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import PYTHON_PREFIX, ZipTree, git_blob_id
 from sgpatch.verify import VerifyReport, verify_tree
 
-Progress = Callable[[str], None]
-
-SCHEMA_VERSION = 1
 WHEEL_FORMAT = 1  # bump whenever post-processing changes a wheel's bytes: invalidates cached wheels
 DIST_NAME = "sglang"
 VERSION_FILE = "sglang/_version.py"  # setuptools-scm writes it; the only unpatched file that differs

@@ -651,3 +651,84 @@ case(
     "sgpatch apply would find it conflict",
     "the series directory unchanged: export never writes a series apply refuses",
 )
+
+# --------------------------------------------------------------------------- the command line and deployed targets
+
+CLI = "command line"
+_QUIET = "no message, no traceback file; the reader got the lines it asked for"
+case(
+    "cli-broken-pipe",
+    CLI,
+    "stdout closed early (`sgpatch show FILE:1-100000 | head -1`)",
+    141,
+    "(nothing: 128 + SIGPIPE, as the shell reports for `git log | head`)",
+    _QUIET,
+)
+case(
+    "cli-ssh-hint-quoted",
+    CLI,
+    "`--ssh 'a;touch${IFS}MARKER'`: a host that is a shell command",
+    3,
+    "hint: to see why, run: ssh -v -- 'a;touch${IFS}",
+    "the hint, pasted into a shell, runs ssh only: the marker file never appears",
+)
+for _cmd in ("verify --installed", "verify --ssh HOST", "doctor", "doctor --ssh HOST"):
+    case(
+        f"cli-python-empty-{_cmd.replace(' ', '-').replace('--', '').lower()}",
+        CLI,
+        f"`{_cmd} --python ''`",
+        2,
+        "is not an interpreter",
+        "no probe started (never 'this interpreter' by default)",
+    )
+_OUT = "nothing printed from outside the checkout; no anchor reported ok through the link"
+case(
+    "tree-show-through-symlinked-dir",
+    HOSTILE,
+    "`show python/link/canary.txt:1-1` where `python/link` is a symlink to a directory outside",
+    2,
+    "a symbolic link on the way",
+    _OUT,
+)
+case(
+    "tree-show-through-untracked-symlinked-dir",
+    HOSTILE,
+    "`show build/canary.txt:1-1` where the ignored, untracked `build` is a symlink to outside",
+    2,
+    "a symbolic link on the way",
+    _OUT,
+)
+case(
+    "tree-anchor-through-symlinked-dir",
+    HOSTILE,
+    "`verify` of an anchor on `python/link/canary.txt` (a file outside, through a symlinked directory)",
+    2,
+    "a symbolic link on the way",
+    _OUT,
+)
+DEPLOYED = "deployed targets"
+_PROBE = "one line naming the field; no traceback file"
+for _id, _fault, _expect in [
+    ("probe-not-json", "a probe answer that is not JSON", "not JSON"),
+    ("probe-missing-key", "a probe answer without `dists`", "answer.dists: missing"),
+    ("probe-wrong-type", "a distribution that is a list, not an object", "expected an object, got list"),
+    ("probe-bad-base64", "a file's content that is not base64", "is not base64"),
+    ("probe-nul", "a path with a NUL character", "contains a NUL character"),
+]:
+    case(_id, DEPLOYED, f"`doctor` and `verify --installed`: {_fault}", 3, _expect, _PROBE)
+case(
+    "probe-imported",
+    DEPLOYED,
+    "the target's probe process had `torch` imported (a `.pth` file, sitecustomize)",
+    1,
+    "the probe's process had imported torch",
+    "doctor and verify --installed fail alike, with the same line",
+)
+case(
+    "fuzz-probe",
+    FUZZ,
+    "mutated probe answers (fields set to any JSON, deleted, lines cut or replaced) to doctor and verify --installed",
+    None,
+    "exit 0, 1, 2 or 3",
+    _CLEAN,
+)

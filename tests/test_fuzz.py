@@ -29,6 +29,7 @@ from sgpatch.errors import EXIT_BAD_INPUT, ConfigError, PatchError, SgpatchError
 from sgpatch.patchset import HunkFailure, apply_patch, parse_patch, read_series
 from sgpatch.tree import DirTree
 
+from .fakeprobe import make_fake_python, set_mutation
 from .helpers import run_cli, snapshot
 from .reliability import record
 from .smallrepo import STACK, Tiny, add_traps, git, make_tiny
@@ -442,3 +443,58 @@ def test_fuzz_budget_is_bounded() -> None:
     assert SCALE > 0
     assert issubclass(ConfigError, SgpatchError) and issubclass(PatchError, SgpatchError)
     assert STACK == "tiny"
+
+
+# --------------------------------------------------------------------------- probe answers (issue 10)
+
+_JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=12),
+    st.sampled_from(["", "\u0000", "\ud800", "not base64!", "../../etc/passwd", "0.5.9", "sglang", "\x1b[2J"]),
+)
+_JSON = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+_WHERE = st.lists(st.integers(0, 40), max_size=6)
+_ANSWER = st.integers(0, 2)  # the inspect answer, then verify's reads
+PROBE_MUTATIONS = st.one_of(
+    st.fixed_dictionaries({"answer": _ANSWER, "op": st.just("set"), "path": _WHERE, "value": _JSON}),
+    st.fixed_dictionaries({"answer": _ANSWER, "op": st.just("del"), "path": _WHERE}),
+    st.fixed_dictionaries({"answer": _ANSWER, "op": st.just("truncate"), "value": st.integers(0, 3000)}),
+    st.fixed_dictionaries(
+        {
+            "answer": _ANSWER,
+            "op": st.just("raw"),
+            "value": st.binary(max_size=80).map(lambda b: (b"sgpatch-probe-answer " + b).decode("latin-1")),
+        }
+    ),
+)
+
+
+def test_mutated_probe_answers_never_crash(template_patched: Path, tmp_path: Path) -> None:
+    """doctor and verify --installed against a real process (``--python FAKE``) whose answers are mutated."""
+    fake = make_fake_python(tmp_path / "python", root=template_patched)
+    outcomes: Counter[str] = Counter()
+    config = str(REPO / "VERSIONS.toml")
+
+    @fuzz_settings(40)
+    @given(mutation=PROBE_MUTATIONS, doctor=st.booleans())
+    def run(mutation: dict[str, object], doctor: bool) -> None:
+        set_mutation(fake, mutation, root=template_patched)
+        command = ["doctor"] if doctor else ["verify", "--installed"]
+        result = run_cli(*command, "--python", str(fake), "--config", config)
+        assert result.exit_code in (0, 1, 2, 3), (result.exit_code, result.stderr)
+        assert "Traceback" not in result.output and "Traceback" not in result.stderr
+        errors = [ln for ln in result.stderr.splitlines() if ln.startswith("sgpatch: error:")]
+        assert len(errors) == (1 if result.exit_code in (2, 3) else 0), result.stderr
+        assert not any(ord(c) < 32 and c not in "\n\t" for c in result.stderr), repr(result.stderr)
+        outcomes[f"exit {result.exit_code}"] += 1
+
+    run()
+    assert outcomes["exit 3"] > 0  # the mutations do reach the answer parser
+    _report("fuzz-probe", outcomes)

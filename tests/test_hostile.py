@@ -15,7 +15,9 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,9 +34,12 @@ import pytest
 from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import load_config
 from sgpatch.provenance import wheel_version
+from sgpatch.remote import imported_failure
+from sgpatch.tree import DirTree, LinkInPath
 from sgpatch.verify import load_project
 
 from .conftest import REPO, copy_project
+from .fakeprobe import make_fake_python
 from .helpers import copy_project_with, run_cli, snapshot
 from .port_fixtures import SDIST_0510
 from .reliability import CASES, HOSTILE, first_error, record
@@ -346,6 +351,146 @@ def test_nul_in_series_path_is_a_clean_error(hostile_template: Hostile, tmp_path
     assert result.exit_code == 2, result.stderr
 
 
+# --------------------------------------------------------------------------- the command line (issue 10)
+
+PROJECT_CONFIG = Path(__file__).resolve().parent.parent / "VERSIONS.toml"
+
+
+def test_closed_stdout_ends_quietly(tmp_path: Path) -> None:
+    """``sgpatch show ... | head -1``: a real pipe whose reader closes after one line."""
+    checkout = tmp_path / "co"
+    checkout.mkdir()
+    (checkout / "big.py").write_text("".join(f"line {i}\n" for i in range(1, 100_001)))  # far beyond a pipe buffer
+    tmp = tmp_path / "tmp"  # where a bug's traceback file would land
+    tmp.mkdir()
+    cmd = [sys.executable, "-m", "sgpatch", "show", "--config", str(PROJECT_CONFIG)]
+    proc = subprocess.Popen(
+        [*cmd, "--checkout", str(checkout), "big.py:1-100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as head does after its line
+    stderr = proc.stderr.read()
+    code = proc.wait(timeout=60)
+    assert first == b"     1\tline 1\n"
+    assert code == CASES["cli-broken-pipe"].exit == 141
+    assert stderr == b""
+    assert list(tmp.iterdir()) == []
+    record("cli-broken-pipe", exit=code, shown=stderr.decode() or "(nothing on stderr)")
+
+
+def test_ssh_hint_quotes_the_host(tmp_path: Path) -> None:
+    """The hint is a command to paste: pasted into a real shell, it must run ssh and nothing else."""
+    marker = tmp_path / "pwned"
+    host = "a;touch${IFS}" + str(marker)
+    result = run_cli("doctor", "--ssh", host, "--config", str(PROJECT_CONFIG))
+    case = CASES["cli-ssh-hint-quoted"]
+    assert result.exit_code == case.exit, result.stderr
+    hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
+    assert shlex.quote(host) in hint and case.expect in hint
+    command = hint.split("run: ", 1)[1]
+    subprocess.run(["sh", "-c", command], capture_output=True, timeout=60, check=False)
+    assert not marker.exists()
+    record("cli-ssh-hint-quoted", exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("verify", "--installed"), ("verify", "--ssh", "host"), ("doctor",), ("doctor", "--ssh", "host")],
+    ids=lambda a: " ".join(a),
+)
+def test_empty_python_is_bad_input(args: tuple[str, ...]) -> None:
+    cmd = " ".join(a.upper() if a == "host" else a for a in args)
+    case_id = f"cli-python-empty-{cmd.replace(' ', '-').replace('--', '').lower()}"
+    result = run_cli(*args, "--python", "", "--config", str(PROJECT_CONFIG))
+    _check_refused(case_id, result, ())
+    assert "--python ''" in result.stderr
+
+
+def test_show_never_reads_through_a_symlinked_directory(hostile_template: Hostile, tmp_path: Path) -> None:
+    tiny = hostile_template.tiny.copy(tmp_path)
+    co = tiny.checkout
+    before = snapshot(co)
+    for case_id, where in [
+        ("tree-show-through-symlinked-dir", "python/link/canary.txt:1-1"),
+        ("tree-show-through-untracked-symlinked-dir", "build/canary.txt:1-1"),
+    ]:
+        result = run_cli("show", where, "--checkout", str(co), "--config", str(tiny.config))
+        assert "do not touch" not in result.stdout
+        _check_refused(case_id, result, (tmp_path, hostile_template.outside))
+    assert snapshot(co) == before
+
+
+def test_anchor_never_reads_through_a_symlinked_directory(hostile_template: Hostile, tmp_path: Path) -> None:
+    tiny = hostile_template.tiny.copy(tmp_path)
+    run_cli("apply", "--checkout", str(tiny.checkout), "--config", str(tiny.config))
+    text = "do not touch\n"
+    (tiny.series / "anchors.toml").write_text(
+        "schema_version = 1\n\n[[anchor]]\n"
+        'id = "outside"\nfile = "python/link/canary.txt"\nlines = [1, 1]\nphase = "both"\n'
+        'why = "a file outside the checkout, through a symlinked directory"\n'
+        f'first_line = "do not touch"\nsha256 = "{hashlib.sha256(text.encode()).hexdigest()}"\n'
+    )
+    result = run_cli("verify", "--checkout", str(tiny.checkout), "--config", str(tiny.config))
+    assert "outside" not in result.stdout or " ok" not in result.stdout
+    _check_refused("tree-anchor-through-symlinked-dir", result, (tmp_path, hostile_template.outside))
+
+
+def test_dirtree_lists_nothing_through_a_symlinked_directory(hostile_template: Hostile) -> None:
+    """The interface check lists and reads through DirTree: the same rule holds for list()."""
+    tree = DirTree(hostile_template.tiny.checkout)
+    with pytest.raises(LinkInPath):
+        tree.list("python/link")
+    assert "python/pkg/mod0.py" in tree.list("python")
+    assert not any(p.startswith(("python/link/", "build/")) for p in tree.list(""))
+
+
+# --------------------------------------------------------------------------- deployed targets: what the probe answers
+
+PROBE_ANSWERS: dict[str, dict[str, Any]] = {
+    "probe-not-json": {"op": "raw", "value": "sgpatch-probe-answer {not json"},
+    "probe-missing-key": {"op": "del", "path": [0]},  # sorted keys: dists, imported, python
+    "probe-wrong-type": {"op": "set", "path": [0, 0], "value": ["a", "list"]},
+    "probe-bad-base64": {"op": "set", "path": [0, 6, 1, 0], "value": "not base64!"},  # dists.torch.files[...]
+    "probe-nul": {"op": "set", "path": [0, 0, 4], "value": "sgl\u0000ang"},  # the first dist's name
+}
+
+
+@pytest.mark.parametrize("case_id", list(PROBE_ANSWERS))
+@pytest.mark.parametrize("command", [("doctor",), ("verify", "--installed")], ids=lambda c: c[0])
+def test_malformed_probe_answer_is_an_environment_failure(
+    case_id: str, command: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A real process answers (``--python FAKE``); only its answer is wrong."""
+    mutation = PROBE_ANSWERS[case_id]
+    if case_id == "probe-bad-base64" and command[0] == "verify":
+        mutation = {"op": "set", "path": [0, 0, 1, 0], "value": "not base64!"}  # verify asks only sglang
+    fake = make_fake_python(tmp_path / "python", mutation)
+    result = run_cli(*command, "--python", str(fake), "--config", str(PROJECT_CONFIG))
+    _check_refused(case_id, result, (tmp_path,))
+    assert "malformed answer from the probe" in result.stderr
+    assert len([ln for ln in result.stderr.splitlines() if ln.startswith("sgpatch: error:")]) == 1
+
+
+def test_doctor_and_verify_agree_on_the_probes_imports(template_patched: Path, tmp_path: Path) -> None:
+    """One verdict (``remote.imported_failure``): torch loaded in the probe's process fails both checks."""
+    fake = make_fake_python(
+        tmp_path / "python", {"answer": 0, "op": "set", "path": [1], "value": ["torch"]}, root=template_patched
+    )
+    line = imported_failure(("torch",))
+    assert line is not None
+    doctor = run_cli("doctor", "--python", str(fake), "--config", str(PROJECT_CONFIG), "--json")
+    verify = run_cli("verify", "--installed", "--python", str(fake), "--config", str(PROJECT_CONFIG), "--json")
+    assert doctor.exit_code == verify.exit_code == CASES["probe-imported"].exit, (doctor.stderr, verify.stderr)
+    assert line in json.loads(doctor.stdout)["failures"][-1]
+    assert json.loads(verify.stdout)["failures"] == [line]  # the patched tree passes every other check
+    clean = make_fake_python(tmp_path / "clean", root=template_patched)
+    again = run_cli("verify", "--installed", "--python", str(clean), "--config", str(PROJECT_CONFIG), "--json")
+    assert again.exit_code == 0 and line not in again.stdout, again.stdout
+    record("probe-imported", exit=verify.exit_code, shown=line, note="doctor and verify --installed: the same line")
 # --------------------------------------------------------------------------- port: stacks it must not write
 
 _PORT_BAD = {

@@ -12,7 +12,7 @@ from typing import Any
 
 from sgpatch.anchors import check_anchor, load_anchors
 from sgpatch.apply import classify_one
-from sgpatch.cli_port import render_port
+from sgpatch.cli.render import render_port
 from sgpatch.config import load_config
 from sgpatch.patchset import parse_patch, read_series, split_lines
 from sgpatch.port import port_stack

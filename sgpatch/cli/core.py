@@ -1,96 +1,20 @@
-"""The command line: parse, call the core, render, map errors to exit codes.
-
-Only this module prints.  ``--json`` writes exactly one document to stdout;
-everything meant for people goes to stderr (or stdout without ``--json``).
-"""
+"""The commands on a stack and its checkout: ``stacks``, ``fetch``, ``apply``, ``verify``, ``show``."""
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
-import tempfile
-import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
-from sgpatch.errors import EXIT_BUG, EXIT_INTERRUPTED, SgpatchError
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="Keep local fixes on a pinned SGLang release; verify them; build the patched wheel.",
-)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", help="VERSIONS.toml (default: search upward from the working directory)")
-]
-StackArg = Annotated[str | None, typer.Argument(help="stack name (default: default_stack)", show_default=False)]
-CheckoutOpt = Annotated[
-    Path | None, typer.Option("--checkout", help="checkout directory (default: .sgpatch/checkouts/STACK)")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
-
-
-def _err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
-def handled(func: F) -> F:
-    """Map SgpatchError to its exit code with one line on stderr; a bug to exit 4."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except SgpatchError as exc:
-            _err(f"sgpatch: error: {exc.message}")
-            if exc.hint:
-                _err(f"hint: {exc.hint}")
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            _err("sgpatch: interrupted")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except typer.Exit:
-            raise
-        except Exception as exc:  # a bug: say so, keep the traceback
-            fd, log = tempfile.mkstemp(prefix="sgpatch-bug-", suffix=".log")
-            with os.fdopen(fd, "w") as fh:
-                traceback.print_exc(file=fh)
-            _err(f"sgpatch: internal error (a bug): {type(exc).__name__}: {exc}")
-            _err(f"hint: the traceback is in {log}; please report it")
-            raise typer.Exit(EXIT_BUG) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _config(path: Path | None) -> Any:
-    from sgpatch.config import find_config, load_config
-
-    return load_config(path if path is not None else find_config(Path.cwd()))
-
-
-def _progress(json_out: bool) -> Callable[[str], None] | None:
-    if json_out or os.environ.get("CI") or not sys.stderr.isatty():
-        return None
-    return lambda msg: _err(f"sgpatch: {msg}")
-
-
-def _checkout(config: Any, stack: Any, checkout: Path | None) -> Path:
-    return checkout if checkout is not None else config.checkout_dir(stack)
+from sgpatch.cli.app import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, _err, _progress, app, handled
 
 
 @app.command()
 @handled
 def stacks(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
     """List the pinned stacks."""
-    from sgpatch.report import dumps, render_stacks, stacks_doc
+    from sgpatch.cli.render import dumps, render_stacks, stacks_doc
 
     cfg = _config(config)
     typer.echo(dumps(stacks_doc(cfg)) if json_out else render_stacks(cfg))
@@ -107,7 +31,7 @@ def fetch(
     json_out: JsonOpt = False,
 ) -> None:
     """Create a git checkout of the pinned SGLang source."""
-    from sgpatch.report import dumps
+    from sgpatch.cli.render import dumps, fetch_doc, render_fetch
     from sgpatch.source import fetch as do_fetch
 
     cfg = _config(config)
@@ -115,19 +39,7 @@ def fetch(
     target = _checkout(cfg, st, into)
     progress = _progress(json_out)
     result = do_fetch(st, target, source=source, url=url, progress=progress, show_pip=progress is not None)
-    doc = {
-        "stack": result.stack,
-        "source": result.source,
-        "checkout": str(result.checkout),
-        "commit": result.commit,
-        "created": result.created,
-        "artifact": str(result.artifact) if result.artifact else None,
-    }
-    if json_out:
-        typer.echo(dumps(doc))
-    else:
-        verb = "created" if result.created else "already present"
-        typer.echo(f"fetch: {result.stack} {verb} at {result.checkout} (commit {result.commit[:12]}, {result.source})")
+    typer.echo(dumps(fetch_doc(result)) if json_out else render_fetch(result))
 
 
 @app.command()
@@ -137,7 +49,7 @@ def apply(
 ) -> None:
     """Apply the stack's series to a checkout: strict, atomic, idempotent."""
     from sgpatch.apply import apply_series
-    from sgpatch.report import dumps, render_apply
+    from sgpatch.cli.render import apply_doc, dumps, render_apply
     from sgpatch.verify import load_project
 
     cfg = _config(config)
@@ -148,23 +60,7 @@ def apply(
         _checkout(cfg, project.stack, checkout),
         notify=lambda message: _err(f"sgpatch: {message}"),  # waits and recoveries: always worth a line
     )
-    if json_out:
-        typer.echo(
-            dumps(
-                {
-                    "stack": result.stack,
-                    "checkout": str(result.checkout),
-                    "ok": result.ok,
-                    "changed": result.changed,
-                    "old_head": result.old_head,
-                    "new_head": result.new_head,
-                    "series_id": project.series.id,
-                    "patches": [p.as_dict() for p in result.patches],
-                }
-            )
-        )
-    else:
-        typer.echo(render_apply(result))
+    typer.echo(dumps(apply_doc(result, project.series.id)) if json_out else render_apply(result))
     if not result.ok:
         raise typer.Exit(1)
 
@@ -182,8 +78,8 @@ def verify(
     json_out: JsonOpt = False,
 ) -> None:
     """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel or install."""
+    from sgpatch.cli.render import dumps, render_verify
     from sgpatch.errors import SgpatchError as Bad
-    from sgpatch.report import dumps, render_verify
     from sgpatch.verify import load_project, verify_checkout
 
     targets = [t for t in (checkout is not None, wheel is not None, installed, ssh is not None) if t]
@@ -215,7 +111,7 @@ def verify(
     if json_out:
         typer.echo(dumps(report.as_dict()))
     elif wheel is not None:
-        from sgpatch.report import render_wheelreport
+        from sgpatch.cli.render import render_wheelreport
 
         typer.echo(render_wheelreport(report))
     else:
@@ -236,6 +132,7 @@ def show(
 ) -> None:
     """Print lines START..END of FILE with their numbers (sed -n A,Bp | cat -n)."""
     from sgpatch.anchors import read_range
+    from sgpatch.cli.render import render_lines
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.tree import DirTree
 
@@ -254,8 +151,8 @@ def show(
     data = tree.read(path)
     if data is None:
         raise Bad(f"{root / path}: no such file in the checkout")
-    for number, text in read_range(data, start, end):
-        typer.echo(f"{number:6d}\t{text}")
+    for line in render_lines(read_range(data, start, end)):
+        typer.echo(line)
 
 
 def _resolve_file(tree: Any, file: str, known: list[str]) -> str:
@@ -271,20 +168,3 @@ def _resolve_file(tree: Any, file: str, known: list[str]) -> str:
     if len(matches) == 1:
         return matches[0]
     raise Bad(f"{file}: no such file in {tree.label}")
-
-
-# The commands of the other areas register themselves on ``app`` when imported.
-from sgpatch import cli_build, cli_deployed, cli_interface, cli_port  # noqa: E402, F401
-
-
-def main() -> None:
-    """Console entry point."""
-    try:
-        app()
-    except KeyboardInterrupt:
-        _err("sgpatch: interrupted")
-        sys.exit(EXIT_INTERRUPTED)
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sgpatch.cli import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, _err, _progress, app, handled
+from sgpatch.cli.app import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, _err, _progress, app, handled
 
 
 @app.command()
@@ -25,7 +25,7 @@ def build(
     json_out: JsonOpt = False,
 ) -> None:
     """Build the patched sglang wheel from a clean export of the checkout, then check it."""
-    from sgpatch.report import dumps, render_build
+    from sgpatch.cli.render import dumps, render_build
     from sgpatch.verify import load_project
     from sgpatch.wheel import build_wheel
 

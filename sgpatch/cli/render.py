@@ -1,20 +1,29 @@
-"""Result dataclasses -> human text.  (JSON comes from each result's ``as_dict``.)"""
+"""Every table and line the CLI prints: result dataclasses -> human text.
+
+JSON comes from each result's ``as_dict`` through ``dumps``.
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sgpatch.apply import ApplyResult, PatchState
 from sgpatch.config import Config
 from sgpatch.interface import InterfaceReport
+from sgpatch.results import SCHEMA_VERSION
 from sgpatch.verify import VerifyReport
 
 if TYPE_CHECKING:
+    from sgpatch.doctor import DoctorReport
+    from sgpatch.export import ExportResult
+    from sgpatch.port import PortResult
+    from sgpatch.source import FetchResult
+    from sgpatch.upstream import SideBySide
     from sgpatch.wheel import BuildResult, WheelReport
-
-SCHEMA_VERSION = 1
 
 
 def dumps(doc: dict[str, Any]) -> str:
@@ -90,6 +99,41 @@ def render_apply(result: ApplyResult) -> str:
         lines.append(f"apply: already patched at {result.new_head[:12]}; nothing to do")
     lines.append(f"checkout: {result.checkout}")
     return "\n".join(lines)
+
+
+def fetch_doc(result: FetchResult) -> dict[str, Any]:
+    return {
+        "stack": result.stack,
+        "source": result.source,
+        "checkout": str(result.checkout),
+        "commit": result.commit,
+        "created": result.created,
+        "artifact": str(result.artifact) if result.artifact else None,
+    }
+
+
+def render_fetch(result: FetchResult) -> str:
+    verb = "created" if result.created else "already present"
+    return f"fetch: {result.stack} {verb} at {result.checkout} (commit {result.commit[:12]}, {result.source})"
+
+
+def apply_doc(result: ApplyResult, series_id: str) -> dict[str, Any]:
+    return {
+        "stack": result.stack,
+        "checkout": str(result.checkout),
+        "ok": result.ok,
+        "changed": result.changed,
+        "old_head": result.old_head,
+        "new_head": result.new_head,
+        "series_id": series_id,
+        "patches": [p.as_dict() for p in result.patches],
+    }
+
+
+def render_lines(lines: Iterable[tuple[int, str]]) -> Iterator[str]:
+    """``show``: numbered lines as ``cat -n`` prints them, one at a time (a long range streams)."""
+    for number, text in lines:
+        yield f"{number:6d}\t{text}"
 
 
 def stacks_doc(config: Config) -> dict[str, Any]:
@@ -191,3 +235,113 @@ def render_build(result: BuildResult) -> str:
     verb = "reused (inputs unchanged)" if result.cached else "built"
     head = [f"build   {verb}: {result.wheel}", f"recipe  {result.recipe}"]
     return "\n".join([*head, render_wheelreport(result.checks)])
+
+
+def render_doctor(report: DoctorReport) -> str:
+    """The doctor table: expected against found, mismatches first in the summary."""
+    lines = [
+        f"stack   {report.stack} (CUDA {report.cuda})",
+        f"target  {report.target}",
+        f"python  {report.python}",
+    ]
+    lines.extend(f"note    {n}" for n in report.notes)
+    lines.append("")
+    rows = [
+        (r.name, r.expected, r.found or "-", "ok" if r.ok else ("MISSING" if r.found is None else "MISMATCH"), r.detail)
+        for r in report.rows
+    ]
+    lines.extend(_table(rows, ("package", "expected", "found", "status", "detail")))
+    lines.append("")
+    if report.ok:
+        lines.append(f"doctor: ok ({len(report.rows)} checks match {report.stack})")
+    else:
+        bad = [r for r in report.rows if not r.ok]
+        lines.append(f"doctor: FAILED ({len(bad)} of {len(report.rows)} do not match {report.stack})")
+    return "\n".join(lines)
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def render_export(result: ExportResult, root: Path) -> str:
+    lines = _table([(p.name, p.status, p.commit[:12]) for p in result.patches], ("patch", "status", "commit"))
+    moved = [m for m in result.anchors if m.status != "kept"]
+    if moved:
+        lines.append("")
+        lines.extend(_table([(m.old.id, m.status, m.detail) for m in moved], ("anchor", "status", "detail")))
+    lines.append("")
+    lines.extend(f"note: {n}" for n in result.notes)
+    changed = ", ".join(_rel(p, root) for p in result.changed)
+    if result.check:
+        if result.stale:
+            lines.append(f"export --check: STALE: {changed} would change; run 'sgpatch export'")
+        else:
+            lines.append("export --check: up to date")
+    elif result.changed:
+        lines.append(f"export: wrote {changed}")
+        if result.new_head != result.old_head:
+            lines.append(f"export: series commits re-recorded, HEAD {result.old_head[:12]} -> {result.new_head[:12]}")
+    else:
+        lines.append("export: nothing to do; the files match the commits")
+    return "\n".join(lines)
+
+
+def _side_by_side(item: SideBySide) -> list[str]:
+    ours, theirs = item.ours, item.theirs
+    diff = difflib.unified_diff(
+        ours.text.splitlines(),
+        theirs.text.splitlines(),
+        f"ours {item.path}:{ours.start}-{ours.end}",
+        f"upstream {item.path}:{theirs.start}-{theirs.end}",
+        lineterm="",
+        n=max(len(ours.text.splitlines()), len(theirs.text.splitlines())),
+    )
+    return [f"    {line}" for line in diff]
+
+
+def render_port(result: PortResult) -> str:
+    lines = [
+        f"port    {result.old_stack} -> {result.new_stack} (sglang {result.version}, {result.source})",
+        "source  " + ", ".join(f"{a.filename} sha256:{a.sha256[:16]}…" for a in result.artifacts),
+    ]
+    if result.pypi_commit:
+        lines.append(f"base    {result.base[:12]} (pypi_commit {result.pypi_commit[:12]})")
+    lines.append("")
+    lines.extend(_table([(p.name, p.state, p.detail) for p in result.patches], ("patch", "state", "detail")))
+    for p in result.patches:
+        if p.hunks and p.state in ("applies", "merged", "resolved"):
+            lines.append("")
+            lines.append(f"{p.name}: regenerated against {result.version}:")
+            lines.extend(f"    {h}" for h in p.hunks)
+        if p.side_by_side:
+            lines.append("")
+            lines.append(f"{p.name}: {p.state}: ours and upstream's, for review:")
+            for item in p.side_by_side:
+                lines.append(f"  {item.qualname}")
+                lines.extend(_side_by_side(item))
+        for c in p.conflicts:
+            lines.append("")
+            lines.append(f"{p.name}: CONFLICT: {c.failure}")
+            regions = ", ".join(f"{a}-{b}" for a, b in c.regions)
+            lines.append(f"    conflict markers at lines {regions} of the merged file")
+    moved = [m for m in result.anchors if m.status != "kept"]
+    if moved:
+        lines.append("")
+        lines.extend(_table([(m.old.id, m.status, m.detail) for m in moved], ("anchor", "status", "detail")))
+    lines.append("")
+    lines.extend(f"note: {n}" for n in result.notes)
+    if result.failures:
+        lines.append(f"port: FAILED ({len(result.failures)} problem(s)); VERSIONS.toml and patches/ are unchanged")
+        lines.extend(f"  - {f}" for f in result.failures)
+        if result.checkout is not None:
+            lines.append(f"checkout: {result.checkout}")
+    elif result.dry_run:
+        lines.append("port: dry run; nothing was written")
+    else:
+        lines.append(f"port: wrote stack {result.new_stack}: " + ", ".join(str(p) for p in result.written))
+        lines.append(f"checkout: {result.checkout} (patched; 'sgpatch verify {result.new_stack}' checks it)")
+    return "\n".join(lines)

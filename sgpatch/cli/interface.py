@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sgpatch.cli import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, app, handled
+from sgpatch.cli.app import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, app, handled
 
 
 @app.command("check-interface")
@@ -22,10 +22,10 @@ def check_interface_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Report every method the speculative-decoding path needs that the target (or draft) lacks."""
+    from sgpatch.cli.render import dumps, render_interface
     from sgpatch.errors import ConfigError
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.interface import check_interface, interface_of
-    from sgpatch.report import dumps, render_interface
     from sgpatch.tree import DirTree, SourceTree, ZipTree
 
     if sum((checkout is not None, wheel is not None, installed)) > 1:

@@ -1,0 +1,29 @@
+"""The command line: parse, call the core, render, map errors to exit codes (typer only).
+
+``app.py`` holds the app and the error handler; each command area is a module
+that registers its commands on it; ``render.py`` holds every table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from sgpatch.cli.app import _err, app
+from sgpatch.errors import EXIT_INTERRUPTED
+
+# Each command area registers its commands on ``app`` when imported, once, here; this order is --help's.
+AREAS = ("core", "build", "doctor", "interface", "port")
+for _area in AREAS:
+    importlib.import_module(f"{__name__}.{_area}")
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console entry point (``sgpatch``, ``python -m sgpatch``)."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        _err("sgpatch: interrupted")
+        sys.exit(EXIT_INTERRUPTED)

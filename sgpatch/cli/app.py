@@ -1,0 +1,129 @@
+"""The typer app every command module registers on, the error handler, and the shared options.
+
+Only the ``sgpatch.cli`` package prints.  ``--json`` writes exactly one document
+to stdout; everything meant for people goes to stderr (or stdout without ``--json``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import select
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from sgpatch.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, SgpatchError
+from sgpatch.results import Progress
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Keep local fixes on a pinned SGLang release; verify them; build the patched wheel.",
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="VERSIONS.toml (default: search upward from the working directory)")
+]
+StackArg = Annotated[str | None, typer.Argument(help="stack name (default: default_stack)", show_default=False)]
+CheckoutOpt = Annotated[
+    Path | None, typer.Option("--checkout", help="checkout directory (default: .sgpatch/checkouts/STACK)")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127) if chr(c) not in "\n\t"}
+
+
+def _err(message: str) -> None:
+    """One message on stderr; control characters (text a target or a file sent) are shown escaped."""
+    typer.echo(message.translate(_CONTROL), err=True)
+
+
+def stdout_closed() -> bool:
+    """Whether the reader of stdout went away (``sgpatch show ... | head -1``).
+
+    A pipe whose read end is closed polls as an error on its write end; a file,
+    a terminal or a live pipe does not.  So a BrokenPipeError from anything else
+    (a probe's stdin, say) is still reported as the bug it would be.
+    """
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush does not complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _bug(exc: Exception) -> NoReturn:
+    """A bug: say so in one line, keep the traceback in a file."""
+    fd, log = tempfile.mkstemp(prefix="sgpatch-bug-", suffix=".log")
+    with os.fdopen(fd, "w") as fh:
+        traceback.print_exception(exc, file=fh)
+    _err(f"sgpatch: internal error (a bug): {type(exc).__name__}: {exc}")
+    _err(f"hint: the traceback is in {log}; please report it")
+    raise typer.Exit(EXIT_BUG) from None
+
+
+def handled(func: F) -> F:
+    """Map SgpatchError to its exit code with one line on stderr; a closed stdout to a quiet
+    exit 141, as the shell reports for ``git log | head``; a bug to exit 4."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SgpatchError as exc:
+            _err(f"sgpatch: error: {exc.message}")
+            if exc.hint:
+                _err(f"hint: {exc.hint}")
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            _err("sgpatch: interrupted")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except typer.Exit:
+            raise
+        except BrokenPipeError as exc:
+            if not stdout_closed():
+                _bug(exc)  # not our reader that went away
+            _quiet_stdout()
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        except Exception as exc:
+            _bug(exc)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _config(path: Path | None) -> Any:
+    from sgpatch.config import find_config, load_config
+
+    return load_config(path if path is not None else find_config(Path.cwd()))
+
+
+def _progress(json_out: bool) -> Progress | None:
+    if json_out or os.environ.get("CI") or not sys.stderr.isatty():
+        return None
+    return lambda msg: _err(f"sgpatch: {msg}")
+
+
+def _checkout(config: Any, stack: Any, checkout: Path | None) -> Path:
+    return checkout if checkout is not None else config.checkout_dir(stack)

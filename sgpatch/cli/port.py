@@ -1,0 +1,104 @@
+"""``sgpatch port`` and ``sgpatch export``: upgrade day as commands (SPEC §9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sgpatch.cli.app import ConfigOpt, JsonOpt, StackArg, _config, _progress, app, handled
+
+PortCheckoutOpt = Annotated[
+    Path | None, typer.Option("--checkout", help="checkout of the new stack (default: .sgpatch/checkouts/NEW-STACK)")
+]
+
+
+@app.command()
+@handled
+def port(
+    stack: StackArg = None,
+    to: Annotated[str, typer.Option("--to", metavar="VERSION", help="the SGLang release to port to, e.g. 0.5.10")] = "",
+    source: Annotated[str, typer.Option("--source", help="where the new release comes from: pypi or git")] = "pypi",
+    commit: Annotated[
+        str | None, typer.Option("--commit", metavar="SHA", help="upstream's commit of the new tag, if you know it")
+    ] = None,
+    checkout: PortCheckoutOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="classify only; write nothing")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="a superseded patch is a failure")] = False,
+    force: Annotated[bool, typer.Option("--force", help="replace the new stack if port wrote it before")] = False,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Port the series to a new SGLang release: detect what upstream merged, regenerate the rest."""
+    from sgpatch.cli.render import dumps, render_port
+    from sgpatch.errors import SgpatchError as Bad
+    from sgpatch.port import port_stack
+
+    if not to:
+        raise Bad("give the release to port to: --to VERSION (e.g. --to 0.5.10)")
+    cfg = _config(config)
+    result = port_stack(
+        cfg,
+        stack,
+        to,
+        source=source,
+        commit=commit,
+        checkout=checkout,
+        dry_run=dry_run,
+        strict=strict,
+        force=force,
+        progress=_progress(json_out),
+    )
+    typer.echo(dumps(result.as_dict()) if json_out else render_port(result))
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+@handled
+def export(
+    stack: StackArg = None,
+    checkout: Annotated[
+        Path | None, typer.Option("--checkout", help="the edited checkout (default: .sgpatch/checkouts/STACK)")
+    ] = None,
+    check: Annotated[bool, typer.Option("--check", help="write nothing; exit 1 if the files would change")] = False,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="use a fresh checkout of the pinned source with the series applied")
+    ] = False,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Regenerate the patch files, series, anchors and pins from the commits on a checkout.
+
+    With --check nothing is written and the exit code is 1 when the files would
+    change; without a checkout to read, --check uses a fresh one (--fresh).
+    """
+    from sgpatch.cli.render import dumps, render_export, render_port
+    from sgpatch.errors import SgpatchError as Bad
+    from sgpatch.export import export_fresh, export_series
+    from sgpatch.port import continue_port, read_record
+    from sgpatch.verify import load_project
+
+    if fresh and checkout is not None:
+        raise Bad("give --checkout or --fresh, not both")
+    cfg = _config(config)
+    if checkout is not None and read_record(checkout) is not None:
+        if check:
+            raise Bad(f"{checkout}: a port is in progress here; finish it first (export without --check)")
+        ported = continue_port(cfg, checkout, progress=_progress(json_out))
+        typer.echo(dumps(ported.as_dict()) if json_out else render_port(ported))
+        if not ported.ok:
+            raise typer.Exit(1)
+        return
+    project = load_project(cfg, stack)
+    target = checkout if checkout is not None else cfg.checkout_dir(project.stack)
+    if check and checkout is None and not target.exists():
+        fresh = True  # no working checkout (CI, a fresh clone): check the series against its pinned source
+    if fresh:
+        result = export_fresh(cfg, project.stack, project.series, check=check)
+    else:
+        result = export_series(cfg, project.stack, project.series, target, check=check)
+    typer.echo(dumps(result.as_dict()) if json_out else render_export(result, cfg.root))
+    if check and result.stale:
+        raise typer.Exit(1)
