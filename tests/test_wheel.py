@@ -28,15 +28,10 @@ from sgpatch.patchset import Series, read_series
 from sgpatch.provenance import BuildInputs, requires_dist, rewrite_requires, wheel_version
 from sgpatch.tree import ZipTree, site_packages_tree
 from sgpatch.verify import verify_tree
-from sgpatch.wheel import (
-    BuildResult,
-    _last_line,
-    build_wheel,
-    cache_key,
-    check_wheel,
-    install_recipe,
-    read_provenance,
-)
+from sgpatch.wheel import BuildResult, build_wheel, check_wheel, read_provenance
+from sgpatch.wheel.build import _last_line
+from sgpatch.wheel.cache import cache_key
+from sgpatch.wheel.recipe import install_recipe
 
 from .helpers import git, snapshot
 

@@ -1,0 +1,256 @@
+"""Build the patched sglang wheel from a clean export of a patched checkout (SPEC §8).
+
+Refuse anything but a clean patched checkout; export HEAD as a fresh git work
+tree (never the checkout itself, whose ``build/lib`` a second build would pack,
+and never ``git archive``, whose missing ``.git`` hides package data from
+setuptools-scm); build it with PyPA ``build`` under a forced version and
+``SOURCE_DATE_EPOCH``; rewrite ``Requires-Dist``, add the provenance, re-zip
+deterministically; check the result; write the install recipe beside it.  The
+same inputs reuse the previous wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from sgpatch.artifacts import fetch_artifact, sha256_file
+from sgpatch.atomic import write_atomic
+from sgpatch.config import Config, Stack
+from sgpatch.errors import BuildError, CheckoutError
+from sgpatch.git import Git, clone_shared
+from sgpatch.patchset import Series
+from sgpatch.provenance import (
+    PROVENANCE_NAME,
+    BuildInputs,
+    dump_provenance,
+    make_provenance,
+    parse_overrides,
+    rewrite_requires,
+    wheel_version,
+)
+from sgpatch.results import Progress
+from sgpatch.state import check_base_files, inspect, open_checkout
+from sgpatch.wheel.cache import cache_key, cached_wheel, store_wheel
+from sgpatch.wheel.check import check_wheel
+from sgpatch.wheel.names import DIST_NAME, wheel_filename
+from sgpatch.wheel.recipe import install_recipe, recipe_filename
+from sgpatch.wheel.results import BuildResult
+from sgpatch.wheel.writer import Entry, read_zip, write_wheel
+
+
+def _noop(_: str) -> None:
+    return None
+
+
+def export_commit(checkout: Path, commit: str, into: Path) -> None:
+    """``commit`` as a fresh git work tree in ``into``: a local clone that shares the checkout's
+    objects, without its tags (nothing for setuptools-scm to mistake for the version), and
+    without the checkout's index, build output or untracked files.  The checkout is only read."""
+    clone_shared(checkout, into, commit)
+
+
+def build_environment(version: str, epoch: int) -> dict[str, str]:
+    """The build's environment: the forced version and date; no inherited git or scm overrides."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "SETUPTOOLS_SCM_"))}
+    normalized = canonicalize_name(DIST_NAME).replace("-", "_").upper()
+    env.update(
+        {
+            f"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{normalized}": version,
+            "SOURCE_DATE_EPOCH": str(epoch),
+            "PYTHONHASHSEED": "0",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+    )
+    return env
+
+
+def _last_line(stderr: bytes) -> str:
+    """The backend's last word: the line before build's generic 'Backend subprocess exited',
+    else build's own last ERROR line (with its indented details)."""
+    lines = [ln.rstrip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("TIP ")]
+    generic = [i for i, ln in enumerate(lines) if ln.startswith("ERROR Backend subprocess exited")]
+    if generic and generic[-1] > 0:
+        return lines[generic[-1] - 1].strip()
+    errors = [i for i, ln in enumerate(lines) if ln.startswith("ERROR ")]
+    if not errors:
+        return lines[-1].strip() if lines else "no output"
+    first = errors[-1]
+    detail = [ln.strip() for ln in lines[first + 1 :] if ln[:1] in (" ", "\t") and ":" not in ln.strip()[:7]]
+    text = lines[first][len("ERROR ") :].strip()
+    return f"{text} {', '.join(detail)}".strip() if detail else text
+
+
+def _run_build(src: Path, dist: Path, log: Path, env: Mapping[str, str], *, isolated: bool, python: str) -> None:
+    # -P and a neutral cwd: a ``build`` module in the source tree can never shadow PyPA build.
+    cmd = [python, "-P", "-m", "build", "--wheel", "--outdir", str(dist)]
+    if not isolated:
+        cmd.append("--no-isolation")
+    cmd.append(str(src))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        out.write(f"$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=dist.parent,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.PIPE,
+                check=False,
+            )
+        except OSError as exc:
+            raise BuildError(f"cannot run {python} -m build: {exc}") from exc
+        out.write(b"\n--- stderr ---\n" + proc.stderr)
+    if proc.returncode != 0:
+        needs = "" if isolated else "; without isolation the current environment needs sglang's build requirements"
+        raise BuildError(
+            f"building the wheel failed (python -m build exited {proc.returncode}): {_last_line(proc.stderr)}",
+            hint=f"the full build log is {log}{needs}",
+        )
+
+
+def _postprocess(built: Path, dest: Path, inputs: BuildInputs) -> None:
+    """Rewrite METADATA, add the provenance, re-zip deterministically with a fresh RECORD."""
+    entries = read_zip(built)
+    dist_info = f"{DIST_NAME}-{inputs.version}.dist-info"
+    metadata_name = f"{dist_info}/METADATA"
+    by_name = {e.name: e for e in entries}
+    if metadata_name not in by_name:
+        raise BuildError(f"{built.name}: has no {metadata_name}")
+    metadata, changes = rewrite_requires(by_name[metadata_name].data, inputs.stack)
+    provenance = dump_provenance(make_provenance(inputs, changes))
+    out = [e for e in entries if e.name not in (metadata_name, f"{dist_info}/{PROVENANCE_NAME}")]
+    out += [Entry(metadata_name, metadata, False), Entry(f"{dist_info}/{PROVENANCE_NAME}", provenance, False)]
+    write_wheel(dest, out, dist_info, inputs.source_date_epoch)
+
+
+def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:
+    """The checkout's git, base, head and phase; CheckoutError unless clean and patched."""
+    g = open_checkout(checkout)
+    state = inspect(g, stack, series)
+    if state.dirty:
+        shown = ", ".join(e[3:] for e in state.dirty[:3]) + (" …" if len(state.dirty) > 3 else "")
+        raise CheckoutError(
+            f"{checkout}: the work tree has uncommitted changes ({len(state.dirty)}: {shown})",
+            hint="build exports the committed tree only; commit, stash or remove the changes first",
+        )
+    if state.phase == "other" or state.base is None:
+        raise CheckoutError(f"{checkout}: {state.problem}", hint="build needs the pinned base plus exactly the series")
+    if state.phase == "pristine" and series.patches and not allow_unpatched:
+        raise CheckoutError(
+            f"{checkout}: is pristine: the series of {stack.name} is not applied",
+            hint=f"run 'sgpatch apply {stack.name}' first",
+        )
+    check_base_files(g, stack, state.base)
+    return g, state.base, state.head, state.phase
+
+
+def _upstream_wheel(stack: Stack, progress: Progress) -> Path | None:
+    artifact = stack.artifact("wheel")
+    if artifact is None:
+        return None
+    return fetch_artifact(artifact, stack.sglang_version, progress=progress)
+
+
+def build_wheel(
+    config: Config,
+    stack: Stack,
+    series: Series,
+    checkout: Path,
+    out_dir: Path,
+    *,
+    isolated: bool = True,
+    progress: Progress | None = None,
+    allow_unpatched: bool = False,
+    cache_dir: Path | None = None,
+    python: str | None = None,
+) -> BuildResult:
+    """Build (or reuse) the patched wheel of ``checkout`` into ``out_dir`` and check it.
+
+    ``isolated=False`` builds with the current environment's setuptools and
+    setuptools-scm (offline); ``python`` is the interpreter whose environment that is
+    (default: this one).  ``cache_dir`` defaults to ``.sgpatch/builds``
+    beside VERSIONS.toml.  The result's ``checks`` say whether the wheel passed.
+    """
+    say = progress or _noop
+    checkout = checkout.resolve()
+    out_dir = out_dir.resolve()
+    if out_dir == checkout or out_dir.is_relative_to(checkout):
+        raise BuildError(
+            f"{out_dir}: is inside the checkout {checkout}", hint="pass an --out directory outside the checkout"
+        )
+    g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
+    version = wheel_version(stack, series)
+    paths = series.touched
+    inputs = BuildInputs(
+        stack=stack,
+        series=series,
+        version=version,
+        phase=phase,
+        base=base,
+        head=head,
+        tree=g.tree_of(head),
+        source_date_epoch=int(g.commit_date(base).split()[0]),
+        isolated=isolated,
+        python=python or sys.executable,
+        before=tuple((p, g.blob_id(base, p)) for p in paths),
+        after=tuple((p, g.blob_id(head, p)) for p in paths),
+    )
+    parse_overrides(stack)  # a malformed override fails before the build, not after it
+    key = cache_key(inputs)
+    cache = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
+    entry = cache / key[:24]
+    name = wheel_filename(version)
+    upstream = _upstream_wheel(stack, say)
+
+    cached = cached_wheel(entry, name)
+    if cached is not None:
+        say(f"reusing the cached {name} (inputs unchanged)")
+    else:
+        with tempfile.TemporaryDirectory(prefix="sgpatch-build-") as tmp:
+            work = Path(tmp)
+            say(f"exporting {head[:12]} to a clean work tree")
+            export_commit(checkout, head, work / "src")
+            log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
+            say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
+            env = build_environment(version, inputs.source_date_epoch)
+            if isolated and stack.build_requires:
+                # The isolated environment gets exactly the pinned backend, so a later
+                # setuptools cannot change the wheel (WHEEL's Generator line included).
+                constraints = work / "build-constraints.txt"
+                constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
+                env["PIP_CONSTRAINT"] = str(constraints)
+            _run_build(work / "src" / "python", work / "dist", log, env, isolated=isolated, python=inputs.python)
+            built = sorted((work / "dist").glob("*.whl"))
+            if [b.name for b in built] != [name]:
+                found = ", ".join(b.name for b in built) or "nothing"
+                raise BuildError(
+                    f"the build produced {found}, expected {name}",
+                    hint=f"the version was not forced as expected; see {log}",
+                )
+            say("rewriting Requires-Dist, adding provenance, re-zipping deterministically")
+            final = work / "final" / name
+            final.parent.mkdir()
+            _postprocess(built[0], final, inputs)
+            write_atomic(out_dir / name, final)
+    wheel = out_dir / name
+    if cached is not None and (not wheel.is_file() or sha256_file(wheel) != sha256_file(cached)):
+        write_atomic(wheel, cached)
+
+    recipe = out_dir / recipe_filename(stack)
+    recipe.write_text(install_recipe(stack, version))
+    say(f"checking {name}")
+    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout)
+    if report.ok and cached is None:
+        store_wheel(entry, wheel)
+    return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)

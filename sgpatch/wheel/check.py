@@ -1,0 +1,309 @@
+"""Everything that can be said about a wheel from its bytes, against its stack, upstream's wheel and the checkout."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from installer.records import InvalidRecordEntry, RecordEntry, parse_record_file
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from sgpatch.anchors import check_anchors, load_anchors
+from sgpatch.archive import Archive, open_archive, sha256_record
+from sgpatch.config import Stack
+from sgpatch.errors import BuildError, SgpatchError
+from sgpatch.git import Git
+from sgpatch.patchset import Series
+from sgpatch.provenance import (
+    PROVENANCE_NAME,
+    parse_metadata,
+    parse_overrides,
+    parse_provenance,
+    provenance_problems,
+    requires_dist,
+    rewrite_requires,
+    wheel_version,
+)
+from sgpatch.tree import PYTHON_PREFIX, ZipTree, git_blob_id
+from sgpatch.verify import verify_tree
+from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
+from sgpatch.wheel.recipe import recipe_conflicts
+from sgpatch.wheel.results import WheelCheck, WheelReport
+
+
+def _check(name: str, problems: Sequence[str], ok_detail: str, *, shown: int = 3) -> WheelCheck:
+    if problems:
+        more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+        return WheelCheck(name, False, "; ".join(problems[:shown]) + more)
+    return WheelCheck(name, True, ok_detail)
+
+
+@dataclass(frozen=True, slots=True)
+class _Contents:
+    """A wheel as the checks see it: each member's sha256 and size (read in chunks), small files on demand."""
+
+    archive: Archive
+    digests: Mapping[str, tuple[bytes, int]]
+
+    def read(self, name: str | None) -> bytes | None:
+        return self.archive.read(name) if name is not None and name in self.archive else None
+
+
+def _contents(archive: Archive) -> _Contents:
+    return _Contents(archive, {e.name: (archive.digest(e.name), e.size) for e in archive.entries})
+
+
+def _check_name(wheel: Path, version: str, contents: _Contents, dist_info: str) -> WheelCheck:
+    problems = []
+    expected = wheel_filename(version)
+    if wheel.name != expected:
+        problems.append(f"file name is {wheel.name}, expected {expected}")
+    try:
+        name, ver, _, tags = parse_wheel_filename(wheel.name)
+        if name != DIST_NAME or str(ver) != version or {str(t) for t in tags} != {"py3-none-any"}:
+            problems.append(f"file name says {name} {ver} {sorted(map(str, tags))}")
+    except InvalidWheelFilename as exc:
+        problems.append(str(exc))
+    metadata = contents.read(f"{dist_info}/METADATA")
+    if metadata is None:
+        problems.append(f"no {dist_info}/METADATA")
+    else:
+        try:
+            raw = parse_metadata(metadata)
+            if raw.get("name") != DIST_NAME or raw.get("version") != version:
+                problems.append(f"METADATA says {raw.get('name')} {raw.get('version')}")
+        except ValueError as exc:
+            problems.append(f"METADATA is unreadable: {exc}")
+    version_py = contents.read(VERSION_FILE)
+    if version_py is None:
+        problems.append(f"no {VERSION_FILE}")
+    elif f"version = '{version}'".encode() not in version_py and f'version = "{version}"'.encode() not in version_py:
+        problems.append(f"{VERSION_FILE} does not carry version {version}")
+    return _check("name", problems, f"{expected}; METADATA and {VERSION_FILE} agree")
+
+
+def _record_entries(data: bytes, record_name: str) -> tuple[dict[str, RecordEntry], list[str]]:
+    """RECORD's rows (read by ``installer.records``) by path, and what is wrong with it."""
+    problems: list[str] = []
+    listed: dict[str, RecordEntry] = {}
+    try:
+        rows = list(parse_record_file(data.decode("utf-8").splitlines()))
+    except UnicodeDecodeError as exc:
+        return {}, [f"{record_name} is not UTF-8: {exc.reason} at byte {exc.start}"]
+    except InvalidRecordEntry as exc:
+        return {}, [f"{record_name}: malformed row: {'; '.join(exc.issues)}"]
+    except csv.Error as exc:
+        return {}, [f"{record_name} is not a readable CSV file: {exc}"]
+    for path, hash_, size in rows:
+        try:
+            entry = RecordEntry.from_elements(path, hash_, size)
+        except InvalidRecordEntry as exc:
+            problems.append(f"malformed row {path[:200]!r}: {'; '.join(exc.issues)}")
+            continue
+        if entry.path in listed:
+            problems.append(f"{entry.path} listed twice")
+        listed[entry.path] = entry
+    return listed, problems
+
+
+def _check_record(contents: _Contents, dist_info: str) -> WheelCheck:
+    record_name = f"{dist_info}/RECORD"
+    data = contents.read(record_name)
+    if data is None:
+        return WheelCheck("record", False, f"no {record_name}")
+    listed, problems = _record_entries(data, record_name)
+    for name, (digest, size) in contents.digests.items():
+        if name == record_name:
+            continue
+        entry = listed.get(name)
+        if entry is None:
+            problems.append(f"{name} is not listed")
+            continue
+        if entry.hash_ is None or entry.hash_.name != "sha256" or entry.hash_.value != sha256_record(digest)[7:]:
+            problems.append(f"{name}: sha256 differs from RECORD")
+        elif entry.size != size:
+            problems.append(f"{name}: size {size}, RECORD says {entry.size}")
+    problems.extend(f"{name} is listed but not in the wheel" for name in listed if name not in contents.digests)
+    return _check("record", problems, f"{len(contents.digests) - 1} files match their RECORD sha256 and size")
+
+
+def _parsed_requires(metadata: bytes) -> list[tuple[str, Requirement]]:
+    """Each ``Requires-Dist`` with its parsed requirement; ValueError naming the one that does not parse."""
+    out = []
+    for line in requires_dist(metadata):
+        try:
+            out.append((line, Requirement(line)))
+        except InvalidRequirement as exc:
+            raise ValueError(f"Requires-Dist {line[:200]!r} does not parse: {exc}") from None
+    return out
+
+
+def _check_requires(stack: Stack, metadata: bytes | None, upstream_metadata: bytes | None) -> WheelCheck:
+    if metadata is None:
+        return WheelCheck("requires", False, "no METADATA")
+    try:
+        parsed = _parsed_requires(metadata)
+    except ValueError as exc:
+        return WheelCheck("requires", False, f"METADATA: {exc}")
+    found = [line for line, _ in parsed]
+    problems: list[str] = []
+    try:
+        overrides = parse_overrides(stack)
+    except SgpatchError as exc:
+        return WheelCheck("requires", False, exc.message)
+    for line, req in parsed:
+        want = overrides.get(canonicalize_name(req.name))
+        if want is not None and req.specifier != want.specifier:
+            problems.append(f"Requires-Dist {line} is not the stack's {want}")
+    for dist, _ in stack.requires:
+        if not any(canonicalize_name(req.name) == canonicalize_name(dist) for _, req in parsed):
+            problems.append(f"no Requires-Dist for {dist}")
+    conflicts = recipe_conflicts(stack, [req for _, req in parsed])
+    problems.extend(f"install recipe: {c}" for c in conflicts)
+    kept = ""
+    if upstream_metadata is not None:
+        expected = requires_dist(rewrite_requires(upstream_metadata, stack)[0])
+        if found != expected:
+            diff = [f"{a!r} vs upstream {b!r}" for a, b in zip(found, expected, strict=False) if a != b]
+            problems.append(
+                f"Requires-Dist differs from upstream's beyond the overrides: "
+                f"{diff[0] if diff else f'{len(found)} vs {len(expected)} entries'}"
+            )
+        kept = f"; all {len(found)} Requires-Dist equal upstream's after the overrides"
+    done = ", ".join(text for _, text in stack.requires) or "none (upstream's pins kept)"
+    return _check("requires", problems, f"overrides: {done}{kept}")
+
+
+def _check_provenance(stack: Stack, series: Series, version: str, contents: _Contents, dist_info: str) -> WheelCheck:
+    data = contents.read(f"{dist_info}/{PROVENANCE_NAME}")
+    if data is None:
+        return WheelCheck("provenance", False, f"no {dist_info}/{PROVENANCE_NAME}")
+    try:
+        doc = parse_provenance(data)
+    except ValueError as exc:
+        return WheelCheck("provenance", False, f"{PROVENANCE_NAME} is unreadable: {exc}")
+    found = {}
+    for path in series.touched:
+        content = contents.read(path[len(PYTHON_PREFIX) :]) if path.startswith(PYTHON_PREFIX) else None
+        found[path] = git_blob_id(content) if content is not None else None
+    problems = provenance_problems(doc, stack, series, version, found)
+    phase = (doc.get("checkout") or {}).get("phase")
+    if phase != "patched" and series.patches:
+        problems.append(f"built from a {phase} checkout, not a patched one")
+    return _check("provenance", problems, f"stack {stack.name}, series {series.id}, {len(found)} file blobs match")
+
+
+def _check_upstream(
+    ours_digests: Mapping[str, tuple[bytes, int]],
+    upstream: Mapping[str, tuple[bytes, int]],
+    dist_info: str,
+    series: Series,
+) -> list[WheelCheck]:
+    def split(names: Mapping[str, object]) -> tuple[set[str], set[str]]:
+        inside = {n for n in names if n.split("/", 1)[0].endswith(".dist-info")}
+        return set(names) - inside, {n.split("/", 1)[1] for n in inside}
+
+    ours, our_meta = split(ours_digests)
+    theirs, their_meta = split(upstream)
+    problems = [f"stray {n}" for n in sorted(ours - theirs)] + [f"missing {n}" for n in sorted(theirs - ours)]
+    meta_extra = our_meta - their_meta - {PROVENANCE_NAME}
+    meta_missing = their_meta - our_meta
+    problems += [f"stray {dist_info}/{n}" for n in sorted(meta_extra)]
+    problems += [f"missing {dist_info}/{n}" for n in sorted(meta_missing)]
+    file_set = _check("file-set", problems, f"{len(ours)} files outside .dist-info, the same as upstream's wheel")
+
+    patched = {p[len(PYTHON_PREFIX) :] for p in series.touched if p.startswith(PYTHON_PREFIX)}
+    compared = sorted((ours & theirs) - patched - {VERSION_FILE})
+    differ = [f"{n} differs from upstream's" for n in compared if ours_digests[n] != upstream[n]]
+    same = _check(
+        "upstream-bytes",
+        differ,
+        f"{len(compared)} files byte-equal to upstream's (excepted: {len(patched)} patched, {VERSION_FILE})",
+    )
+    return [file_set, same]
+
+
+def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> WheelCheck:
+    g = Git(checkout)
+    head = g.head()
+    problems = []
+    for path in series.touched:
+        inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
+        ours = contents.read(inner)
+        theirs = g.read_blob("HEAD", path) if head else None
+        if ours != theirs:
+            problems.append(f"{path} is not byte-equal to the checkout's HEAD")
+    return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
+
+
+def check_wheel(
+    stack: Stack,
+    series: Series,
+    wheel: Path,
+    *,
+    upstream_wheel: Path | None = None,
+    checkout: Path | None = None,
+) -> WheelReport:
+    """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
+    patched anchors, verify's report on its files; with ``upstream_wheel`` the file set and
+    the unpatched bytes; with ``checkout`` the patched files' bytes.
+
+    The wheel is read through sgpatch.archive: a member that is unsafe, over a limit,
+    encrypted, compressed with another method than deflate, or corrupt is an
+    ArchiveError (exit 2) naming it.  Members are hashed in chunks; only the few
+    files the checks read whole (METADATA, RECORD, provenance, patched files) are."""
+    if not wheel.is_file():
+        raise BuildError(f"{wheel}: no such wheel file")
+    version = wheel_version(stack, series)
+    dist_info = f"{DIST_NAME}-{version}.dist-info"
+    upstream: dict[str, tuple[bytes, int]] | None = None
+    upstream_metadata = None
+    if upstream_wheel is not None:
+        with open_archive(upstream_wheel, "wheel") as up:
+            upstream = dict(_contents(up).digests)
+            metadata_name = next((e.name for e in up.entries if e.name.endswith(".dist-info/METADATA")), None)
+            upstream_metadata = up.read(metadata_name) if metadata_name else None
+    with ZipTree(wheel) as tree:
+        contents = _contents(tree.archive)  # every member's CRC checked before any check reads it
+        checks = [
+            _check_name(wheel, version, contents, dist_info),
+            _check_record(contents, dist_info),
+            _check_requires(stack, contents.read(f"{dist_info}/METADATA"), upstream_metadata),
+            _check_provenance(stack, series, version, contents, dist_info),
+        ]
+        anchors = load_anchors(stack.series_dir / "anchors.toml")
+        patched = check_anchors(anchors, tree, "patched")
+        checks.append(
+            _check(
+                "anchors",
+                [
+                    f"{r.anchor.id} {r.status} ({r.anchor.file}:{r.anchor.start}-{r.anchor.end})"
+                    for r in patched
+                    if not r.ok
+                ],
+                f"{len(patched)} patched-phase anchors hold",
+                shown=len(patched),
+            )
+        )
+        if upstream is not None:
+            checks.extend(_check_upstream(contents.digests, upstream, dist_info, series))
+        if checkout is not None:
+            checks.append(_check_checkout(contents, checkout, series))
+        report = verify_tree(stack, series, anchors, tree, require_patched=True)
+    return WheelReport(wheel, stack.name, version, tuple(checks), report)
+
+
+def read_provenance(wheel: Path) -> dict[str, Any] | None:
+    """The provenance document inside ``wheel`` (e.g. to pick its stack), or None if it has no
+    readable one (check_wheel then says why)."""
+    try:
+        with open_archive(wheel, "wheel") as archive:
+            suffix = f".dist-info/{PROVENANCE_NAME}"
+            name = next((e.name for e in archive.entries if e.name.endswith(suffix)), None)
+            return parse_provenance(archive.read(name)) if name else None
+    except (SgpatchError, ValueError):
+        return None
