@@ -1,0 +1,62 @@
+"""What a port returns: each patch's verdict, the new stack, the files written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sgpatch.config import Artifact
+from sgpatch.rebase import (
+    PortedPatch,
+)
+from sgpatch.relocate import AnchorMove
+from sgpatch.results import SCHEMA_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class PortResult:
+    """What port found, and what it wrote (nothing on a dry run or a failure)."""
+
+    old_stack: str
+    new_stack: str
+    version: str
+    source: str
+    artifacts: tuple[Artifact, ...]
+    pypi_commit: str | None
+    commit: str | None
+    base: str
+    checkout: Path | None  # the new stack's checkout (None on a dry run)
+    patches: tuple[PortedPatch, ...]
+    anchors: tuple[AnchorMove, ...]
+    written: tuple[Path, ...]
+    dry_run: bool
+    strict: bool
+    failures: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "ok": self.ok,
+            "from": self.old_stack,
+            "stack": self.new_stack,
+            "version": self.version,
+            "source": self.source,
+            "artifacts": [{"kind": a.kind, "filename": a.filename, "sha256": a.sha256} for a in self.artifacts],
+            "pypi_commit": self.pypi_commit,
+            "commit": self.commit,
+            "base": self.base,
+            "checkout": str(self.checkout) if self.checkout else None,
+            "dry_run": self.dry_run,
+            "strict": self.strict,
+            "patches": [p.as_dict() for p in self.patches],
+            "anchors": [m.as_dict() for m in self.anchors],
+            "written": [str(p) for p in self.written],
+            "failures": list(self.failures),
+            "notes": list(self.notes),
+        }
