@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sgpatch.config import load_config  # noqa: E402
-from sgpatch.verify import load_project  # noqa: E402
+from sgpatch.project import load_project  # noqa: E402
 
 
 def _env() -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Classify every patch, then apply the series strictly and atomically (SPEC §6).
+"""Apply the series strictly and atomically (SPEC §6), after ``classify`` found every patch applicable.
 
 Nothing in the work tree changes until every patch has been classified and
 every commit object exists; then one two-way ``read-tree`` and one ref update
@@ -9,32 +9,17 @@ second sgpatch waits for it (or gives up with exit 3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.anchors import check_landing
+from sgpatch.classify import Files, PatchState, classify
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError, PatchError
 from sgpatch.git import CommitSpec, Git, object_types
 from sgpatch.journal import lock_checkout, move_checkout
 from sgpatch.lock import Notify, pause
-from sgpatch.patchset import HunkFailure, Patch, Series, apply_modes, apply_patch, duplicate_definitions
+from sgpatch.patchset import Patch, Series, apply_modes
 from sgpatch.state import CheckoutState, check_base_files, inspect, open_checkout
-
-Files = Mapping[str, bytes | None]
-
-
-@dataclass(frozen=True, slots=True)
-class PatchState:
-    """One patch's classification: applicable, applied, upstream or conflict."""
-
-    name: str
-    state: str
-    detail: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"name": self.name, "state": self.state, "detail": self.detail}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,53 +34,6 @@ class ApplyResult:
     @property
     def ok(self) -> bool:
         return all(p.state in ("applicable", "applied") for p in self.patches)
-
-
-def classify(
-    files: Files, series: Series, modes: Mapping[str, str] | None = None
-) -> tuple[list[PatchState], list[dict[str, bytes | None]]]:
-    """Classify each patch against ``files`` (and their git ``modes``, if known) in series order.
-
-    Returns the states and, for each patch, the file contents after it (the
-    series applied cumulatively; a patch that does not apply leaves them as they were).
-    """
-    current: dict[str, bytes | None] = dict(files)
-    current_modes = dict(modes) if modes is not None else None
-    states: list[PatchState] = []
-    after: list[dict[str, bytes | None]] = []
-    for patch in series.patches:
-        state = classify_one(current, patch, current_modes)
-        if state.state == "applicable":
-            result = apply_patch(current, patch)
-            assert not isinstance(result, HunkFailure)
-            current.update(result)
-            if current_modes is not None:
-                current_modes = apply_modes(current_modes, patch)
-        states.append(state)
-        after.append(dict(current))
-    return states, after
-
-
-def classify_one(files: Files, patch: Patch, modes: Mapping[str, str] | None = None) -> PatchState:
-    forward = apply_patch(files, patch, modes=modes)
-    if not isinstance(forward, HunkFailure):
-        dups = [
-            f"{path}: {d}"
-            for path, new in forward.items()
-            if new is not None
-            for d in duplicate_definitions(files.get(path), new)
-        ]
-        if dups:
-            return PatchState(patch.name, "conflict", f"would define {dups[0]} twice (Python keeps only the later one)")
-        for fp in patch.files:
-            wrong = [r for r in check_landing(patch, fp, forward.get(fp.path)) if not r.ok]
-            if wrong:
-                return PatchState(patch.name, "conflict", f"{fp.path}: {wrong[0].hunk}: {wrong[0].detail}")
-        return PatchState(patch.name, "applicable", "applies at its exact lines")
-    reverse = apply_patch(files, patch, reverse=True, modes=modes)
-    if not isinstance(reverse, HunkFailure):
-        return PatchState(patch.name, "upstream", "its changes are already present")
-    return PatchState(patch.name, "conflict", forward.describe())
 
 
 def read_files(g: Git, rev: str, paths: tuple[str, ...]) -> dict[str, bytes | None]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from sgpatch.anchors import AnchorResult, check_anchors
 from sgpatch.errors import SgpatchError
+from sgpatch.project import Project
 from sgpatch.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
 from sgpatch.remote import (
     InstalledDist,
@@ -30,7 +31,7 @@ from sgpatch.remote import (
     target_for,
 )
 from sgpatch.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
-from sgpatch.verify import Project, VerifyReport, verify_tree
+from sgpatch.verify import VerifyReport, verify_tree
 
 DIST_NAME = "sglang"
 PACKAGE_PREFIX = f"{PYTHON_PREFIX}{DIST_NAME}/"

@@ -318,7 +318,8 @@ def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], direct
 
     So export never writes (and ``export --check`` never passes) a series that ``apply`` would refuse.
     """
-    from sgpatch.apply import classify, read_modes
+    from sgpatch.apply import read_modes
+    from sgpatch.classify import classify
 
     paths = tuple(_series_touched(patches))
     files = {p: g.read_blob(base, p) for p in paths}

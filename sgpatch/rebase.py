@@ -32,11 +32,11 @@ from sgpatch.patchset import (
     duplicate_definitions,
     split_lines,
 )
+from sgpatch.project import Project, load_project
 from sgpatch.results import Progress
 from sgpatch.state import trailers
 from sgpatch.tree import git_blob_id
 from sgpatch.upstream import SideBySide, judge
-from sgpatch.verify import Project, load_project
 
 KEPT = ("applies", "merged", "resolved")
 DROPPED = ("upstream", "superseded")

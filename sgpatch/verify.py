@@ -11,31 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing, load_anchors
-from sgpatch.apply import PatchState, classify_one
-from sgpatch.config import Config, Stack
+from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing
+from sgpatch.classify import PatchState, classify_one
+from sgpatch.config import Stack
 from sgpatch.journal import recover
-from sgpatch.patchset import HunkFailure, Series, apply_modes, apply_patch, read_series
+from sgpatch.patchset import HunkFailure, Series, apply_modes, apply_patch
+from sgpatch.project import Project
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree, git_blob_id
-
-
-@dataclass(frozen=True, slots=True)
-class Project:
-    """A stack with everything verify and apply need: its series and anchors."""
-
-    config: Config
-    stack: Stack
-    series: Series
-    anchors: tuple[Anchor, ...]
-
-
-def load_project(config: Config, stack_name: str | None) -> Project:
-    stack = config.stack(stack_name)
-    series = read_series(stack.series_dir)
-    anchors = load_anchors(stack.series_dir / "anchors.toml")
-    return Project(config, stack, series, anchors)
 
 
 @dataclass(frozen=True, slots=True)

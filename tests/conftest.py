@@ -17,8 +17,8 @@ import pytest
 from sgpatch.apply import apply_series
 from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Artifact, Config, load_config
+from sgpatch.project import Project, load_project
 from sgpatch.source import fetch, read_archive
-from sgpatch.verify import Project, load_project
 
 from .sshd import Sshd, have_sshd, start_sshd
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sgpatch.patchset import split_lines
-from sgpatch.verify import Project
+from sgpatch.project import Project
 
 from .helpers import copy_project_with, git, json_out, run_cli, snapshot
 

@@ -25,8 +25,8 @@ from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Config
 from sgpatch.deployed import NotInstalled, check_install, installed_tree, verify_installed, verify_ssh, wanted_files
 from sgpatch.errors import EnvironmentFailure
+from sgpatch.project import Project
 from sgpatch.remote import CONNECT_TIMEOUT, ProbeSession, Target, command_for, ssh_command, target_for
-from sgpatch.verify import Project
 from sgpatch.wheel import build_wheel, check_wheel
 
 from .helpers import empty_series_project, json_out, run_cli

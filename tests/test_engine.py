@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgpatch.apply import PatchState, classify_one
+from sgpatch.classify import PatchState, classify_one
 from sgpatch.errors import PatchError
 from sgpatch.patchset import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
 

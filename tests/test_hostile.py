@@ -33,10 +33,10 @@ import pytest
 
 from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import load_config
+from sgpatch.project import load_project
 from sgpatch.provenance import wheel_version
 from sgpatch.remote import imported_failure
 from sgpatch.tree import DirTree, LinkInPath
-from sgpatch.verify import load_project
 
 from .conftest import REPO, copy_project
 from .fakeprobe import make_fake_python

@@ -8,7 +8,7 @@ import pytest
 
 from sgpatch.errors import PatchError
 from sgpatch.patchset import parse_patch, read_series
-from sgpatch.verify import Project
+from sgpatch.project import Project
 
 REPO = Path(__file__).resolve().parent.parent
 P0002 = REPO / "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch"

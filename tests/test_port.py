@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.anchors import check_anchor, load_anchors
-from sgpatch.apply import classify_one
+from sgpatch.classify import classify_one
 from sgpatch.cli.render import render_port
 from sgpatch.config import load_config
 from sgpatch.patchset import parse_patch, read_series, split_lines
 from sgpatch.port import port_stack
+from sgpatch.project import Project
 from sgpatch.tree import git_blob_id
 from sgpatch.upstream import judge
-from sgpatch.verify import Project
 
 from .helpers import copy_project_with, git, json_out, run_cli, snapshot
 from .port_fixtures import (  # noqa: F401  (fixtures)

@@ -35,8 +35,8 @@ from sgpatch.apply import apply_series
 from sgpatch.config import load_config
 from sgpatch.git import TEST_CONFIG_ENV
 from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV, LockBusy
+from sgpatch.project import Project, load_project
 from sgpatch.source import create_pypi_checkout
-from sgpatch.verify import Project, load_project
 
 from .helpers import git, run_cli, snapshot
 from .reliability import CASES, KILL_POINTS, first_error, record

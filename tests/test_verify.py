@@ -6,7 +6,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from sgpatch.verify import Project
+from sgpatch.project import Project
 
 from .helpers import copy_project_with, git, json_out, run_cli
 from .test_apply import DEEPSEEK, _wrong_place_patch

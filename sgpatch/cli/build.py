@@ -26,7 +26,7 @@ def build(
 ) -> None:
     """Build the patched sglang wheel from a clean export of the checkout, then check it."""
     from sgpatch.cli.render import dumps, render_build
-    from sgpatch.verify import load_project
+    from sgpatch.project import load_project
     from sgpatch.wheel import build_wheel
 
     cfg = _config(config)

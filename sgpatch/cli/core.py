@@ -50,7 +50,7 @@ def apply(
     """Apply the stack's series to a checkout: strict, atomic, idempotent."""
     from sgpatch.apply import apply_series
     from sgpatch.cli.render import apply_doc, dumps, render_apply
-    from sgpatch.verify import load_project
+    from sgpatch.project import load_project
 
     cfg = _config(config)
     project = load_project(cfg, stack)
@@ -80,7 +80,8 @@ def verify(
     """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel or install."""
     from sgpatch.cli.render import dumps, render_verify
     from sgpatch.errors import SgpatchError as Bad
-    from sgpatch.verify import load_project, verify_checkout
+    from sgpatch.project import load_project
+    from sgpatch.verify import verify_checkout
 
     targets = [t for t in (checkout is not None, wheel is not None, installed, ssh is not None) if t]
     if len(targets) > 1:

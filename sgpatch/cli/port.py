@@ -78,7 +78,7 @@ def export(
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.export import export_fresh, export_series
     from sgpatch.port import continue_port, read_record
-    from sgpatch.verify import load_project
+    from sgpatch.project import load_project
 
     if fresh and checkout is not None:
         raise Bad("give --checkout or --fresh, not both")

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sgpatch.apply import ApplyResult, PatchState
+from sgpatch.apply import ApplyResult
+from sgpatch.classify import PatchState
 from sgpatch.config import Config
 from sgpatch.interface import InterfaceReport
 from sgpatch.results import SCHEMA_VERSION
