@@ -15,7 +15,7 @@ from pathlib import Path
 from sgpatch.classify import Files, PatchState, classify
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError, PatchError
-from sgpatch.git import CommitSpec, Git, object_types
+from sgpatch.git import Git, object_types
 from sgpatch.journal import lock_checkout, move_checkout
 from sgpatch.lock import Notify, pause
 from sgpatch.patchset import Patch, Series, apply_modes
@@ -53,27 +53,14 @@ def commit_series(g: Git, base: str, series: Series, after: list[dict[str, bytes
     """
     date = g.commit_date(base)
     parent = base
-    tree = g.tree_of(base)
     previous: Files = read_files(g, base, series.touched)
     modes = read_modes(g, base, series.touched)
     for number, (patch, files) in enumerate(zip(series.patches, after, strict=True), start=1):
-        changes: dict[str, tuple[str, str]] = {}
-        removed: list[str] = []
         new_modes = apply_modes(modes, patch)
-        for path, data in files.items():
-            mode = new_modes.get(path, "100644")
-            if data == previous.get(path) and mode == modes.get(path, "100644"):
-                continue
-            if data is None:
-                removed.append(path)
-            else:
-                changes[path] = (mode, g.hash_blob(data))
-        modes = new_modes
-        if removed:
-            tree = g.tree_without(tree, removed)
-        tree = g.tree_with(tree, changes)
-        parent = g.commit_tree(CommitSpec(tree, (parent,), patch.commit_message(), date))
-        previous = files
+        parent = g.commit_files(
+            parent, files, previous, patch.commit_message(), date, modes=new_modes, old_modes=modes
+        )
+        modes, previous = new_modes, files
         pause(f"apply:commit:{number}")
     return parent
 

@@ -33,11 +33,10 @@ from sgpatch.journal import lock_checkout, move_checkout, recover
 from sgpatch.patchset import (
     SERIES_FILE,
     TRAILER_PATCH,
-    HunkFailure,
     Patch,
     Series,
+    apply_in_order,
     apply_modes,
-    apply_patch,
     parse_patch,
 )
 from sgpatch.pins import FilePin, set_file_pins
@@ -304,13 +303,10 @@ def _series_touched(patches: Sequence[Patch]) -> list[str]:
 
 def _old_patched(base_files: Mapping[str, bytes | None], series: Series) -> dict[str, bytes | None] | None:
     """The files after the old series, from the patch files on disk (None if it no longer applies)."""
-    current = dict(base_files)
-    for patch in series.patches:
-        result = apply_patch(current, patch)
-        if isinstance(result, HunkFailure):
-            return None
-        current.update(result)
-    return current
+    stages = apply_in_order(base_files, series.patches)
+    if isinstance(stages, tuple):
+        return None
+    return stages[-1] if stages else dict(base_files)
 
 
 def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], directory: Path) -> None:

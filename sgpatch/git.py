@@ -337,6 +337,40 @@ class Git:
         }
         return self._out(*args, input=spec.message.encode(), env=env)
 
+    def commit_files(
+        self,
+        parent: str,
+        files: Mapping[str, bytes | None],
+        before: Mapping[str, bytes | None],
+        message: str,
+        date: str,
+        *,
+        modes: Mapping[str, str] | None = None,
+        old_modes: Mapping[str, str] | None = None,
+    ) -> str:
+        """A commit on ``parent`` whose tree has ``files`` (None: removed) with their ``modes``; objects only.
+
+        ``before`` is what the files were in ``parent``; ``old_modes`` their modes there (read
+        from ``parent`` when not given).  A file whose bytes and mode are unchanged is left as it is.
+        """
+        tree = self.tree_of(parent)
+        stated = modes or {}
+        changes: dict[str, tuple[str, str]] = {}
+        removed: list[str] = []
+        for path, data in files.items():
+            old_mode = old_modes.get(path) if old_modes is not None else self.file_mode(parent, path)
+            mode = stated.get(path) or old_mode or "100644"
+            if data == before.get(path) and (data is None or mode == (old_mode or "100644")):
+                continue
+            if data is None:
+                removed.append(path)
+            else:
+                changes[path] = (mode, self.hash_blob(data))
+        if removed:
+            tree = self.tree_without(tree, removed)
+        tree = self.tree_with(tree, changes)
+        return self.commit_tree(CommitSpec(tree, (parent,), message, date))
+
     def read_tree_update(self, old: str, new: str, *, reset: bool = False) -> None:
         """Move index and files from tree ``old`` to ``new`` (guarded; the journal in ``journal.py`` wraps it).
 

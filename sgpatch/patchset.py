@@ -668,6 +668,21 @@ def apply_patch(
     return result
 
 
+def apply_in_order(
+    files: Mapping[str, bytes | None], patches: Sequence[Patch]
+) -> list[dict[str, bytes | None]] | tuple[Patch, HunkFailure]:
+    """The series applied cumulatively: ``files`` after each patch in turn, or the first patch that fails and why."""
+    stages: list[dict[str, bytes | None]] = []
+    current = dict(files)
+    for patch in patches:
+        result = apply_patch(current, patch)
+        if isinstance(result, HunkFailure):
+            return patch, result
+        current = {**current, **result}
+        stages.append(current)
+    return stages
+
+
 def _single(patch: Patch, fp: FilePatch) -> Patch:
     return Patch(patch.name, patch.path, patch.sha256, patch.fields, (fp,))
 

@@ -22,11 +22,12 @@ from sgpatch.artifacts import fetch_artifact, verify_artifact
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
 from sgpatch.export import ChainCommit
-from sgpatch.git import CommitSpec, Git
+from sgpatch.git import Git
 from sgpatch.patchset import (
     TRAILER_PATCH,
     HunkFailure,
     Series,
+    apply_in_order,
     apply_modes,
     apply_patch,
     duplicate_definitions,
@@ -117,16 +118,14 @@ def load_old(config: Config, stack_name: str | None, *, progress: Progress | Non
         data = base.get(pinned.path)
         if data is None or git_blob_id(data) != pinned.pristine:
             raise SourceError(f"{artifact.filename}: {pinned.path} is not the pinned blob {pinned.pristine[:12]}")
-    states = [dict(base)]
-    for patch in series.patches:
-        result = apply_patch(states[-1], patch)
-        if isinstance(result, HunkFailure):
-            raise SourceError(
-                f"{patch.name} does not apply to its own pinned base ({stack.name}): {result.describe()}",
-                hint=f"run 'sgpatch verify {stack.name}' and fix the series first",
-            )
-        states.append({**states[-1], **result})
-    return OldSeries(stack, series, tuple(states)), project
+    stages = apply_in_order(base, series.patches)
+    if isinstance(stages, tuple):
+        patch, failure = stages
+        raise SourceError(
+            f"{patch.name} does not apply to its own pinned base ({stack.name}): {failure.describe()}",
+            hint=f"run 'sgpatch verify {stack.name}' and fix the series first",
+        )
+    return OldSeries(stack, series, (dict(base), *stages)), project
 
 
 # --------------------------------------------------------------------------- classification
@@ -142,36 +141,6 @@ class Rebase:
     current: Files
     ported: list[PortedPatch]
     kept: list[str]
-
-
-def commit_files(
-    g: Git,
-    parent: str,
-    files: Mapping[str, bytes | None],
-    before: Mapping[str, bytes | None],
-    message: str,
-    date: str,
-    *,
-    modes: Mapping[str, str] | None = None,
-) -> str:
-    """Commit ``files`` on ``parent``; ``modes`` are the modes a patch states (new files, mode changes)."""
-    tree = g.tree_of(parent)
-    stated = modes or {}
-    changes = {}
-    removed = []
-    for path, data in files.items():
-        old_mode = g.file_mode(parent, path)
-        mode = stated.get(path) or old_mode or "100644"
-        if data == before.get(path) and (data is None or mode == old_mode):
-            continue
-        if data is None:
-            removed.append(path)
-        else:
-            changes[path] = (mode, g.hash_blob(data))
-    if removed:
-        tree = g.tree_without(tree, removed)
-    tree = g.tree_with(tree, changes)
-    return g.commit_tree(CommitSpec(tree, (parent,), message, date))
 
 
 def duplicates(before: Mapping[str, bytes | None], after: Mapping[str, bytes | None]) -> list[str]:
@@ -255,8 +224,8 @@ def advance(
             continue
         if ported.state in KEPT and files is not None:
             if first_conflict is None:
-                run.tip = commit_files(
-                    run.g, run.tip, files, run.current, patch.commit_message(), date, modes=apply_modes({}, patch)
+                run.tip = run.g.commit_files(
+                    run.tip, files, run.current, patch.commit_message(), date, modes=apply_modes({}, patch)
                 )
                 run.kept.append(patch.name)
             else:

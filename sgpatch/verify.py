@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing
-from sgpatch.classify import PatchState, classify_one
+from sgpatch.classify import PatchState, classify, classify_one
 from sgpatch.config import Stack
 from sgpatch.journal import recover
 from sgpatch.patchset import HunkFailure, Series, apply_modes, apply_patch
@@ -90,20 +90,8 @@ def _phase_of(
     checked against the exact text it produced.  With ``modes`` (a checkout's)
     the modes patches state are checked too; a wheel's files have none.
     """
-    forward: list[PatchState] = []
-    current = dict(files)
-    current_modes = dict(modes) if modes is not None else None
-    for patch in series.patches:
-        state = classify_one(current, patch, current_modes)
-        forward.append(state)
-        if state.state != "applicable":
-            break
-        result = apply_patch(current, patch)
-        assert not isinstance(result, HunkFailure)
-        current.update(result)
-        if current_modes is not None:
-            current_modes = apply_modes(current_modes, patch)
-    if len(forward) == len(series.patches) and all(s.state == "applicable" for s in forward):
+    forward, _ = classify(files, series, modes)
+    if all(s.state == "applicable" for s in forward):
         return "pristine", forward, []
     stages: list[dict[str, bytes | None]] = [dict(files)]
     current = dict(files)
