@@ -20,9 +20,8 @@ from sgpatch.config import Artifact, Config, load_config
 from sgpatch.project import Project, load_project
 from sgpatch.source import fetch, read_archive
 
+from .helpers import REPO, copy_project  # noqa: F401 (re-exported for tests)
 from .sshd import Sshd, have_sshd, start_sshd
-
-REPO = Path(__file__).resolve().parent.parent
 
 # Releases used as data by the tests (upstream's PyPI files, pinned like VERSIONS.toml pins 0.5.9).
 # Every release from 0.5.10 to 0.5.23 (``pip index versions sglang``): the py3 wheel while one exists, then
@@ -131,14 +130,6 @@ def project(config: Config) -> Project:
     return load_project(config, None)
 
 
-def copy_project(dest: Path) -> Path:
-    """A copy of the project's VERSIONS.toml and patches/ (for tests that edit them)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(REPO / "VERSIONS.toml", dest / "VERSIONS.toml")
-    shutil.copytree(REPO / "patches", dest / "patches")
-    return dest
-
-
 @pytest.fixture(scope="session")
 def template_checkout(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Path:
     into = tmp_path_factory.mktemp("template") / "checkout"
@@ -199,12 +190,6 @@ def release_tree(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Ca
         return root
 
     return get
-
-
-@pytest.fixture(scope="session")
-def patched_059_tree(template_patched: Path) -> Path:
-    """A 0.5.9 tree (python/sglang/...) with the shipped series applied (read-only use)."""
-    return template_patched
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ from typer.testing import CliRunner
 
 from sgpatch.cli import app
 from sgpatch.git import git_env
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def run_cli(*args: str, catch: bool = False) -> Any:
@@ -47,25 +50,22 @@ def snapshot(repo: Path) -> dict[str, str]:
     }
 
 
-def copy_project_with(dest: Path, replacements: dict[str, str]) -> Path:
-    """A copy of VERSIONS.toml and patches/ with text replacements in VERSIONS.toml."""
-    import shutil
-
-    repo = Path(__file__).resolve().parent.parent
+def copy_project(dest: Path, replacements: dict[str, str] | None = None) -> Path:
+    """A copy of the project's VERSIONS.toml and patches/ (for tests that edit them), with text replacements
+    in VERSIONS.toml (each must occur)."""
     dest.mkdir(parents=True, exist_ok=True)
-    text = (repo / "VERSIONS.toml").read_text()
-    for old, new in replacements.items():
+    text = (REPO / "VERSIONS.toml").read_text()
+    for old, new in (replacements or {}).items():
         assert old in text, old
         text = text.replace(old, new)
     (dest / "VERSIONS.toml").write_text(text)
-    shutil.copytree(repo / "patches", dest / "patches")
+    shutil.copytree(REPO / "patches", dest / "patches")
     return dest
 
 
 def empty_series_project(dest: Path) -> Path:
     """A project copy whose 0.5.9-cu130 stack carries nothing: an empty series, no pinned files, no interface."""
-    repo = Path(__file__).resolve().parent.parent
-    text = (repo / "VERSIONS.toml").read_text()
+    text = (REPO / "VERSIONS.toml").read_text()
     head, sep, rest = text.partition('[stacks."0.5.9-cu130".files]\n')
     assert sep, "the cu130 files table"
     rest = rest.split("\n", 2)[2]  # its two pins
@@ -76,7 +76,7 @@ def empty_series_project(dest: Path) -> Path:
         'draft = "python/sglang/srt/models/llama_eagle3.py:LlamaForCausalLMEagle3"\n'
     )
     replacements = {interface: "", 'series = "patches/0.5.9"\ncuda = "13.0"': 'series = "patches/empty"\ncuda = "13.0"'}
-    proj = copy_project_with(dest, {})
+    proj = copy_project(dest, {})
     for old, new in replacements.items():
         assert text.count(old) == 1, old
         text = text.replace(old, new)

@@ -1,6 +1,6 @@
 """Fixtures for port and export: the new releases in the cache, a ported project, edited series.
 
-Everything runs on copies of the project (``copy_project_with``), never on the
+Everything runs on copies of the project (``copy_project``), never on the
 repository's own VERSIONS.toml or patches/.  The expensive results (the 0.5.10
 port) are made once per session and only read by the tests that share them.
 """
@@ -18,7 +18,7 @@ from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Artifact
 
 from .conftest import RELEASES
-from .helpers import copy_project_with, git, json_out, run_cli
+from .helpers import copy_project, git, json_out, run_cli
 
 KIMI = "python/sglang/srt/models/kimi_k25.py"
 DEEPSEEK = "python/sglang/srt/models/deepseek_v2.py"
@@ -68,7 +68,7 @@ def commit(checkout: Path, message: str, *, amend: bool = False) -> None:
 @pytest.fixture(scope="session")
 def ported_0510(tmp_path_factory: pytest.TempPathFactory, releases_cached: None) -> tuple[Path, dict[str, Any], bytes]:
     """A copy of the project ported to 0.5.10: (project dir, the JSON report, VERSIONS.toml before)."""
-    proj = copy_project_with(tmp_path_factory.mktemp("ported") / "proj", {})
+    proj = copy_project(tmp_path_factory.mktemp("ported") / "proj", {})
     before = (proj / "VERSIONS.toml").read_bytes()
     result = port(proj / "VERSIONS.toml", "--to", "0.5.10", "--json")
     assert result.exit_code == 0, result.stderr + result.stdout
@@ -80,7 +80,7 @@ def edited_project(tmp_path: Path, patched_checkout: Callable[[], Path]) -> Call
     """Factory: a project copy whose series gained 0003 (merges into 0.5.10) and 0004 (conflicts), via export."""
 
     def make() -> tuple[Path, Path]:
-        proj = copy_project_with(tmp_path / "proj", {})
+        proj = copy_project(tmp_path / "proj", {})
         co = patched_checkout()
         edit(co / KIMI, NORM_OLD, NORM_NEW)
         commit(co, "kimi_k25: MoonViT norm0 eps 1e-6\n\nThe vision checkpoint was trained with eps=1e-6.\n")

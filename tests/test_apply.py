@@ -11,7 +11,7 @@ from pathlib import Path
 from sgpatch.patchset import split_lines
 from sgpatch.project import Project
 
-from .helpers import copy_project_with, git, json_out, run_cli, snapshot
+from .helpers import copy_project, git, json_out, run_cli, snapshot
 
 KIMI = "python/sglang/srt/models/kimi_k25.py"
 DEEPSEEK = "python/sglang/srt/models/deepseek_v2.py"
@@ -76,7 +76,7 @@ def test_patched_files_carry_the_fixes(patched_checkout: Callable[[], Path]) -> 
 
 def _conflicting_project(tmp_path: Path) -> Path:
     """A series whose second patch's context no longer matches 0.5.9."""
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     p = proj / "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch"
     data = p.read_bytes()
     old = b"         else:\n             self.capture_aux_hidden_states = True\n"
@@ -124,7 +124,7 @@ def test_foreign_commit_is_refused(pristine_checkout: Callable[[], Path], projec
 
 
 def test_traversal_patch_is_refused_before_anything(tmp_path: Path, pristine_checkout: Callable[[], Path]) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     p = proj / "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch"
     p.write_bytes(p.read_bytes().replace(b"b/python/sglang/srt/models/deepseek_v2.py", b"b/../../outside.py"))
     co = pristine_checkout()
@@ -177,7 +177,7 @@ def test_exact_context_in_the_wrong_function(tmp_path: Path, pristine_checkout: 
     co = pristine_checkout()
     body, _ = _wrong_place_patch((co / DEEPSEEK).read_bytes())
     header = b"Description: test\nOrigin: test\nUpstream-Status: Pending\n---\n"
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     (proj / "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch").write_bytes(header + body)
     # git apply accepts it silently ...
     check = subprocess.run(["git", "apply", "--check", "-"], cwd=co, input=body, capture_output=True)

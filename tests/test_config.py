@@ -9,9 +9,7 @@ import pytest
 from sgpatch.config import Config, load_config, parse_config
 from sgpatch.errors import ConfigError
 
-from .helpers import json_out, run_cli
-
-REPO = Path(__file__).resolve().parent.parent
+from .helpers import REPO, json_out, run_cli
 
 
 def test_shipped_versions_toml_pins_both_stacks(config: Config) -> None:

@@ -29,10 +29,9 @@ from sgpatch.project import Project
 from sgpatch.remote import CONNECT_TIMEOUT, ProbeSession, Target, command_for, ssh_command, target_for
 from sgpatch.wheel import build_wheel, check_wheel
 
-from .helpers import empty_series_project, json_out, run_cli
+from .helpers import REPO, empty_series_project, json_out, run_cli
 from .sshd import Sshd, free_port, keygen
 
-REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "VERSIONS.toml")
 PIP = (sys.executable, "-m", "pip")
 KIMI = "sglang/srt/models/kimi_k25.py"

@@ -26,11 +26,10 @@ from sgpatch.config import Config
 from sgpatch.doctor import DoctorReport, build_tag, doctor, torch_cuda
 from sgpatch.errors import EnvironmentFailure
 
-from .helpers import json_out, run_cli
+from .helpers import REPO, json_out, run_cli
 from .port_fixtures import ported_0510, releases_cached  # noqa: F401  (fixtures)
 from .sshd import Sshd
 
-REPO = Path(__file__).resolve().parent.parent
 CONFIG = str(REPO / "VERSIONS.toml")
 CU130, CU128 = "0.5.9-cu130", "0.5.9-cu128"
 PIP = (sys.executable, "-m", "pip")

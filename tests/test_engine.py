@@ -31,7 +31,7 @@ from sgpatch.classify import PatchState, classify_one
 from sgpatch.errors import PatchError
 from sgpatch.patchset import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
 
-from .helpers import copy_project_with, run_cli
+from .helpers import copy_project, run_cli
 from .reliability import record
 from .smallrepo import HEADER, IDENTITY, Tiny, make_tiny
 from .smallrepo import git as smallgit
@@ -669,7 +669,7 @@ AUTHORS = "python/sglang/jit_kernel/flash_attention/cute/AUTHORS"
 def test_round_trip_of_a_file_without_final_newline_on_059(
     tmp_path: Path, patched_checkout: Callable[[], Path], pristine_checkout: Callable[[], Path]
 ) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     config = str(proj / "VERSIONS.toml")
     co = patched_checkout()
     old = (co / AUTHORS).read_bytes()

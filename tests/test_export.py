@@ -10,10 +10,9 @@ from sgpatch.config import load_config
 from sgpatch.export import dep3_header, slug
 from sgpatch.patchset import parse_patch, read_series
 
-from .helpers import copy_project_with, git, json_out, run_cli, snapshot
+from .helpers import REPO, copy_project, git, json_out, run_cli, snapshot
 from .port_fixtures import DEEPSEEK, KIMI, NORM_NEW, NORM_OLD, commit, edit, export
 
-REPO = Path(__file__).resolve().parent.parent
 P0002 = "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch"
 
 
@@ -24,7 +23,7 @@ def _tree(proj: Path) -> dict[str, bytes]:
 def test_export_of_a_fresh_patched_checkout_is_byte_identical(
     tmp_path: Path, patched_checkout: Callable[[], Path]
 ) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     before = _tree(proj)
     co = patched_checkout()
     head = git(co, "rev-parse", "HEAD")
@@ -41,7 +40,7 @@ def test_export_of_a_fresh_patched_checkout_is_byte_identical(
 
 
 def test_export_fresh_check_gates_the_committed_series(tmp_path: Path) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     # No checkout of the stack here (as in CI): --check uses a fresh one of the pinned source.
     ok = export(proj / "VERSIONS.toml", "--check", "--json")
     assert ok.exit_code == 0, ok.stdout + ok.stderr
@@ -57,7 +56,7 @@ def test_export_fresh_check_gates_the_committed_series(tmp_path: Path) -> None:
 
 
 def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_checkout: Callable[[], Path]) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     config = proj / "VERSIONS.toml"
     co = patched_checkout()
     old_patch = (proj / P0002).read_bytes()
@@ -121,7 +120,7 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
 def test_new_commit_becomes_a_new_numbered_patch(
     tmp_path: Path, patched_checkout: Callable[[], Path], pristine_checkout: Callable[[], Path]
 ) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     config = proj / "VERSIONS.toml"
     co = patched_checkout()
     edit(co / KIMI, NORM_OLD, NORM_NEW)
@@ -162,7 +161,7 @@ def test_new_commit_becomes_a_new_numbered_patch(
 
 
 def test_export_refuses_a_new_commit_below_the_series(pristine_checkout: Callable[[], Path], tmp_path: Path) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     co = pristine_checkout()
     edit(co / KIMI, NORM_OLD, NORM_NEW)
     commit(co, "local first")
@@ -178,7 +177,7 @@ def test_export_refuses_a_new_commit_below_the_series(pristine_checkout: Callabl
 
 
 def test_export_needs_the_series_on_the_checkout(pristine_checkout: Callable[[], Path], tmp_path: Path) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     result = export(proj / "VERSIONS.toml", "--checkout", str(pristine_checkout()))
     assert result.exit_code == 2
     assert "no commit carries 0001-kimi-k25-eagle3-delegation.patch" in result.stderr
@@ -214,7 +213,7 @@ def test_pre_commit_hooks_gate_on_apply_and_staleness(tmp_path: Path, patched_ch
     for hook in hooks.values():
         assert hook["language"] == "python" and hook["pass_filenames"] == "false"
     # sgpatch-export on a project whose default checkout has an edit that was committed but not exported.
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     co = proj / ".sgpatch/checkouts/0.5.9-cu130"
     co.parent.mkdir(parents=True)
     patched_checkout().rename(co)

@@ -12,7 +12,7 @@ from sgpatch.config import Config
 from sgpatch.errors import SourceError
 from sgpatch.source import create_pypi_checkout
 
-from .helpers import copy_project_with, git, json_out, run_cli
+from .helpers import copy_project, git, json_out, run_cli
 
 
 def test_pypi_fetch_is_reproducible(tmp_path: Path, config: Config) -> None:
@@ -53,7 +53,7 @@ def test_git_source_at_the_pinned_commit(tmp_path: Path, template_checkout: Path
     upstream = tmp_path / "upstream"
     shutil.copytree(template_checkout, upstream, symlinks=True)
     commit = git(upstream, "rev-parse", "HEAD")
-    project = copy_project_with(
+    project = copy_project(
         tmp_path / "proj", {'commit = "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"': f'commit = "{commit}"'}
     )
     result = run_cli(

@@ -32,11 +32,9 @@ from sgpatch.config import load_config
 from sgpatch.project import Project, load_project
 from sgpatch.provenance import dump_provenance, rewrite_requires, wheel_version
 
-from .helpers import run_cli
+from .helpers import REPO, run_cli
 from .test_fuzz import _report, fuzz_settings, mutate, mutation
 from .zipcraft import patch_member
-
-REPO = Path(__file__).resolve().parent.parent
 
 HOSTILE_NAMES = [
     "../pwned.py",

@@ -38,9 +38,8 @@ from sgpatch.provenance import wheel_version
 from sgpatch.remote import imported_failure
 from sgpatch.tree import DirTree, LinkInPath
 
-from .conftest import REPO, copy_project
 from .fakeprobe import make_fake_python
-from .helpers import copy_project_with, run_cli, snapshot
+from .helpers import REPO, copy_project, run_cli, snapshot
 from .port_fixtures import SDIST_0510
 from .reliability import CASES, HOSTILE, first_error, record
 from .smallrepo import HEADER, STACK, Tiny, add_traps, git, make_tiny, versions_toml
@@ -504,7 +503,7 @@ _PORT_BAD = {
 def test_port_refuses_to_write_a_wrong_stack(case_id: str, tmp_path: Path) -> None:
     fetch_artifact(SDIST_0510, "0.5.10")
     replacements, extra = _PORT_BAD[case_id]
-    proj = copy_project_with(tmp_path / "proj", replacements)
+    proj = copy_project(tmp_path / "proj", replacements)
     before = _tree_state(proj)
     result = run_cli("port", "0.5.9-cu130", "--to", "0.5.10", "--config", str(proj / "VERSIONS.toml"), *extra)
     case = CASES[case_id]

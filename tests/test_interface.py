@@ -200,8 +200,8 @@ def test_target_resolution_follows_imports_and_stops_outside(tree_059: Path) -> 
     assert "no draft class given: 4 draft name(s) listed, not checked" in direct.notes
 
 
-def test_patched_059_has_no_gaps(patched_059_tree: Path) -> None:
-    report = check(patched_059_tree)
+def test_patched_059_has_no_gaps(template_patched: Path) -> None:
+    report = check(template_patched)
 
     assert report.ok and report.gaps == () and report.delegation_gaps == ()
     assert sites(report, "target", "get_embed_and_head") == EMBED_HEAD_059
@@ -212,8 +212,8 @@ def test_patched_059_has_no_gaps(patched_059_tree: Path) -> None:
         assert (member.class_name, member.location.path) == ("KimiK25ForConditionalGeneration", KIMI.path)
 
 
-def test_a_forward_to_a_name_the_delegate_lacks_is_a_gap(patched_059_tree: Path, tmp_path: Path) -> None:
-    root = copy_srt(patched_059_tree, tmp_path)
+def test_a_forward_to_a_name_the_delegate_lacks_is_a_gap(template_patched: Path, tmp_path: Path) -> None:
+    root = copy_srt(template_patched, tmp_path)
     kimi = (root / KIMI.path).read_text().splitlines()
     line = kimi.index("        return self.language_model.get_embed_and_head()") + 1
     edit(root, KIMI.path, "self.language_model.get_embed_and_head()", "self.language_model.get_embed_and_heads()")

@@ -10,7 +10,8 @@ from sgpatch.errors import PatchError
 from sgpatch.patchset import parse_patch, read_series
 from sgpatch.project import Project
 
-REPO = Path(__file__).resolve().parent.parent
+from .helpers import REPO
+
 P0002 = REPO / "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch"
 
 

@@ -20,7 +20,7 @@ from sgpatch.project import Project
 from sgpatch.tree import git_blob_id
 from sgpatch.upstream import judge
 
-from .helpers import copy_project_with, git, json_out, run_cli, snapshot
+from .helpers import copy_project, git, json_out, run_cli, snapshot
 from .port_fixtures import (  # noqa: F401  (fixtures)
     DEEPSEEK,
     KIMI,
@@ -169,7 +169,7 @@ def test_port_refuses_an_existing_stack(ported_0510: tuple[Path, dict[str, Any],
 
 
 def test_dry_run_classifies_and_writes_nothing(tmp_path: Path, releases_cached: None) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     before = _project_files(proj)
     result = port(proj / "VERSIONS.toml", "--to", "0.5.10", "--dry-run")
     assert result.exit_code == 0, result.stderr
@@ -193,7 +193,7 @@ def test_port_from_git_records_upstreams_commit(tmp_path: Path, release_tree, re
     git(upstream, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "v0.5.10")
     git(upstream, "tag", "v0.5.10")
     tag = git(upstream, "rev-parse", "HEAD")
-    proj = copy_project_with(
+    proj = copy_project(
         tmp_path / "proj", {'git_url = "https://github.com/sgl-project/sglang.git"': f'git_url = "{upstream}"'}
     )
     result = port(proj / "VERSIONS.toml", "--to", "0.5.10", "--source", "git", "--dry-run", "--json")
@@ -208,7 +208,7 @@ def test_port_from_git_records_upstreams_commit(tmp_path: Path, release_tree, re
 
 
 def test_port_to_0515_supersedes_0001_and_finds_0002_upstream(tmp_path: Path, releases_cached: None) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     before = _project_files(proj)
     # --strict: a superseded patch is a failure, so nothing is written (the core directly: one port, two renderings).
     result = port_stack(load_config(proj / "VERSIONS.toml"), None, "0.5.15", strict=True)
@@ -237,12 +237,12 @@ def test_port_to_0515_supersedes_0001_and_finds_0002_upstream(tmp_path: Path, re
     assert _project_files(proj) == before and not (proj / ".sgpatch/checkouts/0.5.15-cu130").exists()
 
 
-def test_upstream_tests_on_the_real_files(release_tree, patched_059_tree: Path) -> None:  # type: ignore[no-untyped-def]
+def test_upstream_tests_on_the_real_files(release_tree, template_patched: Path) -> None:  # type: ignore[no-untyped-def]
     """The three upstream tests, one by one, on 0.5.9 -> 0.5.10 / 0.5.15."""
     series = read_series(Path(__file__).parent.parent / "patches/0.5.9")
     p1, p2 = series.patches
     base = _files(release_tree("0.5.9"), KIMI, DEEPSEEK)
-    patched = _files(patched_059_tree, KIMI, DEEPSEEK)
+    patched = _files(template_patched, KIMI, DEEPSEEK)
     after1 = {**base, KIMI: patched[KIMI]}
     v10 = _files(release_tree("0.5.10"), KIMI, DEEPSEEK)
     v15 = _files(release_tree("0.5.15"), KIMI, DEEPSEEK)
@@ -261,7 +261,7 @@ def test_apply_refuses_a_second_definition_of_a_method(
     tmp_path: Path, pristine_checkout: Callable[[], Path], project: Project
 ) -> None:
     """A patch adding a method the class already defines: `git apply` takes it, sgpatch refuses."""
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     # 0003 adds get_embed_and_head at the end of the class again, after 0001 added it.
     header = (
         b"Description: kimi_k25: get_embed_and_head (a second backport)\n"

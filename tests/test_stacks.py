@@ -26,10 +26,9 @@ from sgpatch.release import find_release
 from sgpatch.wheel import read_provenance
 
 from .conftest import RELEASES
-from .helpers import copy_project_with, empty_series_project, git, json_out, run_cli
+from .helpers import REPO, copy_project, empty_series_project, git, json_out, run_cli
 from .port_fixtures import port, releases_cached  # noqa: F401  (fixtures)
 
-REPO = Path(__file__).resolve().parent.parent
 NEW_STACK = "0.5.10-cu130"
 EMPTY_ID = hashlib.sha256(b"").hexdigest()[:10]
 
@@ -84,7 +83,7 @@ def test_a_pin_the_release_rules_out_is_an_error_naming_it(releases_cached: None
 def test_port_to_a_wheel_only_release_writes_its_own_pins_and_names_the_wheel(
     tmp_path: Path, releases_cached: None
 ) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     result = port(proj / "VERSIONS.toml", "--to", "0.5.15")
     assert result.exit_code == 0, result.stderr
     stack = load_config(proj / "VERSIONS.toml").stack("0.5.15-cu130")
@@ -126,7 +125,7 @@ def test_the_id_of_an_empty_series_is_stable() -> None:
 
 @pytest.mark.slow
 def test_port_to_0510_then_fetch_apply_verify_build_verify_wheel(tmp_path: Path, releases_cached: None) -> None:
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     config = proj / "VERSIONS.toml"
     result = port(config, "--to", "0.5.10")
     assert result.exit_code == 0, result.stderr
@@ -214,7 +213,7 @@ def test_a_failed_build_check_says_which_and_why_on_stderr(
     tmp_path: Path, patched_checkout: Callable[[], Path]
 ) -> None:
     # The recipe pins a flashinfer the wheel's own Requires-Dist rules out (0.5.9 wants 0.6.3).
-    proj = copy_project_with(
+    proj = copy_project(
         tmp_path / "proj",
         {'"flashinfer-python==0.6.3",\n  "flashinfer-cubin': '"flashinfer-python==0.6.2",\n  "flashinfer-cubin'},
     )

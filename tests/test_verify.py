@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sgpatch.project import Project
 
-from .helpers import copy_project_with, git, json_out, run_cli
+from .helpers import copy_project, json_out, run_cli
 from .test_apply import DEEPSEEK, _wrong_place_patch
 
 
@@ -62,7 +62,7 @@ def test_hand_applied_wrong_place_patch_fails_landing(tmp_path: Path, pristine_c
     co = pristine_checkout()
     body, _ = _wrong_place_patch((co / DEEPSEEK).read_bytes())
     header = b"Description: test\nOrigin: test\nUpstream-Status: Pending\n---\n"
-    proj = copy_project_with(tmp_path / "proj", {})
+    proj = copy_project(tmp_path / "proj", {})
     (proj / "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch").write_bytes(header + body)
     for p in ("0001-kimi-k25-eagle3-delegation.patch",):
         subprocess.run(["git", "apply", str(proj / "patches/0.5.9" / p)], cwd=co, check=True)
@@ -97,4 +97,4 @@ def test_verify_missing_checkout_is_exit_2(tmp_path: Path, project: Project) -> 
     result = run_cli("verify", "--checkout", str(tmp_path / "nope"), "--config", str(project.config.path))
     assert result.exit_code == 2
     assert "no such checkout" in result.stderr
-    assert git(Path(__file__).parent, "rev-parse", "--show-toplevel")  # the repo itself untouched
+    assert not (tmp_path / "nope").exists()  # verify reads: it never creates the checkout it was given
