@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 SGPATCH := $(VENV)/bin/sgpatch
 STACK  ?=
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= auto
 
 .PHONY: help venv test lint patch wheel bench fuzz reliability-table clean
 
@@ -25,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 test: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check sgpatch tests bench tools
