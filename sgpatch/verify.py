@@ -157,10 +157,12 @@ def verify_tree(
     require_patched: bool,
     notes: Sequence[str] = (),
     modes: Mapping[str, str] | None = None,
+    interface_cache: Path | None = None,
 ) -> VerifyReport:
     """Run every check on ``tree``; a pristine tree passes only when ``require_patched`` is off.
 
     ``modes`` (path -> git mode of the touched files) where the tree has them (a checkout).
+    ``interface_cache``: the directory of interface-report entries to use (None: check from scratch).
     """
     files = {p: tree.read(p) for p in series.touched}
     phase, states, stages = _phase_of(series, files, modes)
@@ -200,9 +202,10 @@ def verify_tree(
         notes.append(f"nothing to carry: the series of {stack.name} is empty (series {series.id})")
     interface = None
     if stack.interface is not None:
-        from sgpatch.interface import check_interface, interface_of
+        from sgpatch.interface import interface_of
+        from sgpatch.interface.cache import check_interface_cached
 
-        found = check_interface(tree, **interface_of(stack.interface))
+        found = check_interface_cached(tree, cache_dir=interface_cache, **interface_of(stack.interface)).report
         interface = found.as_dict()
         gaps = [f"{g.role} {g.class_name} lacks {g.name}" for g in found.gaps]
         gaps += [
@@ -227,8 +230,10 @@ def verify_tree(
     )
 
 
-def verify_checkout(project: Project, checkout: Path) -> VerifyReport:
-    """Verify a checkout's work tree; its git state is reported alongside."""
+def verify_checkout(project: Project, checkout: Path, *, interface_cache: Path | None = None) -> VerifyReport:
+    """Verify a checkout's work tree; its git state is reported alongside.
+
+    ``interface_cache``: see :func:`verify_tree`."""
     g = open_checkout(checkout)
     done = recover(g)  # an interrupted apply is finished (or its journal cleared) first: say so
     state = inspect(g, project.stack, project.series)
@@ -250,4 +255,5 @@ def verify_checkout(project: Project, checkout: Path) -> VerifyReport:
         require_patched=False,
         notes=notes,
         modes={p: m for p, m in found.items() if m is not None},
+        interface_cache=interface_cache,
     )

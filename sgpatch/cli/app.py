@@ -38,6 +38,9 @@ CheckoutOpt = Annotated[
     Path | None, typer.Option("--checkout", help="checkout directory (default: .sgpatch/checkouts/STACK)")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+NoCacheOpt = Annotated[
+    bool, typer.Option("--no-cache", help="check from scratch: do not use or update the interface-report cache")
+]
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127) if chr(c) not in "\n\t"}
@@ -123,6 +126,12 @@ def _progress(json_out: bool) -> Progress | None:
     if json_out or os.environ.get("CI") or not sys.stderr.isatty():
         return None
     return lambda msg: _err(f"sgpatch: {msg}")
+
+
+def _interface_cache(no_cache: bool) -> Path | None:
+    from sgpatch.interface.cache import interface_cache_dir
+
+    return None if no_cache else interface_cache_dir()
 
 
 def _checkout(config: Any, stack: Any, checkout: Path | None) -> Path:

@@ -68,6 +68,7 @@ from sgpatch.interface.modules import (
     resolution_of,
 )
 from sgpatch.interface.sites import Collector, Site
+from sgpatch.pyast import without_collector
 from sgpatch.tree import SourceTree
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
 # ---------------------------------------------------------------------------------------- check
 
 
+@without_collector  # the ASTs and the tables built on them stay alive until the report is made
 def check_interface(
     tree: SourceTree,
     *,

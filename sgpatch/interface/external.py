@@ -10,8 +10,10 @@ real torch's ``torch/nn/modules/module.py``.
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.metadata
 import importlib.util
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,8 +173,8 @@ def installed_nn_module(torch_root: Path, version: str | None = None) -> Externa
     return ExternalClass(NN_MODULE, NN_MODULE_SOURCE, f"{path} ({label})", members)
 
 
-def _installed_torch() -> ExternalClass | None:
-    """The torch of this interpreter, located through its import spec: found, never imported."""
+def _torch_root() -> tuple[Path, str | None] | None:
+    """This interpreter's torch package directory and version, located through its import spec: never imported."""
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):
@@ -184,7 +186,13 @@ def _installed_torch() -> ExternalClass | None:
         version: str | None = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         version = None
-    return installed_nn_module(Path(roots[0]), version)
+    return Path(roots[0]), version
+
+
+def _installed_torch() -> ExternalClass | None:
+    """The torch of this interpreter, located through its import spec: found, never imported."""
+    found = _torch_root()
+    return installed_nn_module(*found) if found else None
 
 
 class ExternalBases:
@@ -198,6 +206,23 @@ class ExternalBases:
         if self._nn_module is None:
             self._nn_module = _installed_torch() or kept_nn_module()
         return self._nn_module
+
+    def identity(self) -> str:
+        """What the members would be read from, without parsing it: the given class, or torch's
+        ``module.py`` (path, version and sha256 of its bytes), or sgpatch's kept list."""
+        if self._nn_module is not None:
+            known = self._nn_module
+            return json.dumps([known.name, known.source, known.origin, sorted(known.members.items())])
+        found = _torch_root()
+        if found is not None:
+            path = found[0] / "nn" / "modules" / "module.py"
+            try:
+                with path.open("rb") as f:
+                    data = f.read(MAX_SOURCE_BYTES + 1)
+                return json.dumps(["torch", str(path), found[1], hashlib.sha256(data).hexdigest()])
+            except OSError:
+                pass
+        return json.dumps(["kept", KEPT_TORCH])
 
     def get(self, dotted: str) -> ExternalClass | None:
         return self.nn_module if dotted in NN_MODULE_NAMES else None
