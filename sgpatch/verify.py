@@ -240,7 +240,7 @@ def verify_checkout(project: Project, checkout: Path, *, interface_cache: Path |
     notes = [f"git: {done}"] if done else []
     notes.append(f"git: {state.phase} at {state.head[:12]}")
     if state.base is not None:
-        check_base_files(g, project.stack, state.base)
+        check_base_files(g, project.stack, state.base, dict(state.base_blobs))
     if state.problem:
         notes.append(f"git: {state.problem}")
     if state.dirty:

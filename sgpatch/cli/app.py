@@ -10,8 +10,6 @@ import functools
 import os
 import select
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -27,6 +25,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Keep local fixes on a pinned SGLang release; verify them; build the patched wheel.",
 )
+
+
+@app.callback()
+def _root() -> None:
+    # Keeps the app a group when one area registers a single command (sgpatch.cli.main loads only the
+    # invoked command's area).  No docstring: the app's help stays the Typer's.
+    pass
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,6 +85,9 @@ def _quiet_stdout() -> None:
 
 def _bug(exc: Exception) -> NoReturn:
     """A bug: say so in one line, keep the traceback in a file."""
+    import tempfile
+    import traceback
+
     fd, log = tempfile.mkstemp(prefix="sgpatch-bug-", suffix=".log")
     with os.fdopen(fd, "w") as fh:
         traceback.print_exception(exc, file=fh)

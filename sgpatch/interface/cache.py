@@ -13,6 +13,7 @@ Entries are JSON (never code), written atomically; one that cannot be read, pars
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -29,7 +30,7 @@ MAX_ENTRY_BYTES = 64 << 20
 
 def interface_cache_dir() -> Path:
     """Where interface entries live by default (under the user's cache directory)."""
-    from sgpatch.artifacts import cache_root
+    from sgpatch.cachedir import cache_root
 
     return cache_root() / "interface"
 
@@ -133,21 +134,16 @@ def _store(path: Path, key: Mapping[str, Any], recorded: RecordingTree, report: 
     from sgpatch.atomic import write_atomic
 
     entry = {"key": key, "reads": recorded.reads, "lists": recorded.lists, "report": report.as_dict()}
-    try:
+    with contextlib.suppress(OSError):  # a read-only or full cache directory costs speed, never the answer
         write_atomic(path, json.dumps(entry, sort_keys=True).encode())
-    except OSError:
-        pass  # a read-only or full cache directory costs speed, never the answer
 
 
-def check_interface_cached(
-    tree: SourceTree, *, cache_dir: Path | None, **kwargs: Any
-) -> Lookup:
+def check_interface_cached(tree: SourceTree, *, cache_dir: Path | None, **kwargs: Any) -> Lookup:
     """:func:`sgpatch.interface.check_interface` through the cache in ``cache_dir`` (``None``: no cache)."""
-    from sgpatch.interface import check_interface
     from sgpatch.interface.external import ExternalBases
 
     if cache_dir is None:
-        return Lookup(check_interface(tree, **kwargs), False)
+        return Lookup(_check(tree, kwargs), False)
     externals = kwargs.get("externals") or ExternalBases()
     kwargs = {**kwargs, "externals": externals}
     key = slot_key(tree, kwargs, externals.identity())
@@ -156,9 +152,15 @@ def check_interface_cached(
     if found is not None:
         return Lookup(found, True)
     recorded = RecordingTree(tree)
-    report = check_interface(recorded, **kwargs)
+    report = _check(recorded, kwargs)
     _store(path, key, recorded, report)
     return Lookup(report, False)
+
+
+def _check(tree: SourceTree, kwargs: Mapping[str, Any]) -> InterfaceReport:
+    from sgpatch.interface.check import check_interface  # the checker is loaded only when it runs
+
+    return check_interface(tree, **kwargs)
 
 
 # ------------------------------------------------------------------------ the report from its JSON
@@ -169,13 +171,18 @@ def report_from_dict(data: Mapping[str, Any]) -> InterfaceReport:
     return _build(InterfaceReport, data)  # type: ignore[no-any-return]
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _build(cls: Any, data: Any) -> Any:
     import dataclasses
     import typing
 
     from sgpatch.interface import model
 
-    hints = typing.get_type_hints(cls, vars(model))
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls, vars(model))
     if not isinstance(data, Mapping):
         raise TypeError(f"{cls.__name__}: expected an object")
     return cls(**{f.name: _value(hints[f.name], data[f.name]) for f in dataclasses.fields(cls)})

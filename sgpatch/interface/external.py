@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.metadata
 import importlib.util
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sgpatch.interface.model import Location, Member
-from sgpatch.interface.modules import ClassNode, members_of, provider_of
+
+if TYPE_CHECKING:
+    from sgpatch.interface.modules import ClassNode
 
 NN_MODULE = "torch.nn.Module"
 NN_MODULE_SOURCE = "torch/nn/modules/module.py"
@@ -151,6 +153,8 @@ def nn_module_members(source: bytes, *, filename: str = NN_MODULE_SOURCE) -> dic
     node = next((s for s in module.body if isinstance(s, ast.ClassDef) and s.name == "Module"), None)
     if node is None:
         raise ValueError(f"{filename}: no class Module")
+    from sgpatch.interface.modules import members_of
+
     return members_of(node)
 
 
@@ -182,9 +186,11 @@ def _torch_root() -> tuple[Path, str | None] | None:
     roots = list(spec.submodule_search_locations or []) if spec else []
     if not roots:
         return None
+    from importlib import metadata
+
     try:
-        version: str | None = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
+        version: str | None = metadata.version("torch")
+    except metadata.PackageNotFoundError:
         version = None
     return Path(roots[0]), version
 
@@ -238,6 +244,8 @@ class ExternalBases:
 
 def provider(chain: list[ClassNode], name: str, externals: ExternalBases) -> Member | None:
     """What provides ``name`` to the first class of ``chain``: a class of the tree, else a known outside base."""
+    from sgpatch.interface.modules import provider_of
+
     found = provider_of(chain, name)
     if found is not None:
         return Member(found[0].name, found[1], Location(found[0].path, found[2]))
