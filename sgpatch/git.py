@@ -129,8 +129,11 @@ class LineCommit:
 class Git:
     """git commands on one repository work tree."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, config_verdicts: Path | None = None) -> None:
+        """``config_verdicts``: a directory (in the user's cache) where a configuration found to name no
+        program is remembered by content; None: ask git each time."""
         self.root = root
+        self.config_verdicts = config_verdicts
         self._checked = False
         self._where: tuple[Path, Path, Path] | None = None  # top level, git dir, common dir (once found)
 
@@ -606,13 +609,12 @@ def _config_verdict_path(g: Git) -> Path | None:
     of the files that make up its own scopes (``config`` and ``config.worktree``); None when it cannot be
     kept: an ``include`` (whose targets are other files) or an unreadable or large file.
 
-    It lives in the user's cache directory, never in the checkout: a checkout cannot forge it."""
-    where = g.locate()
-    if where is None:
+    It lives in ``g.config_verdicts`` (in the user's cache directory), never in the checkout, which
+    therefore cannot forge it."""
+    where = g.locate() if g.config_verdicts is not None else None
+    if g.config_verdicts is None or where is None:
         return None
     import hashlib
-
-    from sgpatch.cachedir import cache_root
 
     h = hashlib.sha256(b"sgpatch git config verdict 1\0" + _PROGRAM_KEYS.pattern.encode() + b"\0")
     h.update(repr((_OWN_SCOPES, _BOOLEANS, _NEUTRAL, _git_exe())).encode())
@@ -627,7 +629,7 @@ def _config_verdict_path(g: Git) -> Path | None:
         if data is not None and (len(data) > MAX_CONFIG_BYTES or b"include" in data.lower()):
             return None
         h.update(b"-" if data is None else b"+%d\0" % len(data) + data)
-    return cache_root() / "git-config" / f"{h.hexdigest()}.ok"
+    return g.config_verdicts / f"{h.hexdigest()}.ok"
 
 
 def object_types(g: Git, specs: Sequence[str]) -> list[str | None]:

@@ -15,7 +15,7 @@ from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, 
 from sgpatch.apply import PatchState, classify_one
 from sgpatch.config import Config, Stack
 from sgpatch.journal import recover
-from sgpatch.patchset import HunkFailure, Series, apply_modes, apply_patch, read_series
+from sgpatch.patchset import FilePatch, HunkFailure, Patch, Series, apply_modes, apply_patch, read_series
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree, git_blob_id
@@ -157,12 +157,13 @@ def verify_tree(
     require_patched: bool,
     notes: Sequence[str] = (),
     modes: Mapping[str, str] | None = None,
-    interface_cache: Path | None = None,
+    cache: Path | None = None,
 ) -> VerifyReport:
     """Run every check on ``tree``; a pristine tree passes only when ``require_patched`` is off.
 
     ``modes`` (path -> git mode of the touched files) where the tree has them (a checkout).
-    ``interface_cache``: the directory of interface-report entries to use (None: check from scratch).
+    ``cache``: the result cache (``cachedir.cache_root()``) where the interface report and each file's
+    landing results are kept by the content they depend on (None: everything from scratch).
     """
     files = {p: tree.read(p) for p in series.touched}
     phase, states, stages = _phase_of(series, files, modes)
@@ -180,7 +181,7 @@ def verify_tree(
     if phase == "patched":
         for patch, stage in zip(series.patches, stages, strict=True):
             for fp in patch.files:
-                landing.extend(check_landing(patch, fp, stage.get(fp.path)))
+                landing.extend(_landing(patch, fp, stage.get(fp.path), cache))
 
     failures: list[str] = []
     if phase == "mixed":
@@ -205,7 +206,7 @@ def verify_tree(
         from sgpatch.interface import interface_of
         from sgpatch.interface.cache import check_interface_cached
 
-        found = check_interface_cached(tree, cache_dir=interface_cache, **interface_of(stack.interface)).report
+        found = check_interface_cached(tree, cache=cache, **interface_of(stack.interface)).report
         interface = found.as_dict()
         gaps = [f"{g.role} {g.class_name} lacks {g.name}" for g in found.gaps]
         gaps += [
@@ -230,11 +231,39 @@ def verify_tree(
     )
 
 
-def verify_checkout(project: Project, checkout: Path, *, interface_cache: Path | None = None) -> VerifyReport:
+def _landing(patch: Patch, fp: FilePatch, data: bytes | None, cache: Path | None) -> list[LandingResult]:
+    """``check_landing``, kept in ``cache`` under a key of everything it reads: the patch's name, the file's
+    diff (its ``repr``: every field), the file's bytes, and the code that checks."""
+    if cache is None:
+        return check_landing(patch, fp, data)
+    from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
+
+    key = digest(
+        code_digest("anchors.py", "patchset.py", "pyast.py"),
+        patch.name,
+        repr(fp),
+        b"\0absent" if data is None else b"\1" + data,
+    )
+    path = cache / "landing" / f"{key}.json"
+    entry = read_entry(path)
+    if isinstance(entry, list) and all(
+        isinstance(r, list)
+        and len(r) == 5
+        and all(isinstance(v, str) for v in (r[0], r[1], r[2], r[4]))
+        and isinstance(r[3], bool)
+        for r in entry
+    ):
+        return [LandingResult(*r) for r in entry]
+    found = check_landing(patch, fp, data)
+    write_entry(path, [[r.patch, r.path, r.hunk, r.ok, r.detail] for r in found])
+    return found
+
+
+def verify_checkout(project: Project, checkout: Path, *, cache: Path | None = None) -> VerifyReport:
     """Verify a checkout's work tree; its git state is reported alongside.
 
-    ``interface_cache``: see :func:`verify_tree`."""
-    g = open_checkout(checkout)
+    ``cache``: see :func:`verify_tree`; it also remembers a git configuration found to name no program."""
+    g = open_checkout(checkout, config_verdicts=cache / "git-config" if cache is not None else None)
     done = recover(g)  # an interrupted apply is finished (or its journal cleared) first: say so
     state = inspect(g, project.stack, project.series)
     notes = [f"git: {done}"] if done else []
@@ -255,5 +284,5 @@ def verify_checkout(project: Project, checkout: Path, *, interface_cache: Path |
         require_patched=False,
         notes=notes,
         modes={p: m for p, m in found.items() if m is not None},
-        interface_cache=interface_cache,
+        cache=cache,
     )

@@ -19,19 +19,37 @@ import typer
 from sgpatch.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, SgpatchError
 from sgpatch.results import Progress
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="Keep local fixes on a pinned SGLang release; verify them; build the patched wheel.",
-)
+_SETTINGS: dict[str, Any] = {
+    "add_completion": False,
+    "no_args_is_help": True,
+    "pretty_exceptions_enable": False,
+    "help": "Keep local fixes on a pinned SGLang release; verify them; build the patched wheel.",
+}
+app = typer.Typer(**_SETTINGS)
 
 
 @app.callback()
 def _root() -> None:
-    # Keeps the app a group when one area registers a single command (sgpatch.cli.main loads only the
-    # invoked command's area).  No docstring: the app's help stays the Typer's.
+    # Keeps an app of one command a group (see one_command_app).  No docstring: the help stays the Typer's.
     pass
+
+
+def one_command_app(name: str) -> typer.Typer:
+    """An app with ``app``'s settings and only the command ``name`` (``app`` itself if there is none):
+    typer reads the signature of every command it is given on each run, so ``sgpatch verify`` gives it one."""
+    from typer.main import get_command_name
+
+    found = [
+        c
+        for c in app.registered_commands
+        if (c.name or (get_command_name(c.callback.__name__) if c.callback else None)) == name
+    ]
+    if not found:
+        return app
+    slim = typer.Typer(**_SETTINGS)
+    slim.registered_callback = app.registered_callback
+    slim.registered_commands = found
+    return slim
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,7 +63,7 @@ CheckoutOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 NoCacheOpt = Annotated[
-    bool, typer.Option("--no-cache", help="check from scratch: do not use or update the interface-report cache")
+    bool, typer.Option("--no-cache", help="check everything from scratch: use no cached result, keep none")
 ]
 
 
@@ -137,10 +155,11 @@ def _progress(json_out: bool) -> Progress | None:
     return lambda msg: _err(f"sgpatch: {msg}")
 
 
-def _interface_cache(no_cache: bool) -> Path | None:
-    from sgpatch.interface.cache import interface_cache_dir
+def _cache(no_cache: bool) -> Path | None:
+    """The result cache (None with ``--no-cache``)."""
+    from sgpatch.cachedir import cache_root
 
-    return None if no_cache else interface_cache_dir()
+    return None if no_cache else cache_root()
 
 
 def _checkout(config: Any, stack: Any, checkout: Path | None) -> Path:

@@ -13,10 +13,10 @@ from sgpatch.cli.app import (
     JsonOpt,
     NoCacheOpt,
     StackArg,
+    _cache,
     _checkout,
     _config,
     _err,
-    _interface_cache,
     _progress,
     app,
     handled,
@@ -121,9 +121,7 @@ def verify(
 
         report = verify_ssh(project, ssh, python=python)
     else:
-        report = verify_checkout(
-            project, _checkout(cfg, project.stack, checkout), interface_cache=_interface_cache(no_cache)
-        )
+        report = verify_checkout(project, _checkout(cfg, project.stack, checkout), cache=_cache(no_cache))
     if json_out:
         typer.echo(dumps(report.as_dict()))
     elif wheel is not None:

@@ -13,9 +13,9 @@ from sgpatch.cli.app import (
     JsonOpt,
     NoCacheOpt,
     StackArg,
+    _cache,
     _checkout,
     _config,
-    _interface_cache,
     app,
     handled,
 )
@@ -62,9 +62,7 @@ def check_interface_cmd(
             raise Bad(f"{root}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
         tree = DirTree(root)
     try:
-        report: Any = check_interface_cached(
-            tree, cache_dir=_interface_cache(no_cache), **interface_of(st.interface)
-        ).report
+        report: Any = check_interface_cached(tree, cache=_cache(no_cache), **interface_of(st.interface)).report
     finally:
         if isinstance(tree, ZipTree):
             tree.close()

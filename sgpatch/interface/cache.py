@@ -1,19 +1,17 @@
 """A content-keyed cache of the interface report: a second check of the same sources parses nothing.
 
-An entry lives in the user's cache directory (``$XDG_CACHE_HOME/sgpatch/interface/``), one file per
+An entry lives in the user's cache directory (``$XDG_CACHE_HOME/sgpatch/interface/``; the rules every
+cached result follows are in :mod:`sgpatch.resultcache`), one file per
 *slot*: the tree's label, the class references, algorithm and declared names of the stack's interface
 table, where ``torch.nn.Module``'s members come from (and the content of that source), sgpatch's version
 and the content of its interface checker.  The entry records every read the check made (the path and the
 sha256 of the bytes found, or that the file was missing) and every directory listing it walked.  The check
 is a function of those alone, so an entry is used only when re-reading each of those paths and re-listing
 each of those directories gives the same answer; otherwise the check runs and the entry is rewritten.
-
-Entries are JSON (never code), written atomically; one that cannot be read, parsed or understood is a miss.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -22,17 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.interface.model import ClassRef, InterfaceReport
+from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
 from sgpatch.tree import SourceTree
 
 FORMAT = 1
-MAX_ENTRY_BYTES = 64 << 20
 
 
-def interface_cache_dir() -> Path:
-    """Where interface entries live by default (under the user's cache directory)."""
-    from sgpatch.cachedir import cache_root
-
-    return cache_root() / "interface"
+def interface_cache_dir(cache: Path) -> Path:
+    """Where interface entries live below a result cache (``cachedir.cache_root()``)."""
+    return cache / "interface"
 
 
 class RecordingTree:
@@ -66,21 +62,6 @@ class Lookup:
     hit: bool
 
 
-def checker_digest() -> str:
-    """sgpatch's version and the content of the checker's own sources: a changed checker is a new slot."""
-    import sgpatch
-
-    h = hashlib.sha256(sgpatch.__version__.encode())
-    here = Path(__file__).resolve().parent
-    for src in sorted(here.glob("*.py")):
-        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
-    for extra in ("tree.py", "pyast.py"):
-        path = here.parent / extra
-        if path.is_file():
-            h.update(extra.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 def slot_key(tree: SourceTree, kwargs: Mapping[str, Any], externals_id: str) -> dict[str, Any]:
     """Everything besides the tree's content that the report depends on, as plain data."""
 
@@ -93,26 +74,21 @@ def slot_key(tree: SourceTree, kwargs: Mapping[str, Any], externals_id: str) -> 
 
     return {
         "format": FORMAT,
-        "checker": checker_digest(),
+        "checker": code_digest("interface", "tree.py", "pyast.py"),
         "tree": tree.label,
         "args": {k: plain(v) for k, v in sorted(kwargs.items()) if k != "externals"},
         "externals": externals_id,
     }
 
 
-def _slot_path(cache_dir: Path, key: Mapping[str, Any]) -> Path:
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
-    return cache_dir / f"{digest}.json"
+def _slot_path(cache: Path, key: Mapping[str, Any]) -> Path:
+    return interface_cache_dir(cache) / f"{digest(json.dumps(key, sort_keys=True))}.json"
 
 
 def _load(path: Path, key: Mapping[str, Any], tree: SourceTree) -> InterfaceReport | None:
     """The entry's report if the entry is whole, is for this slot, and every recorded input is unchanged."""
+    entry = read_entry(path)
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_ENTRY_BYTES + 1)
-        if len(raw) > MAX_ENTRY_BYTES:
-            return None
-        entry = json.loads(raw)
         if not isinstance(entry, dict) or entry.get("key") != key:
             return None
         reads, lists = entry["reads"], entry["lists"]
@@ -121,33 +97,29 @@ def _load(path: Path, key: Mapping[str, Any], tree: SourceTree) -> InterfaceRepo
         for prefix, listed in lists.items():
             if tree.list(prefix) != listed:
                 return None
-        for rel, digest in reads.items():
+        for rel, sha in reads.items():
             data = tree.read(rel)
-            if (None if data is None else hashlib.sha256(data).hexdigest()) != digest:
+            if (None if data is None else hashlib.sha256(data).hexdigest()) != sha:
                 return None
         return report_from_dict(entry["report"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return None  # missing, unreadable, truncated or foreign: a miss, rewritten below
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None  # an entry of another shape: a miss, rewritten by the caller
 
 
 def _store(path: Path, key: Mapping[str, Any], recorded: RecordingTree, report: InterfaceReport) -> None:
-    from sgpatch.atomic import write_atomic
-
-    entry = {"key": key, "reads": recorded.reads, "lists": recorded.lists, "report": report.as_dict()}
-    with contextlib.suppress(OSError):  # a read-only or full cache directory costs speed, never the answer
-        write_atomic(path, json.dumps(entry, sort_keys=True).encode())
+    write_entry(path, {"key": key, "reads": recorded.reads, "lists": recorded.lists, "report": report.as_dict()})
 
 
-def check_interface_cached(tree: SourceTree, *, cache_dir: Path | None, **kwargs: Any) -> Lookup:
-    """:func:`sgpatch.interface.check_interface` through the cache in ``cache_dir`` (``None``: no cache)."""
+def check_interface_cached(tree: SourceTree, *, cache: Path | None, **kwargs: Any) -> Lookup:
+    """:func:`sgpatch.interface.check_interface` through the result cache ``cache`` (None: none)."""
     from sgpatch.interface.external import ExternalBases
 
-    if cache_dir is None:
+    if cache is None:
         return Lookup(_check(tree, kwargs), False)
     externals = kwargs.get("externals") or ExternalBases()
     kwargs = {**kwargs, "externals": externals}
     key = slot_key(tree, kwargs, externals.identity())
-    path = _slot_path(cache_dir, key)
+    path = _slot_path(cache, key)
     found = _load(path, key, tree)
     if found is not None:
         return Lookup(found, True)
