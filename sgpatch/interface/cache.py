@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sgpatch.errors import SgpatchError
 from sgpatch.interface.model import ClassRef, InterfaceReport
 from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
 from sgpatch.tree import SourceTree
@@ -104,6 +105,8 @@ def _load(path: Path, key: Mapping[str, Any], tree: SourceTree) -> InterfaceRepo
         return report_from_dict(entry["report"])
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None  # an entry of another shape: a miss, rewritten by the caller
+    except (SgpatchError, OSError):
+        return None  # the tree refuses a read now (a link on the way): the full check says so, its own way
 
 
 def _store(path: Path, key: Mapping[str, Any], recorded: RecordingTree, report: InterfaceReport) -> None:
