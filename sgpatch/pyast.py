@@ -1,4 +1,4 @@
-"""One parse per Python source per process: the landing check and the interface check share it.
+"""One parse per Python source: the landing check and the interface check of one verify share it.
 
 The trees are read-only to both (nothing assigns to a node), so one ``ast.Module`` serves every reader
 of the same bytes.  Parsing allocates hundreds of thousands of nodes that all stay alive, so the cyclic
@@ -17,8 +17,20 @@ from typing import ParamSpec, TypeVar
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_MAX_KEPT = 256
-_parsed: dict[bytes, ast.Module] = {}
+_parsed: dict[bytes, ast.Module] | None = None  # set only inside ``parses_shared()``
+
+
+@contextmanager
+def parses_shared() -> Iterator[None]:
+    """Inside, :func:`parse_python` of the same bytes returns the same tree; after, they are let go
+    (a tree kept to the end of the process costs more at exit, in the final collection, than it saved)."""
+    global _parsed
+    outer = _parsed
+    _parsed = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _parsed = outer
 
 
 @contextmanager
@@ -45,16 +57,16 @@ def without_collector(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def parse_python(data: bytes, *, filename: str = "<unknown>") -> ast.Module:
-    """``ast.parse(data)``, shared with earlier callers that parsed the same bytes.
+    """``ast.parse(data)``, shared with earlier callers that parsed the same bytes (in ``parses_shared()``).
 
     Raises what ``ast.parse`` raises (SyntaxError, ValueError, RecursionError, MemoryError); failures are
     not remembered.
     """
-    found = _parsed.get(data)
+    memo = _parsed
+    found = memo.get(data) if memo is not None else None
     if found is None:
         with collector_paused():
             found = ast.parse(data, filename=filename)
-        if len(_parsed) >= _MAX_KEPT:
-            del _parsed[next(iter(_parsed))]
-        _parsed[data] = found
+        if memo is not None:
+            memo[data] = found
     return found

@@ -16,6 +16,7 @@ from sgpatch.apply import PatchState, classify_one
 from sgpatch.config import Config, Stack
 from sgpatch.journal import recover
 from sgpatch.patchset import FilePatch, HunkFailure, Patch, Series, apply_modes, apply_patch, read_series
+from sgpatch.pyast import parses_shared
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree, git_blob_id
@@ -165,6 +166,20 @@ def verify_tree(
     ``cache``: the result cache (``cachedir.cache_root()``) where the interface report and each file's
     landing results are kept by the content they depend on (None: everything from scratch).
     """
+    with parses_shared():  # the landing check and the interface check parse each file once between them
+        return _verify_tree(stack, series, anchors, tree, require_patched, notes, modes, cache)
+
+
+def _verify_tree(
+    stack: Stack,
+    series: Series,
+    anchors: Sequence[Anchor],
+    tree: SourceTree,
+    require_patched: bool,
+    notes: Sequence[str],
+    modes: Mapping[str, str] | None,
+    cache: Path | None,
+) -> VerifyReport:
     files = {p: tree.read(p) for p in series.touched}
     phase, states, stages = _phase_of(series, files, modes)
     anchor_phase = "patched" if phase == "patched" else "pristine"

@@ -6,6 +6,7 @@ that registers its commands on it; ``render.py`` holds every table.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 
@@ -29,3 +30,7 @@ def main() -> None:
     except KeyboardInterrupt:
         _err("sgpatch: interrupted")
         sys.exit(EXIT_INTERRUPTED)
+    finally:
+        # The command is done: the interpreter's last collection at exit need not walk what it left
+        # (after a full interface check, hundreds of thousands of objects: measured ~0.2 s).
+        gc.freeze()
