@@ -19,6 +19,7 @@ from typing import Any
 
 from sgpatch.errors import ConfigError
 from sgpatch.patchset import FilePatch, Patch, split_lines
+from sgpatch.pyast import parse_python
 from sgpatch.tomlpos import locate
 from sgpatch.tree import SourceTree
 
@@ -242,7 +243,7 @@ def check_landing(patch: Patch, fp: FilePatch, data: bytes | None) -> list[Landi
         return [LandingResult(patch.name, fp.path, h.label, fp.deleted, "file is absent") for h in fp.hunks]
     lines = split_lines(data)
     try:
-        module: ast.Module | None = ast.parse(data)
+        module: ast.Module | None = parse_python(data, filename=fp.path)
     except (SyntaxError, ValueError):
         module = None
     for h in fp.hunks:

@@ -19,17 +19,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from sgpatch.cachedir import cache_root as cache_root
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.lock import exclusive, pause, tie_to_parent
 
 Progress = Callable[[str], None]
 PACKAGE = "sglang"
-
-
-def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sgpatch"
 
 
 def artifacts_root() -> Path:

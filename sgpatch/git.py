@@ -19,6 +19,7 @@ and ``.command``, merge drivers, ``core.sshCommand``, ``core.pager``,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -115,12 +116,26 @@ class CommitSpec:
     date: str  # git date, e.g. "1739836800 +0000"
 
 
+@dataclass(frozen=True, slots=True)
+class LineCommit:
+    """One commit of a first-parent line, and the blob ids of the paths asked for (None: not there)."""
+
+    oid: str
+    parents: tuple[str, ...]
+    message: str
+    blobs: Mapping[str, str | None]
+
+
 class Git:
     """git commands on one repository work tree."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, config_verdicts: Path | None = None) -> None:
+        """``config_verdicts``: a directory (in the user's cache) where a configuration found to name no
+        program is remembered by content; None: ask git each time."""
         self.root = root
+        self.config_verdicts = config_verdicts
         self._checked = False
+        self._where: tuple[Path, Path, Path] | None = None  # top level, git dir, common dir (once found)
 
     def _run(
         self,
@@ -165,8 +180,16 @@ class Git:
         return self._run(*args, input=input, env=env).stdout.decode("utf-8", "replace").strip()
 
     def _refuse_programs(self) -> None:
-        """Refuse a repository whose own configuration names a program git could run (once per ``Git``)."""
+        """Refuse a repository whose own configuration names a program git could run (once per ``Git``).
+
+        A configuration already found clean is remembered by the content of its files (see
+        :func:`_config_verdict_path`), so a read-only command on an unchanged checkout does not ask again.
+        """
         if self._checked or not self.root.is_dir():
+            return
+        verdict = _config_verdict_path(self)
+        if verdict is not None and verdict.is_file():
+            self._checked = True
             return
         proc = subprocess.run(
             _argv(["config", "--list", "-z", "--show-scope"]),
@@ -189,18 +212,34 @@ class Git:
                         "sgpatch does not run programs a checkout configures",
                         hint=f"remove it ('git config --unset {key}' in {self.root}), or use a fresh checkout",
                     )
+            if verdict is not None:
+                from sgpatch.atomic import write_atomic
+
+                with contextlib.suppress(OSError):  # an unwritable cache costs a process next time, not the check
+                    write_atomic(verdict, b"no program keys\n")
         self._checked = True
+
+    def locate(self) -> tuple[Path, Path, Path] | None:
+        """The work tree's top level, its git directory and the common one (one ``rev-parse``, then
+        remembered); None outside a repository.  rev-parse runs no program a checkout could configure,
+        so this is asked before the configuration is checked."""
+        if self._where is None and self.root.is_dir():
+            proc = self._run(
+                "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir", check=False, cwd=self.root
+            )
+            lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+            if proc.returncode == 0 and len(lines) == 3:
+                common = Path(lines[2])
+                if not common.is_absolute():
+                    common = (self.root / common).resolve()
+                self._where = (Path(lines[0]), Path(lines[1]), common)
+        return self._where
 
     # ---------------------------------------------------------------- reading
 
     def is_repo(self) -> bool:
-        if not self.root.is_dir():
-            return False
-        proc = self._run("rev-parse", "--show-toplevel", check=False)
-        if proc.returncode != 0:
-            return False
-        top = Path(proc.stdout.decode().strip())
-        return top.resolve() == self.root.resolve()
+        where = self.locate()
+        return where is not None and where[0].resolve() == self.root.resolve()
 
     def rev_parse(self, rev: str) -> str | None:
         """The object id ``rev`` names, or None."""
@@ -269,6 +308,53 @@ class Git:
         if not out:
             return None
         return out.split(" ", 1)[0]
+
+    def first_parent_line(self, rev: str, depth: int, paths: Sequence[str] = ()) -> list[LineCommit]:
+        """``rev`` and up to ``depth`` first parents below it, each with its parents, message and the blob
+        ids of ``paths``, in one ``cat-file --batch-command``; empty when ``rev`` names no commit.
+
+        The line stops at a commit that is missing or is not a commit.  A path with a control
+        character is left out of ``blobs`` (the batch protocol is line-based)."""
+        if rev.startswith("-") or any(ord(c) < 32 or ord(c) == 127 for c in rev):
+            raise CheckoutError(f"refusing revision {rev!r}")
+        asked = [p for p in paths if not any(ord(c) < 32 or ord(c) == 127 for c in p)]
+        specs = [f"{rev}~{k}" for k in range(depth + 1)]
+        lines = []
+        for spec in specs:
+            lines.append(f"contents {spec}")
+            lines.extend(f"info {spec}:{p}" for p in asked)
+        out = self._run("cat-file", "--batch-command", input="".join(f"{x}\n" for x in lines).encode()).stdout
+        pos = 0
+
+        def header(spec: str) -> tuple[str, str, int] | None:
+            nonlocal pos
+            end = out.index(b"\n", pos)
+            line = out[pos:end].decode("utf-8", "surrogateescape")
+            pos = end + 1
+            parts = line.split(" ")
+            if len(parts) != 3 or not parts[2].isdigit() or line.startswith(spec + " "):
+                return None  # "<spec> missing" / "<spec> ambiguous"
+            return parts[0], parts[1], int(parts[2])
+
+        found: list[LineCommit] = []
+        for spec in specs:
+            head = header(spec)
+            body = b""
+            if head is not None:
+                body = out[pos : pos + head[2]]
+                pos += head[2] + 1
+            blobs: dict[str, str | None] = {}
+            for p in asked:
+                info = header(f"{spec}:{p}")
+                blobs[p] = info[0] if info else None
+            if head is None or head[1] != "commit":
+                break
+            meta, _, message = body.partition(b"\n\n")
+            parents = tuple(line[7:].decode() for line in meta.split(b"\n") if line.startswith(b"parent "))
+            found.append(LineCommit(head[0], parents, message.decode("utf-8", "replace"), blobs))
+            if len(parents) != 1:
+                break
+        return found
 
     def message(self, commit: str) -> str:
         return self._run("log", "-1", "--format=%B", commit).stdout.decode("utf-8", "replace")
@@ -538,12 +624,46 @@ def clone_shared(source: Path, into: Path, commit: str) -> Git:
 
 def git_dirs(g: Git) -> tuple[Path, Path]:
     """The repository's own git directory and its common one (they differ in a linked worktree)."""
-    out = g._out("rev-parse", "--absolute-git-dir", "--git-common-dir").splitlines()
+    where = g.locate()
+    if where is not None:
+        return where[1], where[2]
+    out = g._out("rev-parse", "--absolute-git-dir", "--git-common-dir").splitlines()  # the error, worded by git
     git_dir = Path(out[0])
     common = Path(out[1]) if len(out) > 1 else git_dir
     if not common.is_absolute():
         common = (g.root / common).resolve()
     return git_dir, common
+
+
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _config_verdict_path(g: Git) -> Path | None:
+    """Where the verdict "this repository configuration names no program" is kept, keyed by the content
+    of the files that make up its own scopes (``config`` and ``config.worktree``); None when it cannot be
+    kept: an ``include`` (whose targets are other files) or an unreadable or large file.
+
+    It lives in ``g.config_verdicts`` (in the user's cache directory), never in the checkout, which
+    therefore cannot forge it."""
+    where = g.locate() if g.config_verdicts is not None else None
+    if g.config_verdicts is None or where is None:
+        return None
+    import hashlib
+
+    h = hashlib.sha256(b"sgpatch git config verdict 1\0" + _PROGRAM_KEYS.pattern.encode() + b"\0")
+    h.update(repr((_OWN_SCOPES, _BOOLEANS, _NEUTRAL, _git_exe())).encode())
+    for path in (where[2] / "config", where[1] / "config.worktree"):
+        try:
+            with path.open("rb") as fh:
+                data = fh.read(MAX_CONFIG_BYTES + 1)
+        except FileNotFoundError:
+            data = None
+        except OSError:
+            return None
+        if data is not None and (len(data) > MAX_CONFIG_BYTES or b"include" in data.lower()):
+            return None
+        h.update(b"-" if data is None else b"+%d\0" % len(data) + data)
+    return g.config_verdicts / f"{h.hexdigest()}.ok"
 
 
 def object_types(g: Git, specs: Sequence[str]) -> list[str | None]:

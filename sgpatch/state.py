@@ -8,6 +8,7 @@ file and its sha256.  Anything else is described precisely and refused.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,15 +30,16 @@ class CheckoutState:
     series_commits: tuple[str, ...]
     dirty: tuple[str, ...]
     problem: str | None
+    base_blobs: tuple[tuple[str, str | None], ...] = ()  # the pinned files' blob ids at base, when read
 
     @property
     def clean(self) -> bool:
         return not self.dirty
 
 
-def open_checkout(path: Path) -> Git:
-    """The git repository at ``path``; CheckoutError if there is none."""
-    g = Git(path)
+def open_checkout(path: Path, *, config_verdicts: Path | None = None) -> Git:
+    """The git repository at ``path``; CheckoutError if there is none.  ``config_verdicts``: see ``Git``."""
+    g = Git(path, config_verdicts=config_verdicts)
     if not path.is_dir():
         raise CheckoutError(f"{path}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
     if not g.is_repo():
@@ -61,23 +63,24 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
     done = recover(g, notify=notify)
     if done and notify is not None:
         notify(done)
-    head = g.head()
-    if head is None:
+    # HEAD, the commits below it that could be the series, their messages and the pinned files' blobs
+    # in each (one of them is the base): one git process.
+    line = g.first_parent_line("HEAD", len(series.patches), [f.path for f in stack.files])
+    if not line:
         raise CheckoutError(f"{g.root}: has no commits", hint="run 'sgpatch fetch' to create the checkout")
+    head = line[0].oid
     dirty = tuple(g.status())
     bases = base_candidates(stack)
     chain: list[str] = []
-    commit = head
     base: str | None = None
-    for _ in range(len(series.patches) + 1):
-        if commit in bases:
-            base = commit
+    base_blobs: tuple[tuple[str, str | None], ...] = ()
+    messages = {c.oid: c.message for c in line}
+    for entry in line:
+        if entry.oid in bases:
+            base = entry.oid
+            base_blobs = tuple(entry.blobs.items())
             break
-        chain.append(commit)
-        parents = g.parents(commit)
-        if len(parents) != 1:
-            break
-        commit = parents[0]
+        chain.append(entry.oid)
     if base is None:
         pins = " or ".join(b[:12] for b in bases)
         return CheckoutState(
@@ -89,16 +92,16 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
             f"HEAD {head[:12]} is neither the pinned base ({pins}) nor the base plus the series of {stack.name}",
         )
     chain.reverse()
-    problem = _compare_series(g, chain, series)
+    problem = _compare_series(messages, chain, series)
     if problem:
-        return CheckoutState("other", head, base, tuple(chain), dirty, problem)
+        return CheckoutState("other", head, base, tuple(chain), dirty, problem, base_blobs)
     phase = "pristine" if not chain else "patched"
-    return CheckoutState(phase, head, base, tuple(chain), dirty, None)
+    return CheckoutState(phase, head, base, tuple(chain), dirty, None, base_blobs)
 
 
-def _compare_series(g: Git, chain: list[str], series: Series) -> str | None:
+def _compare_series(messages: dict[str, str], chain: list[str], series: Series) -> str | None:
     for i, commit in enumerate(chain):
-        found = trailers(g.message(commit))
+        found = trailers(messages[commit])
         if i >= len(series.patches):
             return f"commit {commit[:12]} is beyond the series"
         patch = series.patches[i]
@@ -117,12 +120,14 @@ def _compare_series(g: Git, chain: list[str], series: Series) -> str | None:
     return None
 
 
-def check_base_files(g: Git, stack: Stack, base: str) -> None:
-    """The touched files at the base must be the pinned blobs: otherwise it is the wrong source."""
+def check_base_files(g: Git, stack: Stack, base: str, known: Mapping[str, str | None] | None = None) -> None:
+    """The touched files at the base must be the pinned blobs: otherwise it is the wrong source.
+
+    ``known``: blob ids already read at ``base`` (``CheckoutState.base_blobs``); the others are asked."""
     for pinned in stack.files:
         if any(ord(c) < 32 or ord(c) == 127 for c in pinned.path):
             raise CheckoutError(f"{stack.name}: pinned file {pinned.path!r} has a control character in its path")
-        found = g.blob_id(base, pinned.path)
+        found = known[pinned.path] if known and pinned.path in known else g.blob_id(base, pinned.path)
         if found != pinned.pristine:
             raise CheckoutError(
                 f"{g.root}: {pinned.path} at base {base[:12]} is blob {found or 'missing'}, "

@@ -16,7 +16,6 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Protocol
 
-from sgpatch.archive import open_archive
 from sgpatch.errors import SgpatchError
 
 PYTHON_PREFIX = "python/"
@@ -187,6 +186,8 @@ class ZipTree:
     """
 
     def __init__(self, wheel: Path) -> None:
+        from sgpatch.archive import open_archive  # only a wheel's view needs the archive reader
+
         self.wheel = wheel
         self.archive = open_archive(wheel, "wheel")
 

@@ -15,8 +15,9 @@ from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, 
 from sgpatch.classify import PatchState, classify, classify_one
 from sgpatch.config import Stack
 from sgpatch.journal import recover
-from sgpatch.patchset import HunkFailure, Series, apply_modes, apply_patch
+from sgpatch.patchset import FilePatch, HunkFailure, Patch, Series, apply_modes, apply_patch
 from sgpatch.project import Project
+from sgpatch.pyast import parses_shared
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.state import check_base_files, inspect, open_checkout
 from sgpatch.tree import DirTree, SourceTree, git_blob_id
@@ -129,11 +130,28 @@ def verify_tree(
     require_patched: bool,
     notes: Sequence[str] = (),
     modes: Mapping[str, str] | None = None,
+    cache: Path | None = None,
 ) -> VerifyReport:
     """Run every check on ``tree``; a pristine tree passes only when ``require_patched`` is off.
 
     ``modes`` (path -> git mode of the touched files) where the tree has them (a checkout).
+    ``cache``: the result cache (``cachedir.cache_root()``) where the interface report and each file's
+    landing results are kept by the content they depend on (None: everything from scratch).
     """
+    with parses_shared():  # the landing check and the interface check parse each file once between them
+        return _verify_tree(stack, series, anchors, tree, require_patched, notes, modes, cache)
+
+
+def _verify_tree(
+    stack: Stack,
+    series: Series,
+    anchors: Sequence[Anchor],
+    tree: SourceTree,
+    require_patched: bool,
+    notes: Sequence[str],
+    modes: Mapping[str, str] | None,
+    cache: Path | None,
+) -> VerifyReport:
     files = {p: tree.read(p) for p in series.touched}
     phase, states, stages = _phase_of(series, files, modes)
     anchor_phase = "patched" if phase == "patched" else "pristine"
@@ -150,7 +168,7 @@ def verify_tree(
     if phase == "patched":
         for patch, stage in zip(series.patches, stages, strict=True):
             for fp in patch.files:
-                landing.extend(check_landing(patch, fp, stage.get(fp.path)))
+                landing.extend(_landing(patch, fp, stage.get(fp.path), cache))
 
     failures: list[str] = []
     if phase == "mixed":
@@ -172,9 +190,10 @@ def verify_tree(
         notes.append(f"nothing to carry: the series of {stack.name} is empty (series {series.id})")
     interface = None
     if stack.interface is not None:
-        from sgpatch.interface import check_interface, interface_of
+        from sgpatch.interface import interface_of
+        from sgpatch.interface.cache import check_interface_cached
 
-        found = check_interface(tree, **interface_of(stack.interface))
+        found = check_interface_cached(tree, cache=cache, **interface_of(stack.interface)).report
         interface = found.as_dict()
         gaps = [f"{g.role} {g.class_name} lacks {g.name}" for g in found.gaps]
         gaps += [
@@ -199,15 +218,45 @@ def verify_tree(
     )
 
 
-def verify_checkout(project: Project, checkout: Path) -> VerifyReport:
-    """Verify a checkout's work tree; its git state is reported alongside."""
-    g = open_checkout(checkout)
+def _landing(patch: Patch, fp: FilePatch, data: bytes | None, cache: Path | None) -> list[LandingResult]:
+    """``check_landing``, kept in ``cache`` under a key of everything it reads: the patch's name, the file's
+    diff (its ``repr``: every field), the file's bytes, and the code that checks."""
+    if cache is None:
+        return check_landing(patch, fp, data)
+    from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
+
+    key = digest(
+        code_digest("anchors.py", "patchset.py", "pyast.py"),
+        patch.name,
+        repr(fp),
+        b"\0absent" if data is None else b"\1" + data,
+    )
+    path = cache / "landing" / f"{key}.json"
+    entry = read_entry(path)
+    if isinstance(entry, list) and all(
+        isinstance(r, list)
+        and len(r) == 5
+        and all(isinstance(v, str) for v in (r[0], r[1], r[2], r[4]))
+        and isinstance(r[3], bool)
+        for r in entry
+    ):
+        return [LandingResult(*r) for r in entry]
+    found = check_landing(patch, fp, data)
+    write_entry(path, [[r.patch, r.path, r.hunk, r.ok, r.detail] for r in found])
+    return found
+
+
+def verify_checkout(project: Project, checkout: Path, *, cache: Path | None = None) -> VerifyReport:
+    """Verify a checkout's work tree; its git state is reported alongside.
+
+    ``cache``: see :func:`verify_tree`; it also remembers a git configuration found to name no program."""
+    g = open_checkout(checkout, config_verdicts=cache / "git-config" if cache is not None else None)
     done = recover(g)  # an interrupted apply is finished (or its journal cleared) first: say so
     state = inspect(g, project.stack, project.series)
     notes = [f"git: {done}"] if done else []
     notes.append(f"git: {state.phase} at {state.head[:12]}")
     if state.base is not None:
-        check_base_files(g, project.stack, state.base)
+        check_base_files(g, project.stack, state.base, dict(state.base_blobs))
     if state.problem:
         notes.append(f"git: {state.problem}")
     if state.dirty:
@@ -222,4 +271,5 @@ def verify_checkout(project: Project, checkout: Path) -> VerifyReport:
         require_patched=False,
         notes=notes,
         modes={p: m for p, m in found.items() if m is not None},
+        cache=cache,
     )

@@ -732,3 +732,29 @@ case(
     "exit 0, 1, 2 or 3",
     _CLEAN,
 )
+
+CACHED = "result cache"
+_SAME_OUT = "stdout, stderr and exit code byte-identical to a `--no-cache` run; the entry rewritten whole"
+for _id, _fault in [
+    ("cache-truncated", "every cache entry cut short (half its bytes)"),
+    ("cache-garbage", "every cache entry replaced by bytes that are not JSON"),
+    ("cache-wrong-shape", "every cache entry valid JSON of another shape (a list, a report with wrong types)"),
+    ("cache-directory", "a directory where a cache entry should be"),
+]:
+    case(_id, CACHED, f"`verify` and `check-interface` on the patched 0.5.9 checkout: {_fault}", 0, "exit 0", _SAME_OUT)
+case(
+    "cache-unwritable",
+    CACHED,
+    "the cache directory cannot be created (`$XDG_CACHE_HOME/sgpatch` is a file)",
+    0,
+    "exit 0",
+    "stdout, stderr and exit code byte-identical to a `--no-cache` run; nothing written",
+)
+case(
+    "cache-config-changed",
+    CACHED,
+    "a checkout's `.git/config` gains a filter driver after a verify remembered it as naming no program",
+    2,
+    "names a program git could run",
+    "refused as without a cache; the remembered verdict is not used for the new content",
+)

@@ -10,8 +10,6 @@ import functools
 import os
 import select
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -21,12 +19,38 @@ import typer
 from sgpatch.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, SgpatchError
 from sgpatch.results import Progress
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="Keep local fixes on a pinned SGLang release; verify them; build the patched wheel.",
-)
+_SETTINGS: dict[str, Any] = {
+    "add_completion": False,
+    "no_args_is_help": True,
+    "pretty_exceptions_enable": False,
+    "help": "Keep local fixes on a pinned SGLang release; verify them; build the patched wheel.",
+}
+app = typer.Typer(**_SETTINGS)
+
+
+@app.callback()
+def _root() -> None:
+    # Keeps an app of one command a group (see one_command_app).  No docstring: the help stays the Typer's.
+    pass
+
+
+def one_command_app(name: str) -> typer.Typer:
+    """An app with ``app``'s settings and only the command ``name`` (``app`` itself if there is none):
+    typer reads the signature of every command it is given on each run, so ``sgpatch verify`` gives it one."""
+    from typer.main import get_command_name
+
+    found = [
+        c
+        for c in app.registered_commands
+        if (c.name or (get_command_name(c.callback.__name__) if c.callback else None)) == name
+    ]
+    if not found:
+        return app
+    slim = typer.Typer(**_SETTINGS)
+    slim.registered_callback = app.registered_callback
+    slim.registered_commands = found
+    return slim
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,6 +62,9 @@ CheckoutOpt = Annotated[
     Path | None, typer.Option("--checkout", help="checkout directory (default: .sgpatch/checkouts/STACK)")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
+NoCacheOpt = Annotated[
+    bool, typer.Option("--no-cache", help="check everything from scratch: use no cached result, keep none")
+]
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127) if chr(c) not in "\n\t"}
@@ -76,6 +103,9 @@ def _quiet_stdout() -> None:
 
 def _bug(exc: Exception) -> NoReturn:
     """A bug: say so in one line, keep the traceback in a file."""
+    import tempfile
+    import traceback
+
     fd, log = tempfile.mkstemp(prefix="sgpatch-bug-", suffix=".log")
     with os.fdopen(fd, "w") as fh:
         traceback.print_exception(exc, file=fh)
@@ -123,6 +153,13 @@ def _progress(json_out: bool) -> Progress | None:
     if json_out or os.environ.get("CI") or not sys.stderr.isatty():
         return None
     return lambda msg: _err(f"sgpatch: {msg}")
+
+
+def _cache(no_cache: bool) -> Path | None:
+    """The result cache (None with ``--no-cache``)."""
+    from sgpatch.cachedir import cache_root
+
+    return None if no_cache else cache_root()
 
 
 def _checkout(config: Any, stack: Any, checkout: Path | None) -> Path:

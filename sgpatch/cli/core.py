@@ -7,7 +7,20 @@ from typing import Annotated, Any
 
 import typer
 
-from sgpatch.cli.app import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, _err, _progress, app, handled
+from sgpatch.cli.app import (
+    CheckoutOpt,
+    ConfigOpt,
+    JsonOpt,
+    NoCacheOpt,
+    StackArg,
+    _cache,
+    _checkout,
+    _config,
+    _err,
+    _progress,
+    app,
+    handled,
+)
 
 
 @app.command()
@@ -76,6 +89,7 @@ def verify(
     python: Annotated[str | None, typer.Option("--python", help="interpreter whose sglang to check")] = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel or install."""
     from sgpatch.cli.render import dumps, render_verify
@@ -108,7 +122,7 @@ def verify(
 
         report = verify_ssh(project, ssh, python=python)
     else:
-        report = verify_checkout(project, _checkout(cfg, project.stack, checkout))
+        report = verify_checkout(project, _checkout(cfg, project.stack, checkout), cache=_cache(no_cache))
     if json_out:
         typer.echo(dumps(report.as_dict()))
     elif wheel is not None:

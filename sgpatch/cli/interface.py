@@ -7,7 +7,18 @@ from typing import Annotated, Any
 
 import typer
 
-from sgpatch.cli.app import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, app, handled
+from sgpatch.cli.app import (
+    CheckoutOpt,
+    ConfigOpt,
+    JsonOpt,
+    NoCacheOpt,
+    StackArg,
+    _cache,
+    _checkout,
+    _config,
+    app,
+    handled,
+)
 
 
 @app.command("check-interface")
@@ -20,12 +31,14 @@ def check_interface_cmd(
     python: Annotated[str | None, typer.Option("--python", help="interpreter whose sglang to check")] = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Report every method the speculative-decoding path needs that the target (or draft) lacks."""
     from sgpatch.cli.render import dumps, render_interface
     from sgpatch.errors import ConfigError
     from sgpatch.errors import SgpatchError as Bad
-    from sgpatch.interface import check_interface, interface_of
+    from sgpatch.interface import interface_of
+    from sgpatch.interface.cache import check_interface_cached
     from sgpatch.tree import DirTree, SourceTree, ZipTree
 
     if sum((checkout is not None, wheel is not None, installed)) > 1:
@@ -49,7 +62,7 @@ def check_interface_cmd(
             raise Bad(f"{root}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
         tree = DirTree(root)
     try:
-        report: Any = check_interface(tree, **interface_of(st.interface))
+        report: Any = check_interface_cached(tree, cache=_cache(no_cache), **interface_of(st.interface)).report
     finally:
         if isinstance(tree, ZipTree):
             tree.close()

@@ -11,19 +11,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sgpatch.apply import ApplyResult
-from sgpatch.classify import PatchState
-from sgpatch.config import Config
-from sgpatch.interface import InterfaceReport
 from sgpatch.results import SCHEMA_VERSION
-from sgpatch.verify import VerifyReport
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: rendering one result imports no other command's modules
+    from sgpatch.apply import ApplyResult
+    from sgpatch.classify import PatchState
+    from sgpatch.config import Config
     from sgpatch.doctor import DoctorReport
     from sgpatch.export import ExportResult
+    from sgpatch.interface import InterfaceReport
     from sgpatch.port import PortResult
     from sgpatch.source import FetchResult
     from sgpatch.upstream import SideBySide
+    from sgpatch.verify import VerifyReport
     from sgpatch.wheel import BuildResult, WheelReport
 
 

@@ -32,20 +32,9 @@ resolved through the tree's imports; a base outside the tree provides its member
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sgpatch.config import InterfaceSpec
-from sgpatch.errors import ConfigError
-from sgpatch.interface.algorithms import Algorithms, scan_sites
-from sgpatch.interface.external import ExternalBases, ExternalClass, provider
 from sgpatch.interface.model import (
-    DRAFT,
-    MAX_FORWARD_DEPTH,
-    NO_ALGORITHM,
-    SPEC_INFO,
-    TARGET,
     CallSite,
     ClassRef,
     DelegationGap,
@@ -55,20 +44,12 @@ from sgpatch.interface.model import (
     OtherUse,
     Requirement,
     StaleName,
+    interface_of,
 )
-from sgpatch.interface.modules import (
-    ClassNode,
-    Modules,
-    base_chain,
-    class_info,
-    delegates_of,
-    is_name,
-    methods_of,
-    provider_of,
-    resolution_of,
-)
-from sgpatch.interface.sites import Collector, Site
-from sgpatch.tree import SourceTree
+
+if TYPE_CHECKING:
+    from sgpatch.interface.check import check_interface
+    from sgpatch.interface.external import ExternalBases, ExternalClass
 
 __all__ = [
     "CallSite",
@@ -86,184 +67,18 @@ __all__ = [
     "interface_of",
 ]
 
-# ---------------------------------------------------------------------------------------- check
+# The checker (ast, the module tables, the call-site scanner) is imported on first use, so reading a
+# cached report or a report's types costs no more than the report's dataclasses.
+_LAZY = {
+    "check_interface": "sgpatch.interface.check",
+    "ExternalBases": "sgpatch.interface.external",
+    "ExternalClass": "sgpatch.interface.external",
+}
 
 
-def check_interface(
-    tree: SourceTree,
-    *,
-    target: ClassRef,
-    draft: ClassRef | None = None,
-    algorithm: str = "eagle3",
-    declared_target: Sequence[str] = (),
-    declared_draft: Sequence[str] = (),
-    externals: ExternalBases | None = None,
-) -> InterfaceReport:
-    """Every name ``algorithm`` uses on the target (and draft) model that the class does not provide.
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
 
-    ``externals`` knows the members of bases outside the tree (``torch.nn.Module``); by default they are
-    read from this interpreter's torch, else from the list sgpatch keeps.
-    Raises :class:`ConfigError` when a class, its file or the algorithm is not in the tree.
-    """
-    mods = Modules(tree)
-    externals = externals or ExternalBases()
-    classes = {
-        TARGET: mods.find_class(target),
-        DRAFT: mods.find_class(draft) if draft else None,
-    }
-    algos = Algorithms(mods)
-    algo = algorithm.upper()
-    if algo not in algos.members or algo == NO_ALGORITHM:
-        known = ", ".join(m.lower() for m in algos.members if m != NO_ALGORITHM)
-        raise ConfigError(
-            f"unknown speculative algorithm {algorithm!r} in {tree.label}",
-            hint=f"known: {known}",
-        )
-    notes: list[str] = []
-    if not algos.workers[algo]:
-        notes.append(f"{SPEC_INFO}: create_worker names no worker class for {algo}; worker call sites not used")
-
-    mine: dict[tuple[str, str], list[Site]] = {}
-    others: dict[tuple[str, str], tuple[set[str], list[Site]]] = {}
-    for s in scan_sites(mods, algos):
-        if algos.runs(s, algo):
-            mine.setdefault((s.role, s.name), []).append(s)
-            continue
-        users = {m for m in algos.members if m not in (algo, NO_ALGORITHM) and algos.runs(s, m)}
-        if users:
-            entry = others.setdefault((s.role, s.name), (set(), []))
-            entry[0].update(users)
-            entry[1].append(s)
-    notes += algos.notes
-
-    requirements: list[Requirement] = []
-    gaps: list[Gap] = []
-    forwards: list[DelegationGap] = []
-    stale: list[StaleName] = []
-    for role, declared in ((TARGET, declared_target), (DRAFT, declared_draft)):
-        cls = classes[role]
-        chain = base_chain(cls) if cls else []
-        used = {name for r, name in mine if r == role}
-        for name in (n for n in declared if n not in used):
-            stale.append(StaleName(role, name, tuple(sorted(others.get((role, name), (set(), []))[0]))))
-        for name in sorted(used | set(declared)):
-            sites = _call_sites(mine.get((role, name), []))
-            member = provider(chain, name, externals)
-            req = Requirement(role, name, sites, name in declared, member)
-            requirements.append(req)
-            if cls is None or req.optional:
-                continue
-            if member is None:
-                method = req.declared or any(s.access == "call" for s in sites)
-                gaps.append(
-                    Gap(
-                        role,
-                        name,
-                        cls.name,
-                        sites,
-                        _fix(mods, cls, chain, name, externals, method=method),
-                    )
-                )
-            else:
-                forwards += _forwards(mods, chain, name, role, sites, notes, externals, set())
-        if cls is None and used:
-            notes.append(f"no {role} class given: {len(used)} {role} name(s) listed, not checked")
-
-    refs = {TARGET: target, DRAFT: draft}
-    resolutions = {role: resolution_of(mods, ref, c) for role, ref in refs.items() if ref and (c := classes[role])}
-    for res in resolutions.values():
-        notes += externals.notes(res.external_bases, res.ref.name)
-    return InterfaceReport(
-        tree=tree.label,
-        algorithm=algorithm.lower(),
-        workers=tuple(class_info(w) for w in algos.workers[algo]),
-        target=resolutions[TARGET],
-        draft=resolutions.get(DRAFT),
-        requirements=tuple(requirements),
-        gaps=tuple(gaps),
-        delegation_gaps=tuple(dict.fromkeys(forwards)),
-        stale=tuple(stale),
-        other_uses=tuple(
-            OtherUse(role, name, tuple(sorted(users)), _call_sites(found))
-            for (role, name), (users, found) in sorted(others.items())
-        ),
-        notes=tuple(dict.fromkeys(notes)),
-    )
-
-
-def _call_sites(sites: list[Site]) -> tuple[CallSite, ...]:
-    return tuple(sorted({s.call_site() for s in sites}, key=lambda c: (c.path, c.line, c.access)))
-
-
-def _fix(
-    mods: Modules, cls: ClassNode, chain: list[ClassNode], name: str, externals: ExternalBases, *, method: bool
-) -> str:
-    ways = [f"define {name}() on {cls.name}" if method else f"set self.{name} in {cls.name}.__init__"]
-    for attr, _, delegate in delegates_of(mods, chain):
-        found = provider(base_chain(delegate), name, externals) if delegate else None
-        if delegate and found:
-            via = "" if found.class_name == delegate.name else f" via {found.class_name}"
-            ways.append(f"forward to self.{attr} ({delegate.name} provides it{via}, {found.location})")
-    return ", or ".join(ways)
-
-
-def _forwards(
-    mods: Modules,
-    chain: list[ClassNode],
-    name: str,
-    role: str,
-    call_sites: tuple[CallSite, ...],
-    notes: list[str],
-    externals: ExternalBases,
-    seen: set[tuple[int, str]],
-) -> list[DelegationGap]:
-    """Gaps behind a provided method that calls ``self.<attr>.<x>(...)`` when the delegate lacks ``x``."""
-    found = provider_of(chain, name)
-    if found is None or found[1] != "method" or (id(found[0]), name) in seen or len(seen) > MAX_FORWARD_DEPTH:
-        return []
-    seen.add((id(found[0]), name))
-    owner = found[0]
-    fn = next(f for f in methods_of(owner.node) if f.name == name)
-    attrs = {attr for c in chain for attr, _, _ in c.inits}
-
-    def role_of(expr: ast.expr, names: dict[str, str]) -> str | None:
-        if isinstance(expr, ast.Attribute) and is_name(expr.value, "self") and expr.attr in attrs:
-            return "self." + expr.attr
-        return None
-
-    collector = Collector(owner.path, role_of, frozenset("self." + a for a in attrs))
-    collector.body(fn.body, (), {})
-    out: list[DelegationGap] = []
-    for s in (s for s in collector.sites if s.access == "call" and not s.optional):
-        attr = s.role.removeprefix("self.")
-        for _, delegate, cls in delegates_of(mods, chain, attr):
-            if cls is None:
-                notes.append(f"{s.path}:{s.line}: self.{attr} is {delegate.written}, outside the tree; not checked")
-            elif provider(base_chain(cls), s.name, externals) is None:
-                method = Location(owner.path, fn.lineno)
-                out.append(
-                    DelegationGap(
-                        role,
-                        name,
-                        method,
-                        attr,
-                        cls.name,
-                        s.name,
-                        Location(s.path, s.line),
-                        call_sites,
-                    )
-                )
-            else:
-                out += _forwards(mods, base_chain(cls), s.name, role, call_sites, notes, externals, seen)
-    return out
-
-
-def interface_of(spec: InterfaceSpec) -> dict[str, Any]:
-    """``check_interface`` keyword arguments from a stack's ``[interface]`` table."""
-    return {
-        "target": ClassRef.parse(spec.target),
-        "draft": ClassRef.parse(spec.draft) if spec.draft else None,
-        "algorithm": spec.algorithm,
-        "declared_target": spec.declared_target,
-        "declared_draft": spec.declared_draft,
-    }
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,14 +10,18 @@ real torch's ``torch/nn/modules/module.py``.
 from __future__ import annotations
 
 import ast
-import importlib.metadata
+import hashlib
 import importlib.util
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sgpatch.interface.model import Location, Member
-from sgpatch.interface.modules import ClassNode, members_of, provider_of
+
+if TYPE_CHECKING:
+    from sgpatch.interface.modules import ClassNode
 
 NN_MODULE = "torch.nn.Module"
 NN_MODULE_SOURCE = "torch/nn/modules/module.py"
@@ -149,6 +153,8 @@ def nn_module_members(source: bytes, *, filename: str = NN_MODULE_SOURCE) -> dic
     node = next((s for s in module.body if isinstance(s, ast.ClassDef) and s.name == "Module"), None)
     if node is None:
         raise ValueError(f"{filename}: no class Module")
+    from sgpatch.interface.modules import members_of
+
     return members_of(node)
 
 
@@ -171,8 +177,8 @@ def installed_nn_module(torch_root: Path, version: str | None = None) -> Externa
     return ExternalClass(NN_MODULE, NN_MODULE_SOURCE, f"{path} ({label})", members)
 
 
-def _installed_torch() -> ExternalClass | None:
-    """The torch of this interpreter, located through its import spec: found, never imported."""
+def _torch_root() -> tuple[Path, str | None] | None:
+    """This interpreter's torch package directory and version, located through its import spec: never imported."""
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):
@@ -180,11 +186,19 @@ def _installed_torch() -> ExternalClass | None:
     roots = list(spec.submodule_search_locations or []) if spec else []
     if not roots:
         return None
+    from importlib import metadata
+
     try:
-        version: str | None = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
+        version: str | None = metadata.version("torch")
+    except metadata.PackageNotFoundError:
         version = None
-    return installed_nn_module(Path(roots[0]), version)
+    return Path(roots[0]), version
+
+
+def _installed_torch() -> ExternalClass | None:
+    """The torch of this interpreter, located through its import spec: found, never imported."""
+    found = _torch_root()
+    return installed_nn_module(*found) if found else None
 
 
 class ExternalBases:
@@ -198,6 +212,23 @@ class ExternalBases:
         if self._nn_module is None:
             self._nn_module = _installed_torch() or kept_nn_module()
         return self._nn_module
+
+    def identity(self) -> str:
+        """What the members would be read from, without parsing it: the given class, or torch's
+        ``module.py`` (path, version and sha256 of its bytes), or sgpatch's kept list."""
+        if self._nn_module is not None:
+            known = self._nn_module
+            return json.dumps([known.name, known.source, known.origin, sorted(known.members.items())])
+        found = _torch_root()
+        if found is not None:
+            path = found[0] / "nn" / "modules" / "module.py"
+            try:
+                with path.open("rb") as f:
+                    data = f.read(MAX_SOURCE_BYTES + 1)
+                return json.dumps(["torch", str(path), found[1], hashlib.sha256(data).hexdigest()])
+            except OSError:
+                pass
+        return json.dumps(["kept", KEPT_TORCH])
 
     def get(self, dotted: str) -> ExternalClass | None:
         return self.nn_module if dotted in NN_MODULE_NAMES else None
@@ -213,6 +244,8 @@ class ExternalBases:
 
 def provider(chain: list[ClassNode], name: str, externals: ExternalBases) -> Member | None:
     """What provides ``name`` to the first class of ``chain``: a class of the tree, else a known outside base."""
+    from sgpatch.interface.modules import provider_of
+
     found = provider_of(chain, name)
     if found is not None:
         return Member(found[0].name, found[1], Location(found[0].path, found[2]))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sgpatch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sgpatch.config import InterfaceSpec
 
 SPECULATIVE = "python/sglang/srt/speculative/"
 MODEL_EXECUTOR = "python/sglang/srt/model_executor/"
@@ -201,3 +204,14 @@ def _plain(value: object) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return value
+
+
+def interface_of(spec: InterfaceSpec) -> dict[str, Any]:
+    """``check_interface`` keyword arguments from a stack's ``[interface]`` table."""
+    return {
+        "target": ClassRef.parse(spec.target),
+        "draft": ClassRef.parse(spec.draft) if spec.draft else None,
+        "algorithm": spec.algorithm,
+        "declared_target": spec.declared_target,
+        "declared_draft": spec.declared_draft,
+    }

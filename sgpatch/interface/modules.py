@@ -15,6 +15,7 @@ from sgpatch.interface.model import (
     Delegate,
     Location,
 )
+from sgpatch.pyast import parse_python
 from sgpatch.tree import SourceTree
 
 # --------------------------------------------------------------------------- modules and classes
@@ -63,7 +64,7 @@ class Modules:
         if path not in self._asts:
             data = self.data(path)
             try:
-                self._asts[path] = None if data is None else ast.parse(data, filename=path)
+                self._asts[path] = None if data is None else parse_python(data, filename=path)
             except SyntaxError as exc:
                 raise ConfigError(f"{path}:{exc.lineno}: cannot parse ({exc.msg}) in {self.tree.label}") from exc
         return self._asts[path]
