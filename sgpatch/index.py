@@ -102,7 +102,7 @@ def fetch_project_page(project: str, *, url: str | None = None) -> bytes:
     request = urllib.request.Request(page, headers={"Accept": ACCEPT, "User-Agent": "sgpatch"})
     hint = "check the package index configured for pip (pip config list)"
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT, context=_context()) as answer:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=TIMEOUT, context=_context()) as answer:
             kind = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
             if page.startswith("http") and kind != ACCEPT:
                 raise EnvironmentFailure(

@@ -16,8 +16,8 @@ from pathlib import Path
 from sgpatch.archive import open_archive
 from sgpatch.artifacts import PACKAGE, fetch_artifact
 from sgpatch.config import Artifact, host_wheel
-from sgpatch.index import as_artifacts, release_files
 from sgpatch.errors import SourceError
+from sgpatch.index import as_artifacts, release_files
 from sgpatch.results import Progress
 
 

@@ -81,7 +81,9 @@ def read_archive(path: Path, kind: Kind | None = None) -> tuple[list[Member], in
     with open_archive(path, kind) as archive:
         wheel = archive.kind == "wheel"
         keep = [e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)]
-        members = [Member(f"python/{e.name}", data, e.executable) for e, data in archive.files(set(keep))]
+        # From wheels, no executable bits: they vary between the wheels of one release (each CPython
+        # version's build sets its own), so the checkout is the same whichever wheel it was made from.
+        members = [Member(f"python/{e.name}", data, e.executable and not wheel) for e, data in archive.files(set(keep))]
         return members, WHEEL_CHECKOUT_EPOCH if wheel else archive.newest
 
 
@@ -90,14 +92,10 @@ def read_artifact(path: Path, artifact: Artifact) -> tuple[list[Member], int]:
     return read_archive(path, "sdist" if artifact.kind == "sdist" else "wheel")
 
 
-def wheel_tree(path: Path) -> dict[str, tuple[bytes, bool]]:
-    """What a checkout made from the wheel at ``path`` holds: each kept member's sha256 and executable bit."""
+def wheel_tree(path: Path) -> dict[str, bytes]:
+    """What a checkout made from the wheel at ``path`` holds: each kept member's sha256."""
     with open_archive(path, "wheel") as archive:
-        return {
-            e.name: (archive.digest(e.name), e.executable)
-            for e in archive.entries
-            if _keep(PurePosixPath(e.name), wheel=True)
-        }
+        return {e.name: archive.digest(e.name) for e in archive.entries if _keep(PurePosixPath(e.name), wheel=True)}
 
 
 def check_wheels_agree(stack: Stack, *, progress: Progress | None = None, show_pip: bool = False) -> tuple[str, ...]:
@@ -108,7 +106,7 @@ def check_wheels_agree(stack: Stack, *, progress: Progress | None = None, show_p
     wheels = sorted(stack.wheels, key=lambda a: a.filename)
     if len(wheels) < 2:
         return tuple(a.filename for a in wheels)
-    first: tuple[Artifact, dict[str, tuple[bytes, bool]]] | None = None
+    first: tuple[Artifact, dict[str, bytes]] | None = None
     for artifact in wheels:
         path = fetch_artifact(artifact, stack.sglang_version, progress=progress, show_pip=show_pip)
         if progress:
@@ -125,10 +123,8 @@ def check_wheels_agree(stack: Stack, *, progress: Progress | None = None, show_p
                     what = f"lacks {name}, which {ref_name} carries"
                 elif name not in ref:
                     what = f"carries {name}, which {ref_name} lacks"
-                elif ref[name][0] != tree[name][0]:
-                    what = f"{name} differs from {ref_name}'s"
                 else:
-                    what = f"{name} has another executable bit than in {ref_name}"
+                    what = f"{name} differs from {ref_name}'s"
                 raise SourceError(
                     f"{artifact.filename}: {what}",
                     hint="the pinned wheels must carry the same files but for compiled extensions; "
