@@ -18,6 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import load_config
 from sgpatch.errors import ConfigError
 from sgpatch.patchset import Series, read_series
@@ -26,7 +27,7 @@ from sgpatch.release import find_release
 from sgpatch.wheel import read_provenance
 
 from .conftest import RELEASES
-from .helpers import REPO, copy_project, empty_series_project, git, json_out, run_cli
+from .helpers import REPO, copy_project, empty_series_project, git, install_no_deps, json_out, make_venv, run_cli
 from .port_fixtures import port, releases_cached  # noqa: F401  (fixtures)
 
 NEW_STACK = "0.5.10-cu130"
@@ -186,6 +187,25 @@ def test_port_to_0510_then_fetch_apply_verify_build_verify_wheel(tmp_path: Path,
     assert checked.stdout.rstrip().splitlines()[-1].startswith("verify --wheel: ok (patched")
     recipe = (dist / f"requirements-{NEW_STACK}.txt").read_text()
     assert "sglang-kernel==0.4.1+cu130" in recipe and "sgl-kernel" not in recipe.replace("sglang-kernel", "")
+
+    # File by file against upstream's 0.5.10 wheel (built from the sdist: same files, other compression).
+    upstream = fetch_artifact(RELEASES["0.5.10"], "0.5.10")
+    patched = {f.path.removeprefix("python/") for f in stack.files}
+    with zipfile.ZipFile(wheel) as ours, zipfile.ZipFile(upstream) as theirs:
+        mine = {n for n in ours.namelist() if ".dist-info/" not in n and not n.endswith("/")}
+        up = {n for n in theirs.namelist() if ".dist-info/" not in n and not n.endswith("/")}
+        assert mine == up
+        differ = [n for n in sorted(mine - patched - {"sglang/_version.py"}) if ours.read(n) != theirs.read(n)]
+        assert differ == [] and all(ours.read(n) != theirs.read(n) for n in patched)
+
+    # Installed into a venv (--no-deps), then verified there; the interface check on the checkout.
+    python = make_venv(tmp_path / "venv")
+    install_no_deps(python, wheel)
+    installed = run_cli("verify", *args, "--installed", "--python", str(python))
+    assert installed.exit_code == 0, installed.stdout + installed.stderr
+    assert "verify: ok (patched)" in installed.stdout
+    interface = run_cli("check-interface", *args, "--checkout", str(co))
+    assert interface.exit_code == 0, interface.stdout + interface.stderr
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from sgpatch.wheel.repack import select_wheels, wheel_tag
 from sgpatch.wheel.writer import deflated, raw_members, write_raw_zip
 
 from .conftest import RELEASES
-from .helpers import REPO, copy_project, json_out, run_cli
+from .helpers import REPO, copy_project, install_no_deps, json_out, make_venv, run_cli
 from .port_fixtures import port, releases_cached  # noqa: F401  (fixtures)
 
 STACK_0523 = "0.5.23-cu130"
@@ -175,20 +175,6 @@ def test_the_checkout_is_the_same_commit_whichever_wheel_it_is_made_from(tmp_pat
     assert commits == {stack.pypi_commit}
 
 
-def _venv(where: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    return where / "bin" / "python"
-
-
-def _install(python: Path, wheel: Path) -> None:
-    """``pip install --no-deps`` of ``wheel`` into the venv of ``python`` (this environment's pip)."""
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-        capture_output=True,
-    )
-
-
 def compare_with_upstream(built: Path, upstream: Path, patched: set[str]) -> int:
     """Every member of ``built`` against upstream's wheel of the same tags, file by file: the same names
     (the .dist-info renamed, sgpatch.json added), every member byte-equal and stored alike but METADATA,
@@ -252,8 +238,8 @@ def _upgrade_day(tmp_path: Path, version: str) -> dict[str, object]:
     checked = run_cli("verify", "--config", str(config), "--wheel", str(host))
     assert checked.exit_code == 0, checked.stdout
     assert "upstream-bytes" in checked.stdout
-    python = _venv(tmp_path / "venv")
-    _install(python, host)
+    python = make_venv(tmp_path / "venv")
+    install_no_deps(python, host)
     installed = run_cli("verify", *args, "--installed", "--python", str(python))
     assert installed.exit_code == 0, installed.stdout + installed.stderr
     interface = run_cli("check-interface", *args, "--checkout", str(co))
