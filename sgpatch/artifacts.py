@@ -184,22 +184,3 @@ def fetch_artifact(
                 )
             os.replace(got, cached)
     return cached
-
-
-def download_unpinned(version: str, kind: str, *, progress: Progress | None = None) -> tuple[Artifact, Path] | None:
-    """The ``kind`` file of a release not pinned yet, downloaded into the cache under its sha256; None if
-    the index has none of that kind."""
-    if progress:
-        progress(f"asking pip for the {kind} of {PACKAGE} {version}")
-    root = artifacts_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".download-", dir=root) as tmp:
-        try:
-            got = pip_download(version, kind, Path(tmp))
-        except NoDistribution:
-            return None
-        sha = sha256_file(got)
-        final = root / sha / got.name
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(got, final)
-    return Artifact("sdist" if kind == "sdist" else "wheel", final.name, sha), final

@@ -4,7 +4,13 @@ sgpatch.archive reads it) or cloned with git.
 A ``pypi`` checkout is built deterministically from the pinned artifact: files
 laid out under ``python/`` as upstream has them, written as blobs without
 filters, committed with a fixed identity and the artifact's own newest
-timestamp, so the commit SHA is the same on every machine.
+timestamp, so the commit SHA is the same on every machine.  A release PyPI
+ships only as platform wheels pins one wheel per CPython version and platform;
+a host makes the checkout from the one for its own tags (else any pinned one).
+Such a checkout holds every file but the compiled extensions (``*.so``), without
+executable bits and with a fixed date, since those are what differ between the
+wheels: the same commit from any of them (``check_wheels_agree`` proves it at
+``port`` time, ``pypi_commit`` at every fetch).
 
 Nothing half-made is ever left where the user looks: a download enters the
 cache only after its hash matched, and a checkout is built in a hidden
