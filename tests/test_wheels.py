@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from sgpatch.errors import BuildError, ConfigError
 from sgpatch.index import release_files
 from sgpatch.source import create_pypi_checkout, is_extension
 from sgpatch.wheel.repack import select_wheels, wheel_tag
-from sgpatch.wheel.writer import deflated, raw_members, write_raw_zip
+from sgpatch.wheel.writer import deflated, raw_members, rezip_wheel, write_raw_zip
 
 from .conftest import RELEASES
 from .helpers import REPO, copy_project, install_no_deps, json_out, make_venv, run_cli
@@ -115,6 +116,29 @@ def test_raw_members_are_copied_as_stored(tmp_path: Path) -> None:
         assert zf.read(so) == up.read(so)
     write_raw_zip(tmp_path / "again.whl", [*members, extra])
     assert (tmp_path / "again.whl").read_bytes() == out.read_bytes()
+
+
+def test_rezip_copies_compressed_bytes_and_makes_what_a_full_rezip_makes(tmp_path: Path) -> None:
+    upstream = fetch_artifact(load_config(REPO / "VERSIONS.toml").stack(None).wheels[0], "0.5.9")
+    info = "sglang-0.5.9.dist-info"
+    out = tmp_path / "out.whl"
+    rezip_wheel(upstream, out, info, 1700000000, {f"{info}/sgpatch.json": b"{}\n"})
+    with zipfile.ZipFile(upstream) as up, zipfile.ZipFile(out) as ours:
+        names = [n for n in ours.namelist()]
+        assert names[-1] == f"{info}/RECORD" and names[-2].startswith(info) and not names[0].startswith(info)
+        assert {n for n in up.namelist() if not n.endswith("/")} | {f"{info}/sgpatch.json"} == set(names)
+        for info_ in ours.infolist():
+            assert info_.date_time == (2023, 11, 14, 22, 13, 20) and info_.external_attr >> 16 in (0o100644, 0o100755)
+            data = ours.read(info_.filename)
+            if info_.filename in up.namelist() and not info_.filename.endswith("RECORD"):
+                assert data == up.read(info_.filename)
+    # Every member is what zlib level 6 makes of its bytes: the wheel a full decompress-and-recompress makes.
+    for m in raw_members(out):
+        data = zlib.decompress(m.compressed, -15)
+        assert deflated(m.name, data, m.date_time, executable=False).compressed == m.compressed, m.name
+    again = tmp_path / "again.whl"
+    rezip_wheel(upstream, again, info, 1700000000, {f"{info}/sgpatch.json": b"{}\n"})
+    assert again.read_bytes() == out.read_bytes()
 
 
 def test_build_platform_names_a_pinned_tag_or_platform() -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from sgpatch.archive import open_archive
 from sgpatch.artifacts import fetch_artifact, sha256_file
 from sgpatch.atomic import write_atomic
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
@@ -44,7 +45,7 @@ from sgpatch.wheel.names import DIST_NAME, wheel_filename
 from sgpatch.wheel.recipe import install_recipe, recipe_filename
 from sgpatch.wheel.repack import repack_wheel, repacked_filename, select_wheels
 from sgpatch.wheel.results import BuildResult
-from sgpatch.wheel.writer import Entry, read_zip, write_wheel
+from sgpatch.wheel.writer import rezip_wheel
 
 
 def _noop(_: str) -> None:
@@ -122,18 +123,20 @@ def _run_build(src: Path, dist: Path, log: Path, env: Mapping[str, str], *, isol
 
 
 def _postprocess(built: Path, dest: Path, inputs: BuildInputs) -> None:
-    """Rewrite METADATA, add the provenance, re-zip deterministically with a fresh RECORD."""
-    entries = read_zip(built)
+    """Rewrite METADATA, add the provenance, re-zip deterministically with a fresh RECORD.
+
+    The other members' deflated bytes are copied as the pinned backend wrote them (zlib level 6,
+    as sgpatch compresses), not recompressed: the same wheel as a full re-zip, in a third of the time."""
     dist_info = f"{DIST_NAME}-{inputs.version}.dist-info"
     metadata_name = f"{dist_info}/METADATA"
-    by_name = {e.name: e for e in entries}
-    if metadata_name not in by_name:
-        raise BuildError(f"{built.name}: has no {metadata_name}")
-    metadata, changes = rewrite_requires(by_name[metadata_name].data, inputs.stack)
+    with open_archive(built, "wheel") as archive:
+        if metadata_name not in archive:
+            raise BuildError(f"{built.name}: has no {metadata_name}")
+        original = archive.read(metadata_name)
+    metadata, changes = rewrite_requires(original, inputs.stack)
     provenance = dump_provenance(make_provenance(inputs, changes))
-    out = [e for e in entries if e.name not in (metadata_name, f"{dist_info}/{PROVENANCE_NAME}")]
-    out += [Entry(metadata_name, metadata, False), Entry(f"{dist_info}/{PROVENANCE_NAME}", provenance, False)]
-    write_wheel(dest, out, dist_info, inputs.source_date_epoch)
+    replaced = {metadata_name: metadata, f"{dist_info}/{PROVENANCE_NAME}": provenance}
+    rezip_wheel(built, dest, dist_info, inputs.source_date_epoch, replaced)
 
 
 def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:

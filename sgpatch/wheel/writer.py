@@ -1,4 +1,4 @@
-"""Reading a built wheel's members and writing a deterministic wheel with a fresh RECORD."""
+"""Writing deterministic wheels with a fresh RECORD, copying unchanged members' compressed bytes as stored."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import struct
 import time
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,46 +24,8 @@ _FILE_MODE = 0o100644
 _EXEC_MODE = 0o100755
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    name: str
-    data: bytes
-    executable: bool
-
-
-def read_zip(path: Path) -> list[Entry]:
-    """The regular files of a wheel, in archive order; ArchiveError (exit 2) if it is unreadable or unsafe."""
-    with open_archive(path, "wheel") as archive:
-        return [Entry(e.name, data, e.executable) for e, data in archive.files()]
-
-
 def record_hash(data: bytes) -> str:
     return sha256_record(hashlib.sha256(data).digest())
-
-
-def _record(entries: Sequence[Entry], record_name: str) -> bytes:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    for e in entries:
-        writer.writerow((e.name, record_hash(e.data), len(e.data)))
-    writer.writerow((record_name, "", ""))
-    return buf.getvalue().encode()
-
-
-def write_wheel(dest: Path, entries: Sequence[Entry], dist_info: str, epoch: int) -> None:
-    """A deterministic wheel: sorted entries (``.dist-info`` last, RECORD at the very end),
-    one fixed timestamp, fixed permissions, a fresh RECORD."""
-    record_name = f"{dist_info}/RECORD"
-    body = [e for e in entries if e.name != record_name]
-    body.sort(key=lambda e: (e.name.startswith(f"{dist_info}/"), e.name))
-    date_time = time.gmtime(max(epoch, _ZIP_EPOCH_MIN))[:6]
-    with zipfile.ZipFile(dest, "w") as zf:
-        for e in [*body, Entry(record_name, _record(body, record_name), False)]:
-            info = zipfile.ZipInfo(e.name, date_time=date_time)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.create_system = 3  # unix: external_attr carries the mode
-            info.external_attr = (_EXEC_MODE if e.executable else _FILE_MODE) << 16
-            zf.writestr(info, e.data, compresslevel=6)
 
 
 # --------------------------------------------------------------------------- raw members (repacking a wheel)
@@ -113,7 +75,7 @@ def raw_members(path: Path) -> list[RawMember]:
 
 
 def deflated(name: str, data: bytes, date_time: tuple[int, int, int, int, int, int], *, executable: bool) -> RawMember:
-    """A new member, deflated the way ``write_wheel`` does (level 6)."""
+    """A new member, deflated at zlib level 6 (what zipfile and setuptools write by default)."""
     packer = zlib.compressobj(6, zlib.DEFLATED, -15)
     compressed = packer.compress(data) + packer.flush()
     mode = _EXEC_MODE if executable else _FILE_MODE
@@ -178,3 +140,38 @@ def write_raw_zip(dest: Path, members: Sequence[RawMember]) -> None:
         directory = b"".join(central)
         out.write(directory)
         out.write(_END.pack(0x06054B50, 0, 0, len(members), len(members), len(directory), offset, 0))
+
+
+def rezip_wheel(built: Path, dest: Path, dist_info: str, epoch: int, replaced: Mapping[str, bytes]) -> None:
+    """The wheel at ``built`` made deterministic, with ``replaced`` members (new bytes, or added): entries
+    sorted (``.dist-info`` last, RECORD at the very end), one fixed timestamp, fixed permissions, a fresh
+    RECORD.  The other members are not recompressed: their deflated bytes are copied (the backend's zlib
+    level 6 is sgpatch's, so this is the wheel a full re-zip makes, in a third of the time).  A stored
+    member is deflated."""
+    with open_archive(built, "wheel") as archive:  # every member checked (names, limits, CRCs)
+        regular = {e.name: (e.executable, archive.digest(e.name), e.size) for e in archive.entries}
+    date_time = time.gmtime(max(epoch, _ZIP_EPOCH_MIN))[:6]
+    record_name = f"{dist_info}/RECORD"
+    out: dict[str, tuple[RawMember, str, int]] = {}
+    for m in raw_members(built):
+        if m.name not in regular or m.name in replaced or m.name == record_name:
+            continue
+        executable, digest, size = regular[m.name]
+        mode = (_EXEC_MODE if executable else _FILE_MODE) << 16
+        if m.method == zipfile.ZIP_DEFLATED:
+            member = RawMember(m.name, m.method, m.crc, m.size, m.compressed, date_time, mode)
+        else:
+            data = m.compressed if m.method == zipfile.ZIP_STORED else zlib.decompress(m.compressed, -15)
+            member = deflated(m.name, data, date_time, executable=executable)
+        out[m.name] = (member, sha256_record(digest), size)
+    for name, data in replaced.items():
+        member = deflated(name, data, date_time, executable=False)
+        out[name] = (member, record_hash(data), len(data))
+    body = sorted(out, key=lambda n: (n.startswith(f"{dist_info}/"), n))
+    rows = io.StringIO()
+    writer = csv.writer(rows, lineterminator="\n")
+    for name in body:
+        writer.writerow((name, out[name][1], out[name][2]))
+    writer.writerow((record_name, "", ""))
+    record = deflated(record_name, rows.getvalue().encode(), date_time, executable=False)
+    write_raw_zip(dest, [*(out[n][0] for n in body), record])
