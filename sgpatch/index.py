@@ -12,6 +12,7 @@ themselves still come through pip and are checked against these hashes.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import ssl
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -85,6 +87,14 @@ def index_url() -> str:
     return (_pip_setting("index-url") or DEFAULT_INDEX).rstrip("/")
 
 
+def shown(url: str) -> str:
+    """``url`` as messages show it: without a ``user:password@`` part (index URLs may carry credentials)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
 def _context() -> ssl.SSLContext:
     cert = _pip_setting("cert")
     try:
@@ -97,26 +107,37 @@ def fetch_project_page(project: str, *, url: str | None = None) -> bytes:
     """The JSON project page of ``project`` at the index (bounded); EnvironmentFailure (exit 3) otherwise."""
     base = url or index_url()
     if not base.startswith(("https://", "http://", "file://")):
-        raise EnvironmentFailure(f"pip's index URL {base!r} is not http(s) or file", hint="check pip config list")
+        raise EnvironmentFailure(
+            f"pip's index URL {shown(base)!r} is not http(s) or file", hint="check pip config list"
+        )
     page = f"{base}/{canonicalize_name(project)}/"
-    request = urllib.request.Request(page, headers={"Accept": ACCEPT, "User-Agent": "sgpatch"})
+    where = shown(page)
+    headers = {"Accept": ACCEPT, "User-Agent": "sgpatch"}
+    parts = urllib.parse.urlsplit(page)
+    if "@" in parts.netloc:  # credentials in the index URL, as pip accepts them: sent as HTTP basic auth
+        userinfo, _, host = parts.netloc.rpartition("@")
+        user, _, password = userinfo.partition(":")
+        token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
+        page = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    request = urllib.request.Request(page, headers=headers)
     hint = "check the package index configured for pip (pip config list)"
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT, context=_context()) as answer:
             kind = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
             if page.startswith("http") and kind != ACCEPT:
                 raise EnvironmentFailure(
-                    f"{page}: answered {kind or 'no content type'}, not the JSON API (PEP 691)",
+                    f"{where}: answered {kind or 'no content type'}, not the JSON API (PEP 691)",
                     hint="the index must serve application/vnd.pypi.simple.v1+json",
                 )
             data: bytes = answer.read(MAX_ANSWER + 1)
     except urllib.error.HTTPError as exc:
-        raise EnvironmentFailure(f"{page}: the index answered HTTP {exc.code}", hint=hint) from None
+        raise EnvironmentFailure(f"{where}: the index answered HTTP {exc.code}", hint=hint) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise EnvironmentFailure(f"{page}: cannot reach the index: {reason}", hint=hint) from None
+        raise EnvironmentFailure(f"{where}: cannot reach the index: {reason}", hint=hint) from None
     if len(data) > MAX_ANSWER:
-        raise EnvironmentFailure(f"{page}: the answer is over {MAX_ANSWER >> 20} MiB: refused")
+        raise EnvironmentFailure(f"{where}: the answer is over {MAX_ANSWER >> 20} MiB: refused")
     return data
 
 
@@ -192,7 +213,7 @@ def served(tags: Iterable[Tag]) -> bool:
 def release_files(project: str, version: str, *, url: str | None = None) -> list[IndexFile]:
     """The sdist and the served wheels (Linux x86_64/aarch64 CPython, or pure) of a release, with sha256."""
     base = url or index_url()
-    files = parse_project_page(fetch_project_page(project, url=base), project, version, where=base)
+    files = parse_project_page(fetch_project_page(project, url=base), project, version, where=shown(base))
     return [f for f in files if f.kind == "sdist" or served(parse_wheel_filename(f.filename)[3])]
 
 

@@ -947,6 +947,8 @@ class _Index(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         status, kind, body = self.answer
+        if self.headers.get("Authorization") != "Basic dXNlcjpzM2NyZXQ=":  # user:s3cret, from the URL
+            status, kind, body = 401, "text/plain", b"who are you"
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
@@ -974,7 +976,8 @@ def test_hostile_index_answer_is_an_environment_failure(
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         port_number = server.server_address[1]
         threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{port_number}/simple")
+    # Credentials in pip's index URL are used, never shown.
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://user:s3cret@127.0.0.1:{port_number}/simple")
     try:
         result = run_cli("port", "--config", str(proj / "VERSIONS.toml"), "--to", "0.5.22", catch=True)
     finally:
@@ -983,7 +986,7 @@ def test_hostile_index_answer_is_an_environment_failure(
             server.server_close()
     _check_refused(case_id, result, (tmp_path,))
     assert len([ln for ln in result.stderr.splitlines() if ln.startswith("sgpatch: error:")]) == 1
-    assert f"127.0.0.1:{port_number}" in result.stderr  # names the index it asked
+    assert f"127.0.0.1:{port_number}" in result.stderr and "s3cret" not in result.stderr  # names the index it asked
     assert _digest(proj) == before and not (proj / ".sgpatch/checkouts/0.5.22-cu130").exists()
 
 
