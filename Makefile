@@ -4,6 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 SGPATCH := $(VENV)/bin/sgpatch
 STACK  ?=
+PLATFORM ?=
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= auto
 
@@ -12,7 +13,7 @@ PYTEST_WORKERS ?= auto
 help:
 	@echo "make test    - run the test suite (creates .venv)"
 	@echo "make patch   - fetch pinned SGLang -> apply the series -> verify (default stack, or STACK=...)"
-	@echo "make wheel   - make patch, then build and verify the patched wheel into dist/"
+	@echo "make wheel   - make patch, then build and verify the patched wheel(s) into dist/ (PLATFORM=TAG: one wheel-only tag)"
 	@echo "make lint    - ruff and mypy --strict"
 	@echo "make bench   - benchmarks against their shell floors"
 	@echo "make fuzz    - the fuzz and engine-vs-git tests with 25x the examples make test runs (about 20 minutes)"
@@ -40,9 +41,10 @@ patch: venv
 
 wheel: patch
 	@mkdir -p dist
-	$(SGPATCH) build $(STACK) --out dist --json > .sgpatch/build.json \
+	$(SGPATCH) build $(STACK) $(if $(PLATFORM),--platform $(PLATFORM)) --out dist --json > .sgpatch/build.json \
 	  || { echo "make wheel: sgpatch build failed (the reason is above; its report: .sgpatch/build.json)" >&2; exit 1; }
-	$(SGPATCH) verify $(STACK) --wheel "$$($(PY) -c 'import json; print(json.load(open(".sgpatch/build.json"))["wheel"])')"
+	$(PY) -c 'import json; print("\n".join(w["wheel"] for w in json.load(open(".sgpatch/build.json"))["wheels"]))' \
+	  | while read -r whl; do $(SGPATCH) verify $(STACK) --wheel "$$whl" || exit 1; done
 
 fuzz: venv
 	SGPATCH_FUZZ_SCALE=25 $(PY) -m pytest tests/test_fuzz.py tests/test_engine.py -q $(PYTEST_ARGS)

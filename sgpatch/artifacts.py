@@ -16,15 +16,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from sgpatch.cachedir import cache_root as cache_root
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.lock import exclusive, pause, tie_to_parent
+from sgpatch.results import Progress
 
-Progress = Callable[[str], None]
 PACKAGE = "sglang"
 
 
@@ -55,13 +56,39 @@ class NoDistribution(SourceError):
 _NO_DISTRIBUTION = ("No matching distribution", "Could not find a version")
 
 
-def pip_download(version: str, kind: str, dest: Path, *, show_pip: bool = False, label: str = "") -> Path:
-    """The one file (sdist or wheel) of ``sglang==version`` that pip downloads into ``dest``.
+def target_options(filename: str) -> list[str]:
+    """pip's options that make it download the wheel ``filename`` whatever this host is
+    (``--platform``, ``--python-version``, ``--implementation``, ``--abi``); none for a pure wheel."""
+    try:
+        tags = sorted(parse_wheel_filename(filename)[3], key=str)
+    except InvalidWheelFilename:
+        return []
+    if not tags or all(t.platform == "any" for t in tags):
+        return []
+    out: list[str] = []
+    for platform in sorted({t.platform for t in tags}):
+        out += ["--platform", platform]
+    interpreter = tags[0].interpreter
+    digits = interpreter[2:]
+    if interpreter.startswith("cp") and digits.isdigit():
+        out += ["--python-version", f"{digits[0]}.{digits[1:]}", "--implementation", "cp"]
+    for abi in sorted({t.abi for t in tags}):
+        out += ["--abi", abi]
+    return out
+
+
+def pip_download(
+    version: str, kind: str, dest: Path, *, show_pip: bool = False, label: str = "", wheel: str | None = None
+) -> Path:
+    """The one file (sdist or wheel) of ``sglang==version`` that pip downloads into ``dest``;
+    with ``wheel`` (a file name), that wheel whatever the host's own tags are.
 
     ``NoDistribution`` when the index has none of that kind; ``EnvironmentFailure``
     (exit 3, naming ``label``) when pip cannot download.
     """
     binary = ["--no-binary", ":all:"] if kind == "sdist" else ["--only-binary", ":all:"]
+    if kind != "sdist" and wheel:
+        binary += target_options(wheel)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", *binary]
     cmd += ["--dest", str(dest), f"{PACKAGE}=={version}"]
     try:
@@ -125,7 +152,14 @@ def fetch_artifact(
             progress(f"downloading {artifact.filename} with pip")
         with tempfile.TemporaryDirectory(prefix=".download-", dir=cached.parent) as tmp:
             try:
-                got = pip_download(version, artifact.kind, Path(tmp), show_pip=show_pip, label=artifact.filename)
+                got = pip_download(
+                    version,
+                    artifact.kind,
+                    Path(tmp),
+                    show_pip=show_pip,
+                    label=artifact.filename,
+                    wheel=artifact.filename if artifact.kind == "wheel" else None,
+                )
             except NoDistribution as exc:
                 raise EnvironmentFailure(
                     f"cannot download {artifact.filename}: {exc.message}",
@@ -145,22 +179,3 @@ def fetch_artifact(
                 )
             os.replace(got, cached)
     return cached
-
-
-def download_unpinned(version: str, kind: str, *, progress: Progress | None = None) -> tuple[Artifact, Path] | None:
-    """The ``kind`` file of a release not pinned yet, downloaded into the cache under its sha256; None if
-    the index has none of that kind."""
-    if progress:
-        progress(f"asking pip for the {kind} of {PACKAGE} {version}")
-    root = artifacts_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".download-", dir=root) as tmp:
-        try:
-            got = pip_download(version, kind, Path(tmp))
-        except NoDistribution:
-            return None
-        sha = sha256_file(got)
-        final = root / sha / got.name
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(got, final)
-    return Artifact("sdist" if kind == "sdist" else "wheel", final.name, sha), final

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from packaging.tags import Tag, sys_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from sgpatch.errors import ConfigError
 from sgpatch.tomlpos import locate
@@ -91,9 +94,24 @@ class Stack:
         return next((a for a in self.artifacts if a.kind == kind), None)
 
     @property
+    def wheels(self) -> tuple[Artifact, ...]:
+        """Every pinned wheel: one per CPython version and platform for releases PyPI ships as platform wheels."""
+        return tuple(a for a in self.artifacts if a.kind == "wheel")
+
+    def host_wheel(self, tags: Sequence[Tag] | None = None) -> Artifact | None:
+        """The pinned wheel pip would install here (best-ranked of ``tags``, default this interpreter's)."""
+        return host_wheel(self.wheels, tags)
+
+    @property
     def source_artifact(self) -> Artifact | None:
-        """The artifact the ``pypi`` source uses: the sdist if PyPI has one, else the wheel."""
-        return self.artifact("sdist") or self.artifact("wheel")
+        """The artifact the ``pypi`` source uses: the sdist if PyPI has one, else the wheel for this
+        host's tags, else any pinned wheel (their files other than compiled extensions agree)."""
+        return self.artifact("sdist") or self.host_wheel() or self.artifact("wheel")
+
+    @property
+    def repacks(self) -> bool:
+        """Whether ``build`` repacks upstream's wheels (no sdist pinned) instead of building from source."""
+        return self.artifact("sdist") is None
 
     def pinned_file(self, path: str) -> PinnedFile | None:
         return next((f for f in self.files if f.path == path), None)
@@ -226,16 +244,59 @@ def _project_path(r: _Reader, key: str, root: Path) -> Path:
     return root / raw
 
 
-def _artifact(r: _Reader, kind: str) -> Artifact | None:
-    t = r.table(kind)
-    if t is None:
-        return None
+def host_wheel(wheels: Sequence[Artifact], tags: Sequence[Tag] | None = None) -> Artifact | None:
+    """The wheel of ``wheels`` pip would install here (best-ranked of ``tags``, default this interpreter's)."""
+    ranks = {tag: i for i, tag in enumerate(tags if tags is not None else sys_tags())}
+    best: tuple[int, Artifact] | None = None
+    for wheel in wheels:
+        rank = min((ranks[t] for t in wheel_tags(wheel.filename) if t in ranks), default=None)
+        if rank is not None and (best is None or rank < best[0]):
+            best = (rank, wheel)
+    return best[1] if best else None
+
+
+def wheel_tags(filename: str) -> frozenset[Tag]:
+    """The tags a wheel's file name declares (empty if the name does not parse)."""
+    try:
+        return parse_wheel_filename(filename)[3]
+    except InvalidWheelFilename:
+        return frozenset()
+
+
+def _artifact_entry(t: _Reader, kind: str) -> Artifact:
     filename = t.req_string("filename")
     if "/" in filename or "\\" in filename or filename.startswith(".") or _CONTROL.search(filename):
         raise t.error("filename", f"{filename!r} is not a plain file name")
+    if kind == "wheel" and not wheel_tags(filename):
+        raise t.error("filename", f"{filename!r} is not a wheel file name (name-version-python-abi-platform.whl)")
     sha = t.req_string("sha256", pattern=_HEX64, what="a sha256 (64 lowercase hex digits)")
     t.finish()
     return Artifact(kind=kind, filename=filename, sha256=sha)
+
+
+def _artifact(r: _Reader, kind: str) -> Artifact | None:
+    t = r.table(kind)
+    return None if t is None else _artifact_entry(t, kind)
+
+
+def _wheels(r: _Reader) -> tuple[Artifact, ...]:
+    """The ``wheels`` array of tables (one per CPython version and platform), or the single ``wheel`` table."""
+    raw = r._get("wheels", list, "an array of tables", required=False)
+    single = _artifact(r, "wheel")
+    if raw is None:
+        return (single,) if single else ()
+    if single is not None:
+        raise r.error("wheel", "give either 'wheel' or 'wheels', not both")
+    out: list[Artifact] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise r.error("wheels", f"entry {i + 1} is not a table (filename, sha256)")
+        out.append(_artifact_entry(_Reader(r.config_path, r.text, item, (*r.path, "wheels")), "wheel"))
+    names = [a.filename for a in out]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise r.error("wheels", f"{dup} is pinned twice")
+    return tuple(out)
 
 
 def _stack(name: str, r: _Reader, root: Path) -> Stack:
@@ -255,7 +316,8 @@ def _stack(name: str, r: _Reader, root: Path) -> Stack:
         raise src.error("default", f"{default_source!r} is not one of {', '.join(SOURCE_KINDS)}")
     git_url = src.string("git_url", required=False)
     pypi_commit = src.string("pypi_commit", required=False, pattern=_HEX40, what="a full 40-hex commit SHA")
-    artifacts = tuple(a for a in (_artifact(src, "sdist"), _artifact(src, "wheel")) if a is not None)
+    sdist = _artifact(src, "sdist")
+    artifacts = ((sdist,) if sdist else ()) + _wheels(src)
     if not artifacts:
         raise src.error(None, "needs an sdist or a wheel table (filename, sha256)")
     if commit is None and pypi_commit is None:

@@ -109,8 +109,14 @@ def stack_block(
     if comments.get("pypi_commit"):
         out.append(f"# {comments['pypi_commit']}")
     out.append(f"pypi_commit = {_value(pypi_commit)}")
+    wheels = [a for a in artifacts if a.kind == "wheel"]
     for artifact in artifacts:
-        out.append(f"{artifact.kind} = {_inline((('filename', artifact.filename), ('sha256', artifact.sha256)))}")
+        if artifact.kind == "sdist" or len(wheels) == 1:
+            out.append(f"{artifact.kind} = {_inline((('filename', artifact.filename), ('sha256', artifact.sha256)))}")
+    if len(wheels) > 1:  # one per CPython version and platform: any serving host finds its own
+        out.append("wheels = [")
+        out.extend(f"  {_inline((('filename', a.filename), ('sha256', a.sha256)))}," for a in wheels)
+        out.append("]")
     if pins:
         out.append("")
         if comments.get("files"):

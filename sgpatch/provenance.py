@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from sgpatch import __version__
-from sgpatch.config import Stack
+from sgpatch.config import Artifact, Stack
 from sgpatch.errors import BuildError
 from sgpatch.patchset import Series
 
@@ -157,6 +157,7 @@ class BuildInputs:
     before: tuple[tuple[str, str | None], ...]  # touched path -> blob id at the base
     after: tuple[tuple[str, str | None], ...]  # touched path -> blob id at HEAD
     python: str = ""  # the interpreter that runs PyPA build (its environment matters without isolation)
+    repacked: Artifact | None = None  # the upstream wheel repacked (a release without an sdist)
 
     @property
     def source_kind(self) -> str:
@@ -166,7 +167,7 @@ class BuildInputs:
 def make_provenance(inputs: BuildInputs, changes: Sequence[RequirementChange]) -> dict[str, Any]:
     """The provenance document: no paths, no clocks, nothing machine-specific."""
     stack, series = inputs.stack, inputs.series
-    artifact = stack.source_artifact if inputs.source_kind == "pypi" else None
+    artifact = inputs.repacked or (stack.source_artifact if inputs.source_kind == "pypi" else None)
     before = dict(inputs.before)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -191,7 +192,8 @@ def make_provenance(inputs: BuildInputs, changes: Sequence[RequirementChange]) -
         "build": {
             "source_date_epoch": inputs.source_date_epoch,
             "isolated": inputs.isolated,
-            "requires": list(stack.build_requires) if inputs.isolated else None,
+            "requires": list(stack.build_requires) if inputs.isolated and inputs.repacked is None else None,
+            **({} if inputs.repacked is None else {"repacked": inputs.repacked.filename}),
         },
     }
 
@@ -223,7 +225,7 @@ _SHAPE: dict[str, Any] = {
     "series": {"id": _STR, "patches": [{"name": _STR, "sha256": _STR}]},
     "files": [{"path": _STR, "before": _TEXT, "after": _TEXT}],
     "requires": [{"name": _STR, "from": _STR, "to": _STR}],
-    "build": {"source_date_epoch": (int,), "isolated": (bool,), "requires": _Maybe([_STR])},
+    "build": {"source_date_epoch": (int,), "isolated": (bool,), "requires": _Maybe([_STR]), "repacked": _TEXT},
 }
 
 
@@ -292,8 +294,8 @@ def provenance_problems(
     if source.get("base_commit") not in {c for c in (stack.commit, stack.pypi_commit) if c}:
         problems.append(f"source.base_commit {source.get('base_commit')!r} is not a pinned base of {stack.name}")
     artifact = source.get("artifact")
-    if artifact is not None and stack.source_artifact is not None:
-        expect("source.artifact.sha256", artifact.get("sha256"), stack.source_artifact.sha256)
+    if artifact is not None and artifact.get("sha256") not in {a.sha256 for a in stack.artifacts}:
+        problems.append(f"source.artifact.sha256 {artifact.get('sha256')!r} is no artifact {stack.name} pins")
     files = {f.get("path"): f for f in doc.get("files") or [] if isinstance(f, dict)}
     for path in series.touched:
         entry = files.get(path)

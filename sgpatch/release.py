@@ -13,31 +13,46 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.tags import sys_tags
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
 from sgpatch.archive import open_archive
-from sgpatch.artifacts import PACKAGE, cache_root, download_unpinned, sha256_file
-from sgpatch.config import Artifact
+from sgpatch.artifacts import PACKAGE, fetch_artifact
+from sgpatch.config import Artifact, host_wheel
 from sgpatch.errors import SourceError
+from sgpatch.index import as_artifacts, release_files
 from sgpatch.results import Progress
 
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """The PyPI files of one release: the sdist when PyPI has one, and the wheel."""
+    """The PyPI files of one release: the sdist when PyPI has one, and every served wheel (one per
+    CPython version and platform for platform wheels); ``paths`` are the local copies downloaded
+    (the sdist and this host's wheel: the source and the metadata)."""
 
     version: str
     artifacts: tuple[Artifact, ...]
     paths: tuple[Path, ...]
 
+    def _local(self, artifact: Artifact) -> tuple[Artifact, Path] | None:
+        path = next((p for p in self.paths if p.name == artifact.filename and p.parent.name == artifact.sha256), None)
+        if path is None:
+            path = next((p for p in self.paths if p.name == artifact.filename), None)
+        return (artifact, path) if path is not None else None
+
     @property
     def source(self) -> tuple[Artifact, Path]:
-        """What a checkout is made from: the sdist if there is one, else the wheel."""
-        return self.artifacts[0], self.paths[0]
+        """What a checkout is made from: the sdist if there is one, else a downloaded wheel."""
+        for artifact in self.artifacts:
+            local = self._local(artifact)
+            if local is not None:
+                return local
+        raise SourceError(f"{PACKAGE} {self.version}: none of its files was downloaded")
+
+    @property
+    def wheels(self) -> tuple[Artifact, ...]:
+        return tuple(a for a in self.artifacts if a.kind == "wheel")
 
     def file(self, kind: str) -> tuple[Artifact, Path] | None:
-        return next(((a, p) for a, p in zip(self.artifacts, self.paths, strict=True) if a.kind == kind), None)
+        """A downloaded file of ``kind``."""
+        return next((x for a in self.artifacts if a.kind == kind and (x := self._local(a)) is not None), None)
 
     def metadata(self) -> bytes:
         """The release's core metadata: the wheel's METADATA, else the sdist's PKG-INFO."""
@@ -75,44 +90,25 @@ def _member(path: Path, name: str) -> bytes | None:
         return archive.read(name) if name in archive else None
 
 
-def _cached(filename: str) -> tuple[Artifact, Path] | None:
-    root = cache_root() / "artifacts"
-    kind = "sdist" if filename.endswith(".tar.gz") else "wheel"
-    for path in sorted(root.glob(f"*/{filename}")):
-        if sha256_file(path) == path.parent.name:
-            return Artifact(kind, filename, path.parent.name), path
-    return None
-
-
-def _cached_wheel(version: str) -> tuple[Artifact, Path] | None:
-    """The cached wheel of ``version`` that pip would pick here (the best-ranked compatible tags)."""
-    ranks = {tag: i for i, tag in enumerate(sys_tags())}
-    best: tuple[int, str] | None = None
-    for path in (cache_root() / "artifacts").glob(f"*/{PACKAGE}-{version}-*.whl"):
-        try:
-            _, wheel_version, _, tags = parse_wheel_filename(path.name)
-        except InvalidWheelFilename:
-            continue
-        if str(wheel_version) != version:
-            continue
-        rank = min((ranks[t] for t in tags if t in ranks), default=None)
-        if rank is not None and (best is None or rank < best[0]):
-            best = (rank, path.name)
-    return _cached(best[1]) if best else None
-
-
 def find_release(version: str, *, progress: Progress | None = None) -> Release:
-    """The release's sdist (if PyPI ships one) and wheel, downloaded and pinned by their sha256."""
-    found: list[tuple[Artifact, Path]] = []
-    sdist = _cached(f"{PACKAGE}-{version}.tar.gz") or download_unpinned(version, "sdist", progress=progress)
-    if sdist:
-        found.append(sdist)
-    wheel = _cached_wheel(version) or download_unpinned(version, "wheel", progress=progress)
-    if wheel:
-        found.append(wheel)
-    if not found:
+    """The release's files as the index lists them (PEP 691, with their sha256): the sdist if PyPI ships
+    one and every wheel a Linux x86_64/aarch64 CPython host may install; the sdist (else this host's
+    wheel, else the first one) downloaded through pip and checked against the index's sha256."""
+    if progress:
+        progress(f"asking the package index for the files of {PACKAGE} {version}")
+    artifacts = as_artifacts(release_files(PACKAGE, version))
+    if not artifacts:
         raise SourceError(
             f"{PACKAGE} {version}: the package index has no sdist or wheel for it",
             hint="check the version (pip index versions sglang)",
         )
-    return Release(version, tuple(a for a, _ in found), tuple(p for _, p in found))
+    return pinned_release(version, artifacts, progress=progress)
+
+
+def pinned_release(version: str, artifacts: tuple[Artifact, ...], *, progress: Progress | None = None) -> Release:
+    """The release of these pinned files, with the sdist (if any) and this host's wheel (else the first) downloaded."""
+    sdists = [a for a in artifacts if a.kind == "sdist"]
+    wheels = tuple(a for a in artifacts if a.kind == "wheel")
+    wanted = [*sdists[:1], host_wheel(wheels) or wheels[0]] if wheels else sdists[:1]
+    paths = tuple(fetch_artifact(a, version, progress=progress) for a in wanted)
+    return Release(version, (*sdists[:1], *wheels), paths)

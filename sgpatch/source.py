@@ -4,7 +4,13 @@ sgpatch.archive reads it) or cloned with git.
 A ``pypi`` checkout is built deterministically from the pinned artifact: files
 laid out under ``python/`` as upstream has them, written as blobs without
 filters, committed with a fixed identity and the artifact's own newest
-timestamp, so the commit SHA is the same on every machine.
+timestamp, so the commit SHA is the same on every machine.  A release PyPI
+ships only as platform wheels pins one wheel per CPython version and platform;
+a host makes the checkout from the one for its own tags (else any pinned one).
+Such a checkout holds every file but the compiled extensions (``*.so``), without
+executable bits and with a fixed date, since those are what differ between the
+wheels: the same commit from any of them (``check_wheels_agree`` proves it at
+``port`` time, ``pypi_commit`` at every fetch).
 
 Nothing half-made is ever left where the user looks: a download enters the
 cache only after its hash matched, and a checkout is built in a hidden
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
@@ -36,6 +43,16 @@ from sgpatch.results import Progress
 _GENERATED_TOP = {"PKG-INFO", "setup.cfg"}
 _GENERATED_SUFFIXES = (".egg-info", ".dist-info")
 _VERSION_FILE = "sglang/_version.py"  # written by setuptools-scm at build time; upstream ignores it
+# Compiled extension modules: the one part of a platform wheel that differs per CPython version and platform.
+_EXTENSION = re.compile(r"\.(so|pyd|dylib)(\.[0-9.]+)?$")
+# A checkout made from wheels has no date of its own (each platform's wheel was zipped at another
+# time): its commit carries this fixed one, so the same files make the same commit from any wheel.
+WHEEL_CHECKOUT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip member can carry
+
+
+def is_extension(name: str) -> bool:
+    """Whether a wheel member is a compiled extension (``_core.cpython-311-x86_64-linux-gnu.so``)."""
+    return bool(_EXTENSION.search(name))
 
 
 # --------------------------------------------------------------------------- reading archives
@@ -50,8 +67,10 @@ class Member:
     executable: bool
 
 
-def _keep(rel: PurePosixPath) -> bool:
-    """Drop packaging output that upstream's git tree does not carry."""
+def _keep(rel: PurePosixPath, *, wheel: bool = False) -> bool:
+    """Drop packaging output that upstream's git tree does not carry (and, from a wheel, compiled extensions)."""
+    if wheel and is_extension(rel.name):
+        return False
     parts = rel.parts
     if not parts:
         return False
@@ -66,14 +85,58 @@ def read_archive(path: Path, kind: Kind | None = None) -> tuple[list[Member], in
     """Regular files of an sdist or wheel under ``python/`` (packaging output left out), and the
     newest member mtime; every member checked by sgpatch.archive first."""
     with open_archive(path, kind) as archive:
-        keep = [e.name for e in archive.entries if _keep(PurePosixPath(e.name))]
-        members = [Member(f"python/{e.name}", data, e.executable) for e, data in archive.files(set(keep))]
-        return members, archive.newest
+        wheel = archive.kind == "wheel"
+        keep = [e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)]
+        # From wheels, no executable bits: they vary between the wheels of one release (each CPython
+        # version's build sets its own), so the checkout is the same whichever wheel it was made from.
+        members = [Member(f"python/{e.name}", data, e.executable and not wheel) for e, data in archive.files(set(keep))]
+        return members, WHEEL_CHECKOUT_EPOCH if wheel else archive.newest
 
 
 def read_artifact(path: Path, artifact: Artifact) -> tuple[list[Member], int]:
     verify_artifact(path, artifact)
     return read_archive(path, "sdist" if artifact.kind == "sdist" else "wheel")
+
+
+def wheel_tree(path: Path) -> dict[str, bytes]:
+    """What a checkout made from the wheel at ``path`` holds: each kept member's sha256."""
+    with open_archive(path, "wheel") as archive:
+        return {e.name: archive.digest(e.name) for e in archive.entries if _keep(PurePosixPath(e.name), wheel=True)}
+
+
+def check_wheels_agree(stack: Stack, *, progress: Progress | None = None, show_pip: bool = False) -> tuple[str, ...]:
+    """Every pinned wheel downloaded (through pip, sha256-checked) and compared: their files other than
+    compiled extensions must be the same, so the checkout is one whichever wheel a host makes it from.
+
+    Returns the wheels compared; SourceError naming the first file that differs (or is missing)."""
+    wheels = sorted(stack.wheels, key=lambda a: a.filename)
+    if len(wheels) < 2:
+        return tuple(a.filename for a in wheels)
+    first: tuple[Artifact, dict[str, bytes]] | None = None
+    for artifact in wheels:
+        path = fetch_artifact(artifact, stack.sglang_version, progress=progress, show_pip=show_pip)
+        if progress:
+            progress(f"comparing the files of {artifact.filename}")
+        tree = wheel_tree(path)
+        if first is None:
+            first = (artifact, tree)
+            continue
+        ref_artifact, ref = first
+        for name in sorted(set(ref) | set(tree)):
+            if ref.get(name) != tree.get(name):
+                ref_name = ref_artifact.filename
+                if name not in tree:
+                    what = f"lacks {name}, which {ref_name} carries"
+                elif name not in ref:
+                    what = f"carries {name}, which {ref_name} lacks"
+                else:
+                    what = f"{name} differs from {ref_name}'s"
+                raise SourceError(
+                    f"{artifact.filename}: {what}",
+                    hint="the pinned wheels must carry the same files but for compiled extensions; "
+                    "pin only wheels of one build",
+                )
+    return tuple(a.filename for a in wheels)
 
 
 # --------------------------------------------------------------------------- checkouts
@@ -148,6 +211,17 @@ def _publish(staging: Path, into: Path) -> None:
 
 
 def pypi_commit_message(stack: Stack, artifact: Artifact) -> str:
+    if artifact.kind == "wheel":
+        wheels = sorted(stack.wheels or (artifact,), key=lambda a: a.filename)
+        pins = "".join(f"Sgpatch-Source: pypi {a.filename}\nSgpatch-Source-Sha256: {a.sha256}\n" for a in wheels)
+        return (
+            f"sglang {stack.sglang_version} from PyPI wheels\n\n"
+            f"Laid out under python/ as upstream {stack.tag} has it; packaging output\n"
+            f"(*.dist-info, sglang/_version.py) and compiled extensions (*.so) left out:\n"
+            f"the files every pinned wheel carries alike, so any of them makes this commit.\n\n"
+            + pins
+            + (f"Upstream-Commit: {stack.commit}\n" if stack.commit else "")
+        )
     return (
         f"sglang {stack.sglang_version} from PyPI {artifact.filename}\n\n"
         f"Laid out under python/ as upstream {stack.tag} has it; packaging output\n"

@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,18 @@ def empty_series_project(dest: Path) -> Path:
     (proj / "patches" / "empty" / "series").write_text("# everything is upstream: nothing left to carry\n")
     (proj / "patches" / "empty" / "anchors.toml").write_text("schema_version = 1\n")
     return proj
+
+
+def make_venv(where: Path) -> Path:
+    """A fresh venv (without pip: this environment's pip installs into it); its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    return where / "bin" / "python"
+
+
+def install_no_deps(python: Path, wheel: Path) -> None:
+    """``pip install --no-deps`` of ``wheel`` into the venv of ``python``, as a serving host would."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+    )

@@ -758,3 +758,32 @@ case(
     "names a program git could run",
     "refused as without a cache; the remembered verdict is not used for the new content",
 )
+WHEELS = "wheel-only releases"
+_INDEX = "nothing written to the project (VERSIONS.toml, patches/) and no checkout left; one line naming the index"
+for _id, _fault, _expect in [
+    ("wheels-index-not-json", "the index's project page (PEP 691) is not JSON", "malformed answer: not JSON"),
+    ("wheels-index-html", "the index answers HTML, not the JSON API", "not the JSON API (PEP 691)"),
+    ("wheels-index-oversize", "the index's answer is over the 64 MiB bound", "the answer is over 64 MiB: refused"),
+    ("wheels-index-bad-sha256", "a listed file's sha256 is not 64 hex digits", "no sha256 of 64 lowercase hex digits"),
+    ("wheels-index-path-filename", "a listed file name is a path (`../../x.whl`)", "is not a plain file name"),
+    ("wheels-index-no-files", "the answer's `files` is not a list", "malformed answer: no files list"),
+    ("wheels-index-http-error", "the index answers HTTP 500", "the index answered HTTP 500"),
+    ("wheels-index-unreachable", "nothing listens at pip's index URL", "cannot reach the index"),
+]:
+    case(_id, WHEELS, f"`port --to 0.5.22`: {_fault}", 3, _expect, _INDEX)
+case(
+    "wheels-disagree",
+    WHEELS,
+    "two pinned wheels of one release whose `.py` files differ (one patched by hand)",
+    2,
+    "differs from",
+    "no checkout made; the wheel and the file named",
+)
+case(
+    "wheels-pinned-twice",
+    WHEELS,
+    "VERSIONS.toml pins the same wheel file twice in `wheels = [...]`",
+    2,
+    "is pinned twice",
+    "nothing read past the config; file:line named",
+)

@@ -12,10 +12,13 @@ from sgpatch.errors import ConfigError
 from .helpers import REPO, json_out, run_cli
 
 
-def test_shipped_versions_toml_pins_both_stacks(config: Config) -> None:
+def test_shipped_versions_toml_pins_its_stacks(config: Config) -> None:
     assert config.default_stack == "0.5.9-cu130"
-    assert set(config.stacks) == {"0.5.9-cu130", "0.5.9-cu128"}
-    for stack in config.stacks.values():
+    assert set(config.stacks) == {"0.5.9-cu130", "0.5.9-cu128", "0.5.23-cu130"}
+    modern = config.stacks["0.5.23-cu130"]  # ported with sgpatch: nothing left to carry, every platform wheel pinned
+    assert modern.files == () and modern.requires == () and modern.commit is None and len(modern.wheels) == 6
+    assert modern.pypi_commit == "97a76dcd331cf36f0829a54f7a6f9b53678b1487"
+    for stack in (config.stacks["0.5.9-cu130"], config.stacks["0.5.9-cu128"]):
         assert stack.commit == "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"
         assert stack.tag == "v0.5.9"
         assert stack.source_artifact is not None
@@ -83,7 +86,7 @@ def test_unknown_stack_lists_the_known_ones(config: Config) -> None:
     with pytest.raises(ConfigError) as err:
         config.stack("0.6.0-cu999")
     assert "unknown stack '0.6.0-cu999'" in err.value.message
-    assert err.value.hint == "known stacks: 0.5.9-cu128, 0.5.9-cu130"
+    assert err.value.hint == "known stacks: 0.5.23-cu130, 0.5.9-cu128, 0.5.9-cu130"
 
 
 def test_schema_version_is_checked(tmp_path: Path) -> None:
@@ -113,5 +116,5 @@ def test_cli_unknown_stack_exit_2(tmp_path: Path) -> None:
 def test_cli_stacks_json() -> None:
     doc = json_out(run_cli("stacks", "--json", "--config", str(REPO / "VERSIONS.toml")))
     assert doc["default_stack"] == "0.5.9-cu130"
-    assert [s["name"] for s in doc["stacks"]] == ["0.5.9-cu130", "0.5.9-cu128"]
+    assert [s["name"] for s in doc["stacks"]] == ["0.5.9-cu130", "0.5.9-cu128", "0.5.23-cu130"]
     assert doc["stacks"][0]["local_label"] == "cu130"

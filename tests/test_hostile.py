@@ -10,18 +10,22 @@ live in test_patchset.py, test_config.py and test_fetch.py.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import hashlib
+import http.server
 import io
 import json
 import os
 import resource
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
+import threading
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -33,6 +37,7 @@ import pytest
 
 from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import load_config
+from sgpatch.errors import SgpatchError
 from sgpatch.project import load_project
 from sgpatch.provenance import wheel_version
 from sgpatch.remote import imported_failure
@@ -490,6 +495,8 @@ def test_doctor_and_verify_agree_on_the_probes_imports(template_patched: Path, t
     again = run_cli("verify", "--installed", "--python", str(clean), "--config", str(PROJECT_CONFIG), "--json")
     assert again.exit_code == 0 and line not in again.stdout, again.stdout
     record("probe-imported", exit=verify.exit_code, shown=line, note="doctor and verify --installed: the same line")
+
+
 # --------------------------------------------------------------------------- port: stacks it must not write
 
 _PORT_BAD = {
@@ -512,6 +519,8 @@ def test_port_refuses_to_write_a_wrong_stack(case_id: str, tmp_path: Path) -> No
     assert case.expect in shown
     assert _tree_state(proj) == before
     record(case_id, exit=result.exit_code, shown=shown, roots=(tmp_path,))
+
+
 # --------------------------------------------------------------------------- a checkout's configuration (issue 10)
 
 HOOKS = [
@@ -734,6 +743,8 @@ def test_no_fetch_lock_beside_the_target(tmp_path: Path, monkeypatch: pytest.Mon
     assert victim.read_text() == "precious\n" and planted.is_symlink()
     assert sorted(p.name for p in into.parent.iterdir()) == [".co.sgpatch-lock", "co"]
     record("lock-beside-target", exit=0, shown="checkout created; the planted link and its target untouched")
+
+
 def test_interface_helper_fanout_is_bounded(pristine_checkout: Callable[[], Path], project: Any) -> None:
     from .helpers import json_out
 
@@ -764,7 +775,6 @@ def test_interface_helper_fanout_is_bounded(pristine_checkout: Callable[[], Path
 
 
 # --------------------------------------------------------------------------- hostile wheels for verify --wheel
-
 
 
 @functools.cache
@@ -897,3 +907,117 @@ def test_memory_limit_is_real() -> None:
         [sys.executable, "-c", "b = bytes(1 << 30)"], capture_output=True, preexec_fn=_limit_memory, check=False
     )
     assert proc.returncode != 0 and b"MemoryError" in proc.stderr
+
+
+# --------------------------------------------------------------------------- wheel-only releases: the index, the pins
+
+
+_PAGE_OK = {
+    "meta": {"api-version": "1.1"},
+    "name": "sglang",
+    "files": [
+        {
+            "filename": "sglang-0.5.22-cp311-cp311-manylinux_2_34_x86_64.whl",
+            "hashes": {"sha256": "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"},
+        }
+    ],
+}
+
+
+def _page(**changes: Any) -> bytes:
+    doc = json.loads(json.dumps(_PAGE_OK))
+    doc["files"][0].update(changes)
+    return json.dumps(doc).encode()
+
+
+_JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+INDEX_ANSWERS: dict[str, tuple[int, str, bytes]] = {
+    "wheels-index-not-json": (200, _JSON_TYPE, b"<html>not json"),
+    "wheels-index-html": (200, "text/html", b"<html><a href='x.whl'>x</a></html>"),
+    "wheels-index-oversize": (200, _JSON_TYPE, b" " * ((64 << 20) + 1)),
+    "wheels-index-bad-sha256": (200, _JSON_TYPE, _page(hashes={"sha256": "ABC"})),
+    "wheels-index-path-filename": (200, _JSON_TYPE, _page(filename="../../sglang-0.5.22-py3-none-any.whl")),
+    "wheels-index-no-files": (200, _JSON_TYPE, json.dumps({"meta": {"api-version": "1.0"}, "files": {}}).encode()),
+    "wheels-index-http-error": (500, "text/plain", b"down"),
+}
+
+
+class _Index(http.server.BaseHTTPRequestHandler):
+    answer: tuple[int, str, bytes] = (404, "text/plain", b"")
+
+    def do_GET(self) -> None:
+        status, kind, body = self.answer
+        if self.headers.get("Authorization") != "Basic dXNlcjpzM2NyZXQ=":  # user:s3cret, from the URL
+            status, kind, body = 401, "text/plain", b"who are you"
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        with contextlib.suppress(OSError):  # the client may stop reading at its bound
+            self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("case_id", [*INDEX_ANSWERS, "wheels-index-unreachable"])
+def test_hostile_index_answer_is_an_environment_failure(
+    case_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proj = copy_project(tmp_path / "proj", {})
+    before = _digest(proj)
+    if case_id == "wheels-index-unreachable":
+        with socket.socket() as s:  # a port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            port_number = s.getsockname()[1]
+        server = None
+    else:
+        handler = type("Handler", (_Index,), {"answer": INDEX_ANSWERS[case_id]})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        port_number = server.server_address[1]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    # Credentials in pip's index URL are used, never shown.
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://user:s3cret@127.0.0.1:{port_number}/simple")
+    try:
+        result = run_cli("port", "--config", str(proj / "VERSIONS.toml"), "--to", "0.5.22", catch=True)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    _check_refused(case_id, result, (tmp_path,))
+    assert len([ln for ln in result.stderr.splitlines() if ln.startswith("sgpatch: error:")]) == 1
+    assert f"127.0.0.1:{port_number}" in result.stderr and "s3cret" not in result.stderr  # names the index it asked
+    assert _digest(proj) == before and not (proj / ".sgpatch/checkouts/0.5.22-cu130").exists()
+
+
+def test_pinned_wheels_that_disagree_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    from sgpatch.source import check_wheels_agree
+
+    pins = []
+    for arch, body in (("x86_64", b"x = 1\n"), ("aarch64", b"x = 2\n")):
+        name = f"sglang-0.5.9-cp311-cp311-manylinux_2_34_{arch}.whl"
+        data = zip_bytes({"sglang/__init__.py": body, f"sglang/_core.cpython-311-{arch}-linux-gnu.so": arch.encode()})
+        sha = hashlib.sha256(data).hexdigest()
+        (tmp_path / "cache/sgpatch/artifacts" / sha).mkdir(parents=True)
+        (tmp_path / "cache/sgpatch/artifacts" / sha / name).write_bytes(data)
+        pins.append(f'  {{ filename = "{name}", sha256 = "{sha}" }},\n')
+    wheel_line = next(ln for ln in (REPO / "VERSIONS.toml").read_text().splitlines() if ln.startswith("wheel = "))
+    proj = copy_project(tmp_path / "proj", {wheel_line + "\n": "wheels = [\n" + "".join(pins) + "]\n"})
+    stack = load_config(proj / "VERSIONS.toml").stack("0.5.9-cu130")
+    with pytest.raises(SgpatchError) as caught:
+        check_wheels_agree(stack)
+    case = CASES["wheels-disagree"]
+    message = caught.value.message
+    assert caught.value.exit_code == case.exit and case.expect in message, message
+    assert "sglang/__init__.py" in message and "manylinux_2_34_x86_64" in message  # the file and the wheel named
+    record("wheels-disagree", exit=caught.value.exit_code, shown=message, roots=(tmp_path,))
+
+
+def test_a_wheel_pinned_twice_is_refused(tmp_path: Path) -> None:
+    wheel_line = next(ln for ln in (REPO / "VERSIONS.toml").read_text().splitlines() if ln.startswith("wheel = "))
+    entry = wheel_line.removeprefix("wheel = ")
+    proj = copy_project(tmp_path / "proj", {wheel_line + "\n": f"wheels = [\n  {entry},\n  {entry},\n]\n"})
+    result = run_cli("stacks", "--config", str(proj / "VERSIONS.toml"), catch=True)
+    _check_refused("wheels-pinned-twice", result, (tmp_path,))
+    assert "VERSIONS.toml:" in result.stderr

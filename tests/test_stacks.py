@@ -18,6 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import load_config
 from sgpatch.errors import ConfigError
 from sgpatch.patchset import Series, read_series
@@ -26,7 +27,7 @@ from sgpatch.release import find_release
 from sgpatch.wheel import read_provenance
 
 from .conftest import RELEASES
-from .helpers import REPO, copy_project, empty_series_project, git, json_out, run_cli
+from .helpers import REPO, copy_project, empty_series_project, git, install_no_deps, json_out, make_venv, run_cli
 from .port_fixtures import port, releases_cached  # noqa: F401  (fixtures)
 
 NEW_STACK = "0.5.10-cu130"
@@ -80,7 +81,7 @@ def test_a_pin_the_release_rules_out_is_an_error_naming_it(releases_cached: None
         port_pins(stack, "0.5.10", _metadata_0510())
 
 
-def test_port_to_a_wheel_only_release_writes_its_own_pins_and_names_the_wheel(
+def test_port_to_a_wheel_only_release_pins_every_platform_wheel_and_its_own_pins(
     tmp_path: Path, releases_cached: None
 ) -> None:
     proj = copy_project(tmp_path / "proj", {})
@@ -88,7 +89,13 @@ def test_port_to_a_wheel_only_release_writes_its_own_pins_and_names_the_wheel(
     assert result.exit_code == 0, result.stderr
     stack = load_config(proj / "VERSIONS.toml").stack("0.5.15-cu130")
     wheel = RELEASES["0.5.15"].filename
-    assert [a.filename for a in stack.artifacts] == [wheel]
+    # Every CPython version and platform the index publishes, each with the index's sha256.
+    names = [a.filename for a in stack.artifacts]
+    assert wheel in names and stack.artifact("sdist") is None
+    assert {a.sha256 for a in stack.artifacts if a.filename == wheel} == {RELEASES["0.5.15"].sha256}
+    for arch in ("x86_64", "aarch64"):
+        assert f"sglang-0.5.15-cp312-cp312-manylinux_2_34_{arch}.whl" in names
+    assert stack.host_wheel() == RELEASES["0.5.15"]
     # Everything went upstream: an empty series.  0.5.15 asks for cuda-python>=13.0 itself: the override went.
     assert read_series(stack.series_dir).patches == () and stack.files == ()
     assert stack.requires == () and stack.build_requires == ()  # no sdist: nothing is built from source
@@ -96,9 +103,9 @@ def test_port_to_a_wheel_only_release_writes_its_own_pins_and_names_the_wheel(
     assert "flashinfer-python[cu13]==0.6.12" in stack.install.pins  # the release's extras
     assert "sglang-kernel==0.4.4+cu130" in stack.install.pins
     header = (stack.series_dir / "anchors.toml").read_text().splitlines()[1]
-    assert f"pristine: the 0.5.15 wheel {wheel};" in header and "sdist" not in header
+    assert "pristine: the 0.5.15 wheels (their .py files agree);" in header and "sdist" not in header
     text = (proj / "VERSIONS.toml").read_text()
-    assert f"# The commit sgpatch makes from {wheel} (fixed identity and date)." in text
+    assert "# The commit sgpatch makes from any of these wheels: their files but compiled extensions" in text
 
 
 def test_the_build_backend_pins_must_fit_the_releases_build_system() -> None:
@@ -180,6 +187,25 @@ def test_port_to_0510_then_fetch_apply_verify_build_verify_wheel(tmp_path: Path,
     assert checked.stdout.rstrip().splitlines()[-1].startswith("verify --wheel: ok (patched")
     recipe = (dist / f"requirements-{NEW_STACK}.txt").read_text()
     assert "sglang-kernel==0.4.1+cu130" in recipe and "sgl-kernel" not in recipe.replace("sglang-kernel", "")
+
+    # File by file against upstream's 0.5.10 wheel (built from the sdist: same files, other compression).
+    upstream = fetch_artifact(RELEASES["0.5.10"], "0.5.10")
+    patched = {f.path.removeprefix("python/") for f in stack.files}
+    with zipfile.ZipFile(wheel) as ours, zipfile.ZipFile(upstream) as theirs:
+        mine = {n for n in ours.namelist() if ".dist-info/" not in n and not n.endswith("/")}
+        up = {n for n in theirs.namelist() if ".dist-info/" not in n and not n.endswith("/")}
+        assert mine == up
+        differ = [n for n in sorted(mine - patched - {"sglang/_version.py"}) if ours.read(n) != theirs.read(n)]
+        assert differ == [] and all(ours.read(n) != theirs.read(n) for n in patched)
+
+    # Installed into a venv (--no-deps), then verified there; the interface check on the checkout.
+    python = make_venv(tmp_path / "venv")
+    install_no_deps(python, wheel)
+    installed = run_cli("verify", *args, "--installed", "--python", str(python))
+    assert installed.exit_code == 0, installed.stdout + installed.stderr
+    assert "verify: ok (patched)" in installed.stdout
+    interface = run_cli("check-interface", *args, "--checkout", str(co))
+    assert interface.exit_code == 0, interface.stdout + interface.stderr
 
 
 @pytest.mark.slow

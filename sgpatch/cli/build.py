@@ -21,27 +21,44 @@ def build(
     no_isolation: Annotated[
         bool, typer.Option("--no-isolation", help="build with this environment's setuptools (offline)")
     ] = False,
+    platform: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--platform",
+            help="for a wheel-only release: repack only the wheel of this tag (cp311-cp311-manylinux_2_34_x86_64) "
+            "or platform (manylinux_2_34_aarch64); repeatable; default every pinned wheel",
+        ),
+    ] = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the patched sglang wheel from a clean export of the checkout, then check it."""
     from sgpatch.cli.render import dumps, render_build
     from sgpatch.project import load_project
-    from sgpatch.wheel import build_wheel
+    from sgpatch.wheel import build_wheels
 
     cfg = _config(config)
     project = load_project(cfg, stack)
-    result = build_wheel(
+    results = build_wheels(
         cfg,
         project.stack,
         project.series,
         _checkout(cfg, project.stack, checkout),
         out if out is not None else cfg.root / "dist",
+        platforms=tuple(platform or ()),
         isolated=not no_isolation,
         progress=_progress(json_out),
     )
-    typer.echo(dumps(result.as_dict()) if json_out else render_build(result))
-    if not result.checks.ok:
+    if json_out:  # the first wheel's document, with every wheel's under "wheels" (one per platform tag)
+        docs = [r.as_dict() for r in results]
+        typer.echo(dumps({**docs[0], "ok": all(d["ok"] for d in docs), "wheels": docs}))
+    else:
+        typer.echo("\n".join(render_build(r) for r in results))
+    failed = False
+    for result in results:
         for failure in result.checks.failures:  # on stderr too: --json output is often redirected (make wheel)
-            _err(f"sgpatch: build: check failed: {failure}")
+            which = f"{result.wheel.name}: " if len(results) > 1 else ""
+            _err(f"sgpatch: build: check failed: {which}{failure}")
+            failed = True
+    if failed:
         raise typer.Exit(1)

@@ -110,9 +110,10 @@ def verify(
     project = load_project(cfg, stack)
     report: Any
     if wheel is not None:
-        from sgpatch.wheel import check_wheel
+        from sgpatch.wheel import check_wheel, upstream_wheel_for
 
-        report = check_wheel(project.stack, project.series, wheel)
+        upstream = upstream_wheel_for(project.stack, wheel, _progress(json_out))  # same tags: compared file by file
+        report = check_wheel(project.stack, project.series, wheel, upstream_wheel=upstream)
     elif installed:
         from sgpatch.deployed import verify_installed
 

@@ -16,7 +16,7 @@ from sgpatch.results import SCHEMA_VERSION
 if TYPE_CHECKING:  # annotations only: rendering one result imports no other command's modules
     from sgpatch.apply import ApplyResult
     from sgpatch.classify import PatchState
-    from sgpatch.config import Config
+    from sgpatch.config import Config, Stack
     from sgpatch.doctor import DoctorReport
     from sgpatch.export import ExportResult
     from sgpatch.interface import InterfaceReport
@@ -137,11 +137,25 @@ def render_lines(lines: Iterable[tuple[int, str]]) -> Iterator[str]:
         yield f"{number:6d}\t{text}"
 
 
+def build_tags(stack: Stack) -> list[str]:
+    """The tags ``build`` makes wheels for: each pinned upstream wheel's (repacked), or the one pure wheel
+    built from the sdist."""
+    from sgpatch.wheel.repack import wheel_tag
+
+    return [wheel_tag(w.filename) for w in stack.wheels] if stack.repacks else ["py3-none-any"]
+
+
 def stacks_doc(config: Config) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "config": str(config.path),
         "default_stack": config.default_stack,
+        # One CI job per stack and wheel tag: ``platform`` is what ``build --platform`` takes ("" = the sdist build).
+        "matrix": [
+            {"stack": s.name, "tag": tag, "platform": tag if s.repacks else ""}
+            for s in config.stacks.values()
+            for tag in build_tags(s)
+        ],
         "stacks": [
             {
                 "name": s.name,
@@ -154,6 +168,8 @@ def stacks_doc(config: Config) -> dict[str, Any]:
                 "series": str(s.series_dir.relative_to(config.root)),
                 "source": s.default_source,
                 "artifacts": [{"kind": a.kind, "filename": a.filename, "sha256": a.sha256} for a in s.artifacts],
+                "build": "repack" if s.repacks else "sdist",
+                "wheel_tags": build_tags(s),
             }
             for s in config.stacks.values()
         ],

@@ -127,7 +127,7 @@ def render_outputs(
     original = _swap_version(original, old.stack.sglang_version, plan.version)
     source_artifact = release.source[0]
     if source_artifact.kind != "sdist":  # the header names what the pristine text really comes from
-        original = original.replace(f"the {plan.version} sdist", f"the {plan.version} wheel {source_artifact.filename}")
+        original = original.replace(f"the {plan.version} sdist", f"the {plan.version} wheels (their .py files agree)")
     outputs[series_dir / ANCHORS_FILE] = render_anchors(original, moves, where=anchors_path).encode()
 
     pins = []
@@ -147,7 +147,12 @@ def render_outputs(
         pins=pins,
         comments={
             "title": f"{title}\n({summary})." if summary else title,
-            "pypi_commit": f"The commit sgpatch makes from {release.source[0].filename} (fixed identity and date).",
+            "pypi_commit": (
+                f"The commit sgpatch makes from {release.source[0].filename} (fixed identity and date)."
+                if source_artifact.kind == "sdist"
+                else "The commit sgpatch makes from any of these wheels: their files but compiled extensions "
+                "(fixed identity and date)."
+            ),
             "files": "Git blob ids of the files the series touches, before and after it.",
             **_pin_comments(stack, old.stack, release),
         },

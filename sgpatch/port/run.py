@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Artifact, Config, InstallRecipe, Stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.export import (
@@ -72,9 +71,9 @@ from sgpatch.rebase import (
     load_old,
     series_chain,
 )
-from sgpatch.release import Release, find_release
+from sgpatch.release import Release, find_release, pinned_release
 from sgpatch.results import Progress
-from sgpatch.source import create_pypi_checkout
+from sgpatch.source import check_wheels_agree, create_pypi_checkout
 from sgpatch.state import open_checkout
 from sgpatch.tree import DirTree, SourceTree
 
@@ -121,6 +120,8 @@ def _make_checkout(
     laid out (the new stack pins it) and must hold the same ``paths``.
     """
     artifact, path = release.source
+    if artifact.kind == "wheel":  # every pinned wheel must make the same checkout
+        check_wheels_agree(stack, progress=progress)
     if source == "pypi":
         if progress:
             progress(f"laying out {artifact.filename} as a git checkout")
@@ -366,10 +367,7 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
         note = f"its conflict was resolved to the text of sglang {record['version']}: dropped"
         previous.append(PortedPatch(conflict.name, "resolved", note))
     artifacts = tuple(Artifact(a["kind"], a["filename"], a["sha256"]) for a in record["artifacts"])
-    paths = []
-    for a in artifacts:
-        paths.append(fetch_artifact(a, record["version"], progress=progress))
-    release = Release(record["version"], artifacts, tuple(paths))
+    release = pinned_release(record["version"], artifacts, progress=progress)
     series_dir = old.series.directory.parent / record["version"]
     config_source = (config.path, config.path.read_text(encoding="utf-8"))
     stack, pin_changes = _new_stack(old.stack, record["version"], release, record["commit"], series_dir, config_source)

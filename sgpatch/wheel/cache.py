@@ -38,6 +38,8 @@ def cache_key(inputs: BuildInputs) -> str:
         "build_requires": list(stack.build_requires) if inputs.isolated else None,
         "python": inputs.python if not inputs.isolated else None,
     }
+    if inputs.repacked is not None:
+        doc["repacked"] = [inputs.repacked.filename, inputs.repacked.sha256]
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 

@@ -14,7 +14,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from sgpatch.anchors import check_anchors, load_anchors
 from sgpatch.archive import Archive, open_archive, sha256_record
-from sgpatch.config import Stack
+from sgpatch.config import Stack, wheel_tags
 from sgpatch.errors import BuildError, SgpatchError
 from sgpatch.git import Git
 from sgpatch.patchset import Series
@@ -32,6 +32,7 @@ from sgpatch.tree import PYTHON_PREFIX, ZipTree, git_blob_id
 from sgpatch.verify import verify_tree
 from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
 from sgpatch.wheel.recipe import recipe_conflicts
+from sgpatch.wheel.repack import repacked_filename
 from sgpatch.wheel.results import WheelCheck, WheelReport
 
 
@@ -57,14 +58,23 @@ def _contents(archive: Archive) -> _Contents:
     return _Contents(archive, {e.name: (archive.digest(e.name), e.size) for e in archive.entries})
 
 
-def _check_name(wheel: Path, version: str, contents: _Contents, dist_info: str) -> WheelCheck:
+def expected_names(stack: Stack, version: str) -> tuple[str, ...]:
+    """The file names the stack's patched wheels carry: one pure wheel built from the sdist, or one
+    repacked wheel per pinned upstream wheel (same tags)."""
+    if stack.repacks:
+        return tuple(repacked_filename(w, version) for w in stack.wheels)
+    return (wheel_filename(version),)
+
+
+def _check_name(stack: Stack, wheel: Path, version: str, contents: _Contents, dist_info: str) -> WheelCheck:
     problems = []
-    expected = wheel_filename(version)
+    names = expected_names(stack, version)
+    expected = wheel.name if wheel.name in names else names[0]
     if wheel.name != expected:
-        problems.append(f"file name is {wheel.name}, expected {expected}")
+        problems.append(f"file name is {wheel.name}, expected {' or '.join(names[:3])}")
     try:
         name, ver, _, tags = parse_wheel_filename(wheel.name)
-        if name != DIST_NAME or str(ver) != version or {str(t) for t in tags} != {"py3-none-any"}:
+        if name != DIST_NAME or str(ver) != version or tags != wheel_tags(expected):
             problems.append(f"file name says {name} {ver} {sorted(map(str, tags))}")
     except InvalidWheelFilename as exc:
         problems.append(str(exc))
@@ -270,7 +280,7 @@ def check_wheel(
     with ZipTree(wheel) as tree:
         contents = _contents(tree.archive)  # every member's CRC checked before any check reads it
         checks = [
-            _check_name(wheel, version, contents, dist_info),
+            _check_name(stack, wheel, version, contents, dist_info),
             _check_record(contents, dist_info),
             _check_requires(stack, contents.read(f"{dist_info}/METADATA"), upstream_metadata),
             _check_provenance(stack, series, version, contents, dist_info),
