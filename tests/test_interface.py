@@ -564,3 +564,23 @@ def test_verify_lists_gaps_on_pristine_and_fails_them_when_patched(
     assert result.exit_code == 1
     failures = json_out(result)["failures"]
     assert any("interface gap" in f and "get_embed_and_heads" in f for f in failures), failures
+
+
+def test_the_first_release_capturing_eagle3_aux_after_the_fused_all_reduce_is_0514(
+    release_tree: Callable[[str], Path],
+) -> None:
+    """The README's evidence for upstream #28343 (TP>1 with all-reduce fusion), read from the released files:
+    0.5.13 still captures ``hidden_states + residual`` in the model loop, before the fused all-reduce runs;
+    0.5.14 captures inside each layer, after ``prepare_attn`` (where the fused all-reduce has run)."""
+    model = "python/sglang/srt/models/deepseek_v2.py"
+    communicator = "python/sglang/srt/layers/communicator.py"
+    old = (release_tree("0.5.13") / model).read_text()
+    new = (release_tree("0.5.14") / model).read_text()
+    assert "aux_hidden_states.append(hidden_states + residual)" in old
+    assert "captured_last_layer_outputs" not in old
+    assert "aux_hidden_states.append(hidden_states + residual)" not in new
+    assert "captured_last_layer_outputs=(\n                        aux_hidden_states if i in self.layers_to_capture" in new
+    layer = (release_tree("0.5.14") / communicator).read_text()
+    capture = layer.split("def prepare_attn_and_capture_last_layer_outputs(", 1)[1].split("\n    def ", 1)[0]
+    assert capture.index("self.prepare_attn(") < capture.index("captured_last_layer_outputs.append(")
+    assert "AuxHiddenStatePacker" not in new  # a later change (#28956), not the marker of #28343
