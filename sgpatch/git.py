@@ -88,6 +88,24 @@ _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "1", "0", "")
 TEST_CONFIG_ENV = "SGPATCH_TEST_GIT_CONFIG"
 
 
+# How sgpatch writes a patch (``Git.diff_patch``), whatever the user's git config says; the engine's
+# differential tests write theirs with the same options.
+DIFF_OPTIONS = (
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--no-relative",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--unified=3",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "--abbrev=7",
+)
+
+
 def _argv(args: Sequence[str]) -> list[str]:
     """The one builder of a git command line: git, the neutralizing settings, then ``args``."""
     cmd = [_git_exe()]
@@ -521,18 +539,7 @@ class Git:
         """
         args = [
             "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-renames",
-            "--no-relative",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            "--unified=3",
-            "--inter-hunk-context=0",
-            "--diff-algorithm=myers",
-            "--indent-heuristic",
-            "--abbrev=7",
+            *DIFF_OPTIONS,
             "--end-of-options",
             old,
             new,

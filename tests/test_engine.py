@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from sgpatch.classify import PatchState, classify_one
 from sgpatch.errors import PatchError
+from sgpatch.git import DIFF_OPTIONS
 from sgpatch.patchset import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
 
 from .helpers import copy_project, run_cli
@@ -37,20 +38,6 @@ from .smallrepo import HEADER, IDENTITY, Tiny, make_tiny
 from .smallrepo import git as smallgit
 
 SCALE = float(os.environ.get("SGPATCH_FUZZ_SCALE", "1"))
-DIFF_OPTIONS = (
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--no-renames",
-    "--no-relative",
-    "--src-prefix=a/",
-    "--dst-prefix=b/",
-    "--unified=3",
-    "--inter-hunk-context=0",
-    "--diff-algorithm=myers",
-    "--indent-heuristic",
-    "--abbrev=7",
-)
 PATCH_HEADER = HEADER.format(desc="an engine test").encode()
 
 # A file: its bytes and whether it is executable.

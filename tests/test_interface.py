@@ -579,7 +579,8 @@ def test_the_first_release_capturing_eagle3_aux_after_the_fused_all_reduce_is_05
     assert "aux_hidden_states.append(hidden_states + residual)" in old
     assert "captured_last_layer_outputs" not in old
     assert "aux_hidden_states.append(hidden_states + residual)" not in new
-    assert "captured_last_layer_outputs=(\n                        aux_hidden_states if i in self.layers_to_capture" in new
+    passed = "captured_last_layer_outputs=(\n" + " " * 24 + "aux_hidden_states if i in self.layers_to_capture"
+    assert passed in new
     layer = (release_tree("0.5.14") / communicator).read_text()
     capture = layer.split("def prepare_attn_and_capture_last_layer_outputs(", 1)[1].split("\n    def ", 1)[0]
     assert capture.index("self.prepare_attn(") < capture.index("captured_last_layer_outputs.append(")
