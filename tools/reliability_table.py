@@ -21,7 +21,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ("tests/test_reliability.py", "tests/test_hostile.py", "tests/test_fuzz.py", "tests/test_engine.py")
+TESTS = (
+    "tests/test_reliability.py",
+    "tests/test_hostile.py",
+    "tests/test_fuzz.py",
+    "tests/test_fuzz_wheel.py",
+    "tests/test_engine.py",
+    "tests/test_cache.py",
+)
 sys.path.insert(0, str(ROOT))
 
 from tests.reliability import CASES, LOG_ENV, Case  # noqa: E402
@@ -29,7 +36,7 @@ from tests.reliability import CASES, LOG_ENV, Case  # noqa: E402
 
 def run_tests(log: Path, extra: list[str]) -> int:
     env = {**os.environ, LOG_ENV: str(log)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS, *extra]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto", *TESTS, *extra]
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
 
 
@@ -103,7 +110,10 @@ def summary(seen: dict[str, dict[str, object]]) -> str:
         "|---|---|---|",
     ]
     for area, cases in areas.items():
-        codes = sorted({_exit(seen[c.id]["exit"]) for c in cases if c.id in seen})
+        codes = sorted(
+            {_exit(seen[c.id]["exit"]) for c in cases if c.id in seen},
+            key=lambda code: (not code.isdigit(), int(code) if code.isdigit() else 0, code),
+        )
         out.append(f"| {area.capitalize()} | {len(cases)} | {', '.join(codes) or '-'} |")
     return "\n".join(out)
 
