@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 from sgpatch.archive import open_archive
 from sgpatch.artifacts import fetch_artifact, sha256_file
 from sgpatch.atomic import write_atomic
+from sgpatch.cachedir import cache_root
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
 from sgpatch.errors import BuildError, CheckoutError, SgpatchError
 from sgpatch.git import Git, clean_export, clone_shared, move_export
@@ -68,8 +69,6 @@ EXPORT_MARK = "sgpatch-export.json"  # in the export's git directory: the checko
 
 def exports_root() -> Path:
     """Where persistent exports live: ``$XDG_CACHE_HOME/sgpatch/exports``."""
-    from sgpatch.cachedir import cache_root
-
     return cache_root() / "exports"
 
 
@@ -366,7 +365,8 @@ def repack_wheels(
                 write_atomic(wheel, final)
         recipe.write_text(install_recipe(stack, version))
         say(f"checking {name} against {artifact.filename}")
-        report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout)
+        results_cache = None if no_cache else cache_root()
+        report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=results_cache)
         if report.ok and cached is None and not no_cache:
             store_wheel(entry, wheel)
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
@@ -489,7 +489,8 @@ def build_wheel(
         recipe.write_text(install_recipe(stack, version))
 
     say(f"checking {name}")
-    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout)
+    results_cache = None if no_cache else cache_root()
+    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=results_cache)
     if report.ok and not no_cache:
         if cached is None:
             store_wheel(entry, wheel)
