@@ -22,6 +22,7 @@ import calendar
 import gzip
 import hashlib
 import io
+import re
 import struct
 import tarfile
 import zipfile
@@ -77,6 +78,9 @@ def sha256_record(digest: bytes) -> str:
 # --------------------------------------------------------------------------- member checks
 
 
+_CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
+
+
 def check_member_name(name: str, where: str) -> PurePosixPath:
     """``name`` as a relative path that stays inside the archive; ArchiveError otherwise."""
     pure = PurePosixPath(name)
@@ -86,7 +90,7 @@ def check_member_name(name: str, where: str) -> PurePosixPath:
         raise ArchiveError(
             f"{where}: member {name!r} is git metadata; refusing to extract", hint="the artifact is hostile"
         )
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+    if _CONTROL_CHAR.search(name):
         raise ArchiveError(f"{where}: member {name!r} has a control character in its name", hint=_HOSTILE)
     return pure
 
