@@ -35,6 +35,7 @@ from sgpatch.wheel.cache import cache_key, report_cache_key
 from sgpatch.wheel.recipe import install_recipe
 
 from .helpers import git, snapshot
+from .reliability import record
 
 CU130, CU128 = "0.5.9-cu130", "0.5.9-cu128"
 KIMI = "python/sglang/srt/models/kimi_k25.py"
@@ -661,6 +662,7 @@ def test_cached_rebuild_reports_exactly_what_the_build_did(builds: Builds, confi
         redo = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache)
         assert redo.cached and redo.checks.as_dict() == first.checks.as_dict()
         assert render_build(redo) == render_build(again)
+    record("build-cache-report-damaged", exit=0, shown=render_build(again).splitlines()[0])
     assert {p: p.read_bytes() for p in stored} == good  # rewritten whole
 
 
@@ -675,6 +677,7 @@ def test_a_corrupt_cached_wheel_is_rebuilt(builds: Builds, config: Config, tmp_p
     redo = build_wheel(config, stack, series_of(stack), builds.checkout, tmp_path / "dist", cache_dir=cache)
     assert not redo.cached and redo.checks.ok
     assert sha256(redo.wheel) == sha256(builds.cu130.wheel)
+    record("build-cache-wheel-damaged", exit=0, shown="rebuilt: the same wheel bytes")
 
 
 def _export_mark(exports: Path) -> Path:
@@ -720,6 +723,7 @@ def test_the_persistent_export_never_leaks_into_the_wheel(builds: Builds, config
     second = build(1)
     assert sha256(second.wheel) == expected and second.checks.ok
     assert _export_mark(exports).stat().st_ino == made  # the same export, moved and cleaned
+    record("build-export-leftovers", exit=0, shown="the same wheel bytes; the export reused")
     # An edit git is told to ignore: the export cannot be proved clean, so it is made afresh.
     git(export, "update-index", "--assume-unchanged", DEEPSEEK)
     (export / DEEPSEEK).write_text("# hidden edit\n")
@@ -727,6 +731,7 @@ def test_the_persistent_export_never_leaks_into_the_wheel(builds: Builds, config
     assert sha256(third.wheel) == expected and third.checks.ok
     assert _export_mark(exports).stat().st_ino != made
     assert git(export, "ls-files", "-v", DEEPSEEK).startswith("H ")
+    record("build-export-hidden-edit", exit=0, shown="the same wheel bytes; the export made afresh")
 
 
 @pytest.mark.slow
