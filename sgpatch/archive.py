@@ -95,6 +95,21 @@ def check_member_name(name: str, where: str) -> PurePosixPath:
     return pure
 
 
+def _parents(name: str) -> list[str]:
+    """``str`` of each of ``PurePosixPath(name).parents``; by string slicing when ``name`` is already in
+    the form pathlib would give it (no empty or ``.`` part, no leading or trailing slash)."""
+    if name.startswith(("/", "./")) or name.endswith(("/", "/.")) or "//" in name or "/./" in name or name == ".":
+        return [str(p) for p in PurePosixPath(name).parents]
+    out = []
+    cut = name.rfind("/")
+    while cut > 0:
+        name = name[:cut]
+        out.append(name)
+        cut = name.rfind("/")
+    out.append(".")
+    return out
+
+
 def _check_set(entries: Collection[Entry], where: str) -> None:
     """Each path once, and never both a file and a directory (which would fail half-way)."""
     seen: set[str] = set()
@@ -102,7 +117,7 @@ def _check_set(entries: Collection[Entry], where: str) -> None:
         if e.name in seen:
             raise ArchiveError(f"{where}: member {e.name!r} appears twice", hint=_HOSTILE)
         seen.add(e.name)
-    dirs = {str(parent) for e in entries for parent in PurePosixPath(e.name).parents}
+    dirs = {parent for e in entries for parent in _parents(e.name)}
     clash = sorted(seen & dirs)
     if clash:
         raise ArchiveError(f"{where}: member {clash[0]!r} is both a file and a directory", hint=_HOSTILE)

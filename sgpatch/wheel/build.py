@@ -23,7 +23,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from sgpatch.archive import open_archive
+from sgpatch.archive import Archive
 from sgpatch.artifacts import fetch_artifact, sha256_file
 from sgpatch.atomic import write_atomic
 from sgpatch.cachedir import cache_root
@@ -209,13 +209,14 @@ def _postprocess(built: Path, dest: Path, inputs: BuildInputs) -> None:
     as sgpatch compresses), not recompressed: the same wheel as a full re-zip, in a third of the time."""
     dist_info = f"{DIST_NAME}-{inputs.version}.dist-info"
     metadata_name = f"{dist_info}/METADATA"
-    with open_archive(built, "wheel") as archive:
+
+    def replaced(archive: Archive) -> dict[str, bytes]:
         if metadata_name not in archive:
             raise BuildError(f"{built.name}: has no {metadata_name}")
-        original = archive.read(metadata_name)
-    metadata, changes = rewrite_requires(original, inputs.stack)
-    provenance = dump_provenance(make_provenance(inputs, changes))
-    replaced = {metadata_name: metadata, f"{dist_info}/{PROVENANCE_NAME}": provenance}
+        metadata, changes = rewrite_requires(archive.read(metadata_name), inputs.stack)
+        provenance = dump_provenance(make_provenance(inputs, changes))
+        return {metadata_name: metadata, f"{dist_info}/{PROVENANCE_NAME}": provenance}
+
     rezip_wheel(built, dest, dist_info, inputs.source_date_epoch, replaced)
 
 
