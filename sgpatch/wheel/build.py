@@ -103,10 +103,13 @@ def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[
         mark = place / ".git" / EXPORT_MARK
         expected = json.dumps({"checkout": str(checkout)})
         try:
-            reusable = mark.read_text() == expected and move_export(place, commit)
+            own = not place.is_symlink() and not mark.parent.is_symlink() and mark.parent.is_dir()
+            reusable = own and mark.read_text() == expected and move_export(place, commit)
         except (OSError, UnicodeDecodeError):
             reusable = False
         if not reusable:
+            if place.is_symlink() or place.is_file():
+                place.unlink()  # never follow a link planted where the export lives
             shutil.rmtree(place, ignore_errors=True)
             export_commit(checkout, commit, place)
             mark.write_text(expected)
