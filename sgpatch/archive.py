@@ -22,6 +22,7 @@ import calendar
 import gzip
 import hashlib
 import io
+import re
 import struct
 import tarfile
 import zipfile
@@ -77,6 +78,9 @@ def sha256_record(digest: bytes) -> str:
 # --------------------------------------------------------------------------- member checks
 
 
+_CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
+
+
 def check_member_name(name: str, where: str) -> PurePosixPath:
     """``name`` as a relative path that stays inside the archive; ArchiveError otherwise."""
     pure = PurePosixPath(name)
@@ -86,9 +90,24 @@ def check_member_name(name: str, where: str) -> PurePosixPath:
         raise ArchiveError(
             f"{where}: member {name!r} is git metadata; refusing to extract", hint="the artifact is hostile"
         )
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+    if _CONTROL_CHAR.search(name):
         raise ArchiveError(f"{where}: member {name!r} has a control character in its name", hint=_HOSTILE)
     return pure
+
+
+def _parents(name: str) -> list[str]:
+    """``str`` of each of ``PurePosixPath(name).parents``; by string slicing when ``name`` is already in
+    the form pathlib would give it (no empty or ``.`` part, no leading or trailing slash)."""
+    if name.startswith(("/", "./")) or name.endswith(("/", "/.")) or "//" in name or "/./" in name or name == ".":
+        return [str(p) for p in PurePosixPath(name).parents]
+    out = []
+    cut = name.rfind("/")
+    while cut > 0:
+        name = name[:cut]
+        out.append(name)
+        cut = name.rfind("/")
+    out.append(".")
+    return out
 
 
 def _check_set(entries: Collection[Entry], where: str) -> None:
@@ -98,7 +117,7 @@ def _check_set(entries: Collection[Entry], where: str) -> None:
         if e.name in seen:
             raise ArchiveError(f"{where}: member {e.name!r} appears twice", hint=_HOSTILE)
         seen.add(e.name)
-    dirs = {str(parent) for e in entries for parent in PurePosixPath(e.name).parents}
+    dirs = {parent for e in entries for parent in _parents(e.name)}
     clash = sorted(seen & dirs)
     if clash:
         raise ArchiveError(f"{where}: member {clash[0]!r} is both a file and a directory", hint=_HOSTILE)

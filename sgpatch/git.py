@@ -626,6 +626,32 @@ def clone_shared(source: Path, into: Path, commit: str) -> Git:
     return g
 
 
+def move_export(into: Path, commit: str) -> bool:
+    """Move an export made by :func:`clone_shared` to ``commit`` incrementally (only the files that differ
+    are written), remove everything git does not track (build output, ignored and untracked files), and
+    prove the result clean: HEAD is ``commit``, no index entry is flagged assume-unchanged or
+    skip-worktree (flags that would hide an edit), and ``git status`` (ignored files included) reports
+    nothing.  False when the export cannot be proved clean (the caller makes a fresh one)."""
+    g = Git(into)
+    try:
+        g._run("checkout", "--quiet", "--force", "--detach", commit)
+        g._run("clean", "-ffdxq")
+        flags = g._run("ls-files", "-v", "-z").stdout.split(b"\0")
+        if any(entry and not entry.startswith(b"H ") for entry in flags):
+            return False
+        out = g._run("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--ignored=matching").stdout
+    except CheckoutError:
+        return False
+    entries = [e for e in out.split(b"\0") if e]
+    return entries[:1] == [f"# branch.oid {commit}".encode()] and all(e.startswith(b"# ") for e in entries)
+
+
+def clean_export(into: Path) -> None:
+    """Remove what a build left in an export (its ``build/`` and ``*.egg-info``): every untracked file."""
+    with contextlib.suppress(CheckoutError):
+        Git(into)._run("clean", "-ffdxq")
+
+
 # --------------------------------------------------------------------------- crash safety and hostile input
 
 

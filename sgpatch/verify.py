@@ -6,6 +6,7 @@ installed sglang must carry the series (``require_patched``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,42 @@ class VerifyReport:
             "notes": list(self.notes),
             "failures": list(self.failures),
         }
+
+
+def report_from_dict(doc: Any, anchors: Sequence[Anchor]) -> VerifyReport | None:
+    """The report whose :meth:`VerifyReport.as_dict` is ``doc`` (a stored one), its anchors taken from
+    ``anchors`` by id; None when ``doc`` is not exactly such a document."""
+    by_id = {a.id: a for a in anchors}
+    try:
+        results = []
+        for r in doc["anchors"]:
+            anchor = by_id[r["id"]]
+            if [anchor.file, [anchor.start, anchor.end], anchor.phase] != [r["file"], r["lines"], r["phase"]]:
+                return None
+            found = (int(r["found"][0]), int(r["found"][1])) if r["found"] else None
+            results.append(AnchorResult(anchor, str(r["status"]), found, str(r["detail"])))
+        report = VerifyReport(
+            stack=str(doc["stack"]),
+            target=str(doc["target"]),
+            phase=str(doc["phase"]),
+            patches=tuple(PatchState(str(p["name"]), str(p["state"]), str(p["detail"])) for p in doc["patches"]),
+            anchors=tuple(results),
+            files=tuple(FileCheck(str(f["path"]), _text(f["expected"]), _text(f["found"])) for f in doc["files"]),
+            landing=tuple(
+                LandingResult(str(r["patch"]), str(r["file"]), str(r["hunk"]), bool(r["ok"]), str(r["detail"]))
+                for r in doc["landing"]
+            ),
+            notes=tuple(str(n) for n in doc["notes"]),
+            failures=tuple(str(f) for f in doc["failures"]),
+            interface=doc["interface"],
+        )
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return report if json.loads(json.dumps(report.as_dict())) == doc else None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _phase_of(

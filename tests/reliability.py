@@ -758,6 +758,24 @@ case(
     "names a program git could run",
     "refused as without a cache; the remembered verdict is not used for the new content",
 )
+_BUILT_SAME = "the wheel byte-identical to a build from a fresh export; the report's JSON and text as the first build's"
+for _id, _fault in [
+    (
+        "build-cache-report-damaged",
+        "the build-cache entry's stored check report truncated, not JSON, or of another shape",
+    ),
+    ("build-cache-wheel-damaged", "the build-cache entry's wheel with 10 bytes changed (its sha256 stamp kept)"),
+    (
+        "build-export-leftovers",
+        "files planted in the persistent export: `build/lib`, `*.egg-info`, an untracked "
+        "module and `.pyc`, an edited tracked file",
+    ),
+    (
+        "build-export-hidden-edit",
+        "an edit in the persistent export hidden from git (`update-index --assume-unchanged`)",
+    ),
+]:
+    case(_id, CACHED, f"`build` of the patched 0.5.9 checkout: {_fault}", 0, "exit 0", _BUILT_SAME)
 WHEELS = "wheel-only releases"
 _INDEX = "nothing written to the project (VERSIONS.toml, patches/) and no checkout left; one line naming the index"
 for _id, _fault, _expect in [

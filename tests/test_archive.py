@@ -88,3 +88,14 @@ def test_a_short_member_is_corrupt(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with archive.open_archive(path) as a, pytest.raises(ArchiveError, match=r"'a\.py' is corrupt"):
         a.read("a.py")
+
+
+def test_parents_by_slicing_are_pathlibs() -> None:
+    """The file/directory clash check lists each member's parents by string slicing when the name is already
+    normal: the same list ``PurePosixPath(name).parents`` gives, for names of every shape."""
+    import itertools
+
+    parts = ["a", "b.c", "/", ".", "..", "//", "/./", " ", "é"]
+    names = ["".join(p) for n in range(1, 6) for p in itertools.product(parts, repeat=n)]
+    for name in names:
+        assert archive._parents(name) == [str(p) for p in PurePosixPath(name).parents], name

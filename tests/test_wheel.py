@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -30,10 +31,11 @@ from sgpatch.tree import ZipTree, site_packages_tree
 from sgpatch.verify import verify_tree
 from sgpatch.wheel import BuildResult, build_wheel, check_wheel, read_provenance
 from sgpatch.wheel.build import _last_line
-from sgpatch.wheel.cache import cache_key
+from sgpatch.wheel.cache import cache_key, report_cache_key
 from sgpatch.wheel.recipe import install_recipe
 
 from .helpers import git, snapshot
+from .reliability import record
 
 CU130, CU128 = "0.5.9-cu130", "0.5.9-cu128"
 KIMI = "python/sglang/srt/models/kimi_k25.py"
@@ -178,6 +180,74 @@ def test_cache_key_changes_with_every_input(config: Config) -> None:
     ]
     keys = {cache_key(v) for v in variants}
     assert same not in keys and len(keys) == len(variants)
+
+
+def test_cache_key_misses_on_any_changed_input(config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every input of the wheel, one at a time: patch bytes, each pin, overrides, backend pins, sgpatch."""
+    stack = config.stack(CU130)
+    series = series_of(stack)
+    same = cache_key(_inputs(config))
+    source = stack.artifact("sdist")
+    assert source is not None and series.patches
+    first = series.patches[0]
+    changed_patch = dataclasses.replace(first, sha256="0" * 64)
+    variants = {
+        "patch bytes": _inputs(
+            config, series=dataclasses.replace(series, patches=(changed_patch, *series.patches[1:]))
+        ),
+        "patch order": _inputs(config, series=dataclasses.replace(series, patches=series.patches[::-1])),
+        "sglang version": _inputs(config, stack=dataclasses.replace(stack, sglang_version="0.5.8")),
+        "cuda": _inputs(config, stack=dataclasses.replace(stack, cuda="12.8")),
+        "tag": _inputs(config, stack=dataclasses.replace(stack, tag="v0.5.8")),
+        "commit": _inputs(config, stack=dataclasses.replace(stack, commit="c" * 40)),
+        "pypi commit": _inputs(config, stack=dataclasses.replace(stack, pypi_commit="p" * 40)),
+        "sdist pin": _inputs(
+            config,
+            stack=dataclasses.replace(
+                stack,
+                artifacts=tuple(dataclasses.replace(a, sha256="1" * 64) if a is source else a for a in stack.artifacts),
+            ),
+        ),
+        "override": _inputs(config, stack=dataclasses.replace(stack, requires=(("torch", "torch==9"),))),
+        "backend pins": _inputs(config, stack=dataclasses.replace(stack, build_requires=("setuptools==1",))),
+        "version": _inputs(config, version="0.0.1"),
+        "interpreter (no isolation)": _inputs(config, isolated=False, python="/other/python"),
+    }
+    keys = {name: cache_key(v) for name, v in variants.items()}
+    assert all(k != same for k in keys.values()), [n for n, k in keys.items() if k == same]
+    assert len(set(keys.values())) == len(keys)
+    monkeypatch.setattr("sgpatch.wheel.cache.__version__", "99.0")
+    assert cache_key(_inputs(config)) != same
+
+
+def test_report_key_misses_on_any_changed_input(config: Config, tmp_path: Path) -> None:
+    """The stored report of the checks: the build key, the wheel's bytes and path, the checkout, the
+    whole stack (recipe, interface table...), every file of the series directory, the upstream pin."""
+    stack = config.stack(CU130)
+    series_dir = tmp_path / "series"
+    shutil.copytree(stack.series_dir, series_dir)
+    stack = dataclasses.replace(stack, series_dir=series_dir)
+    series = read_series(series_dir)
+    upstream = stack.artifact("wheel")
+    wheel, checkout = tmp_path / "w.whl", tmp_path / "co"
+    args = ("k" * 64, stack, series, wheel, "s" * 64, upstream, checkout)
+    same = report_cache_key(*args)
+    assert report_cache_key(*args) == same
+    changed = [
+        ("x" * 64, *args[1:]),
+        (args[0], dataclasses.replace(stack, local_label="other"), *args[2:]),
+        (args[0], dataclasses.replace(stack, interface=None), *args[2:]),
+        (*args[:3], tmp_path / "elsewhere.whl", *args[4:]),
+        (*args[:4], "t" * 64, *args[5:]),
+        (*args[:5], None, checkout),
+        (*args[:6], tmp_path / "other-checkout"),
+    ]
+    keys = [report_cache_key(*c) for c in changed]  # type: ignore[arg-type]
+    assert same not in keys and len(set(keys)) == len(keys)
+    # One byte of any file of the series directory (anchors.toml is not a patch).
+    anchors = series_dir / "anchors.toml"
+    anchors.write_bytes(anchors.read_bytes() + b"\n")
+    assert report_cache_key(*args) != same
 
 
 def test_last_line_names_the_backends_error() -> None:
@@ -561,3 +631,122 @@ def test_wheel_installs_the_patched_files(builds: Builds, config: Config, tmp_pa
     series = series_of(stack)
     anchors = load_anchors(stack.series_dir / "anchors.toml")
     assert verify_tree(stack, series, anchors, site_packages_tree(site), require_patched=True).ok
+
+
+@pytest.mark.slow
+def test_cached_rebuild_reports_exactly_what_the_build_did(builds: Builds, config: Config, tmp_path: Path) -> None:
+    """The checks' report is kept in the build-cache entry: a rebuild with the same inputs renders the same
+    JSON and the same text (but for 'reused'); a corrupt or truncated stored report is rebuilt, never an error."""
+    from sgpatch.cli.render import render_build
+
+    stack = config.stack(CU130)
+    out = tmp_path / "dist"
+    first = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache)
+    again = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache)
+    assert again.cached and again.checks.ok
+    assert (
+        again.checks.as_dict() == first.checks.as_dict() == {**builds.cu130.checks.as_dict(), "wheel": str(again.wheel)}
+    )
+    assert {**again.as_dict(), "cached": False} == {**first.as_dict(), "cached": False}
+    assert render_build(again) == render_build(first).replace("build   built:", "build   reused (inputs unchanged):", 1)
+    stored = [
+        p
+        for p in builds.cache.glob("*/report-*.json")
+        if json.loads(p.read_text())["report"]["wheel"] == str(out / again.wheel.name)
+    ]
+    assert len(stored) == 1
+    good = {p: p.read_bytes() for p in stored}
+    for damage in (b"", b"{not json", b'{"key": "x", "report": {}}', good[stored[0]][: len(good[stored[0]]) // 2]):
+        for p in stored:
+            p.write_bytes(damage)
+        redo = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache)
+        assert redo.cached and redo.checks.as_dict() == first.checks.as_dict()
+        assert render_build(redo) == render_build(again)
+    record("build-cache-report-damaged", exit=0, shown=render_build(again).splitlines()[0])
+    assert {p: p.read_bytes() for p in stored} == good  # rewritten whole
+
+
+@pytest.mark.slow
+def test_a_corrupt_cached_wheel_is_rebuilt(builds: Builds, config: Config, tmp_path: Path) -> None:
+    stack = config.stack(CU130)
+    cache = tmp_path / "cache"
+    shutil.copytree(builds.cache, cache)
+    cached = [p for p in cache.glob("*/*.whl") if p.name == builds.cu130.wheel.name]
+    assert len(cached) == 1
+    cached[0].write_bytes(cached[0].read_bytes()[:-10] + b"0123456789")
+    redo = build_wheel(config, stack, series_of(stack), builds.checkout, tmp_path / "dist", cache_dir=cache)
+    assert not redo.cached and redo.checks.ok
+    assert sha256(redo.wheel) == sha256(builds.cu130.wheel)
+    record("build-cache-wheel-damaged", exit=0, shown="rebuilt: the same wheel bytes")
+
+
+def _export_mark(exports: Path) -> Path:
+    marks = list(exports.glob("*/.git/sgpatch-export.json"))
+    assert len(marks) == 1
+    return marks[0]
+
+
+@pytest.mark.slow
+def test_the_persistent_export_never_leaks_into_the_wheel(builds: Builds, config: Config, tmp_path: Path) -> None:
+    """Whatever is left in (or done to) the export between builds, the next wheel is byte-identical; an
+    export git could be made to lie about (an index entry flagged assume-unchanged) is replaced."""
+    stack = config.stack(CU130)
+    exports = tmp_path / "exports"
+    expected = sha256(builds.cu130.wheel)
+
+    def build(n: int) -> BuildResult:
+        return build_wheel(
+            config,
+            stack,
+            series_of(stack),
+            builds.checkout,
+            tmp_path / f"dist-{n}",
+            cache_dir=tmp_path / f"cache-{n}",
+            exports=exports,
+        )
+
+    first = build(0)
+    assert not first.cached and sha256(first.wheel) == expected
+    mark = _export_mark(exports)
+    export = mark.parent.parent
+    assert git(export, "status", "--porcelain", "--ignored") == ""  # the build's build/ and egg-info are gone
+    made = mark.stat().st_ino
+    # Left over or planted: build output a second in-tree build would pack, untracked and ignored
+    # files inside the package, an edited tracked file.
+    (export / "python" / "build" / "lib" / "sglang").mkdir(parents=True)
+    (export / "python" / "build" / "lib" / "sglang" / "stray.py").write_text("leak = 1\n")
+    (export / "python" / "sglang" / "stray.py").write_text("leak = 2\n")
+    (export / "python" / "sglang" / "stray.pyc").write_bytes(b"leak")
+    (export / "python" / "sglang.egg-info").mkdir()
+    (export / "python" / "sglang.egg-info" / "SOURCES.txt").write_text("sglang/stray.py\n")
+    (export / KIMI).write_text("# edited in the export\n")
+    second = build(1)
+    assert sha256(second.wheel) == expected and second.checks.ok
+    assert _export_mark(exports).stat().st_ino == made  # the same export, moved and cleaned
+    record("build-export-leftovers", exit=0, shown="the same wheel bytes; the export reused")
+    # An edit git is told to ignore: the export cannot be proved clean, so it is made afresh.
+    git(export, "update-index", "--assume-unchanged", DEEPSEEK)
+    (export / DEEPSEEK).write_text("# hidden edit\n")
+    third = build(2)
+    assert sha256(third.wheel) == expected and third.checks.ok
+    assert _export_mark(exports).stat().st_ino != made
+    assert git(export, "ls-files", "-v", DEEPSEEK).startswith("H ")
+    record("build-export-hidden-edit", exit=0, shown="the same wheel bytes; the export made afresh")
+
+
+@pytest.mark.slow
+def test_no_cache_builds_from_a_fresh_export_and_keeps_nothing(builds: Builds, config: Config, tmp_path: Path) -> None:
+    stack = config.stack(CU130)
+    cache, exports = tmp_path / "cache", tmp_path / "exports"
+    result = build_wheel(
+        config,
+        stack,
+        series_of(stack),
+        builds.checkout,
+        tmp_path / "dist",
+        cache_dir=cache,
+        exports=exports,
+        no_cache=True,
+    )
+    assert not result.cached and sha256(result.wheel) == sha256(builds.cu130.wheel)
+    assert not list(cache.glob("*/*.whl")) and not exports.exists()

@@ -7,7 +7,19 @@ from typing import Annotated
 
 import typer
 
-from sgpatch.cli.app import CheckoutOpt, ConfigOpt, JsonOpt, StackArg, _checkout, _config, _err, _progress, app, handled
+from sgpatch.cli.app import (
+    CheckoutOpt,
+    ConfigOpt,
+    JsonOpt,
+    NoCacheOpt,
+    StackArg,
+    _checkout,
+    _config,
+    _err,
+    _progress,
+    app,
+    handled,
+)
 
 
 @app.command()
@@ -31,6 +43,7 @@ def build(
     ] = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Build the patched sglang wheel from a clean export of the checkout, then check it."""
     from sgpatch.cli.render import dumps, render_build
@@ -48,6 +61,7 @@ def build(
         platforms=tuple(platform or ()),
         isolated=not no_isolation,
         progress=_progress(json_out),
+        no_cache=no_cache,
     )
     if json_out:  # the first wheel's document, with every wheel's under "wheels" (one per platform tag)
         docs = [r.as_dict() for r in results]

@@ -11,21 +11,25 @@ same inputs reuse the previous wheel.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from sgpatch.archive import open_archive
+from sgpatch.archive import Archive
 from sgpatch.artifacts import fetch_artifact, sha256_file
 from sgpatch.atomic import write_atomic
+from sgpatch.cachedir import cache_root
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
-from sgpatch.errors import BuildError, CheckoutError
-from sgpatch.git import Git, clone_shared
+from sgpatch.errors import BuildError, CheckoutError, SgpatchError
+from sgpatch.git import Git, clean_export, clone_shared, move_export
 from sgpatch.patchset import Series
 from sgpatch.provenance import (
     PROVENANCE_NAME,
@@ -39,7 +43,7 @@ from sgpatch.provenance import (
 from sgpatch.results import Progress
 from sgpatch.source import WHEEL_CHECKOUT_EPOCH
 from sgpatch.state import check_base_files, inspect, open_checkout
-from sgpatch.wheel.cache import cache_key, cached_wheel, store_wheel
+from sgpatch.wheel.cache import cache_key, cached_report, cached_wheel, report_cache_key, store_report, store_wheel
 from sgpatch.wheel.check import check_wheel
 from sgpatch.wheel.names import DIST_NAME, wheel_filename
 from sgpatch.wheel.recipe import install_recipe, recipe_filename
@@ -57,6 +61,85 @@ def export_commit(checkout: Path, commit: str, into: Path) -> None:
     objects, without its tags (nothing for setuptools-scm to mistake for the version), and
     without the checkout's index, build output or untracked files.  The checkout is only read."""
     clone_shared(checkout, into, commit)
+
+
+EXPORTS_KEPT = 4  # persistent exports kept in the user's cache (one per checkout built, most recent first)
+EXPORT_MARK = "sgpatch-export.json"  # in the export's git directory: the checkout it was made from
+
+
+def exports_root() -> Path:
+    """Where persistent exports live: ``$XDG_CACHE_HOME/sgpatch/exports``."""
+    return cache_root() / "exports"
+
+
+@contextlib.contextmanager
+def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[Path]:
+    """A clean export of ``commit`` (see :func:`export_commit`) for the duration of the block.
+
+    With ``root``, the export persists there between builds (one per checkout, the
+    ``EXPORTS_KEPT`` most recent kept) and is moved to ``commit`` incrementally; it is
+    owned by sgpatch: before each use everything git does not track is removed and the
+    result proved clean (:func:`sgpatch.git.move_export`), and an export that cannot be
+    proved clean, or was not made from ``checkout``, is replaced by a fresh one.  Another
+    build holding it, or ``root`` None (``--no-cache``): a fresh export in a temporary directory."""
+    from sgpatch.lock import exclusive
+    from sgpatch.resultcache import digest
+
+    held = None
+    if root is not None:
+        place = root / digest(str(checkout))[:16]
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            held = exclusive(place.with_name(place.name + ".lock"), what=f"the export {place}", timeout=0)
+            held.__enter__()
+        except (SgpatchError, OSError):
+            held = None
+    if held is None or root is None:
+        with tempfile.TemporaryDirectory(prefix="sgpatch-export-") as tmp:
+            export_commit(checkout, commit, Path(tmp) / "src")
+            yield Path(tmp) / "src"
+        return
+    try:
+        mark = place / ".git" / EXPORT_MARK
+        expected = json.dumps({"checkout": str(checkout)})
+        try:
+            own = not place.is_symlink() and not mark.parent.is_symlink() and mark.parent.is_dir()
+            reusable = own and mark.read_text() == expected and move_export(place, commit)
+        except (OSError, UnicodeDecodeError):
+            reusable = False
+        if not reusable:
+            if place.is_symlink() or place.is_file():
+                place.unlink()  # never follow a link planted where the export lives
+            shutil.rmtree(place, ignore_errors=True)
+            export_commit(checkout, commit, place)
+            mark.write_text(expected)
+        os.utime(mark)
+        _prune_exports(root, keep=place)
+        try:
+            yield place
+        finally:
+            clean_export(place)  # the build's output goes now; anything else, before the next use
+    finally:
+        held.__exit__(None, None, None)
+
+
+def _prune_exports(root: Path, *, keep: Path) -> None:
+    """Remove all but the ``EXPORTS_KEPT`` most recently used exports (skipping any another build holds)."""
+    from sgpatch.lock import exclusive
+
+    def used(p: Path) -> float:
+        try:
+            return (p / ".git" / EXPORT_MARK).stat().st_mtime
+        except OSError:
+            return 0.0
+
+    others = sorted((p for p in root.iterdir() if p.is_dir() and p != keep), key=used, reverse=True)
+    for old in others[EXPORTS_KEPT - 1 :]:
+        with (
+            contextlib.suppress(SgpatchError, OSError),
+            exclusive(old.with_name(old.name + ".lock"), what=f"the export {old}", timeout=0),
+        ):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def build_environment(version: str, epoch: int) -> dict[str, str]:
@@ -129,13 +212,14 @@ def _postprocess(built: Path, dest: Path, inputs: BuildInputs) -> None:
     as sgpatch compresses), not recompressed: the same wheel as a full re-zip, in a third of the time."""
     dist_info = f"{DIST_NAME}-{inputs.version}.dist-info"
     metadata_name = f"{dist_info}/METADATA"
-    with open_archive(built, "wheel") as archive:
+
+    def replaced(archive: Archive) -> dict[str, bytes]:
         if metadata_name not in archive:
             raise BuildError(f"{built.name}: has no {metadata_name}")
-        original = archive.read(metadata_name)
-    metadata, changes = rewrite_requires(original, inputs.stack)
-    provenance = dump_provenance(make_provenance(inputs, changes))
-    replaced = {metadata_name: metadata, f"{dist_info}/{PROVENANCE_NAME}": provenance}
+        metadata, changes = rewrite_requires(archive.read(metadata_name), inputs.stack)
+        provenance = dump_provenance(make_provenance(inputs, changes))
+        return {metadata_name: metadata, f"{dist_info}/{PROVENANCE_NAME}": provenance}
+
     rezip_wheel(built, dest, dist_info, inputs.source_date_epoch, replaced)
 
 
@@ -188,6 +272,7 @@ def build_wheels(
     allow_unpatched: bool = False,
     cache_dir: Path | None = None,
     python: str | None = None,
+    no_cache: bool = False,
 ) -> tuple[BuildResult, ...]:
     """The stack's patched wheels: built from the sdist (one pure wheel), or, for a release without
     an sdist, upstream's pinned wheels repacked (one per platform tag: all, or those in ``platforms``)."""
@@ -207,6 +292,7 @@ def build_wheels(
             allow_unpatched=allow_unpatched,
             cache_dir=cache_dir,
             python=python,
+            no_cache=no_cache,
         )
         return (built,)
     return repack_wheels(
@@ -219,6 +305,7 @@ def build_wheels(
         progress=progress,
         allow_unpatched=allow_unpatched,
         cache_dir=cache_dir,
+        no_cache=no_cache,
     )
 
 
@@ -233,6 +320,7 @@ def repack_wheels(
     progress: Progress | None = None,
     allow_unpatched: bool = False,
     cache_dir: Path | None = None,
+    no_cache: bool = False,
 ) -> tuple[BuildResult, ...]:
     """Upstream's pinned wheels repacked with the checkout's patched files (sgpatch.wheel.repack), checked
     against the wheel each was made from; the same inputs reuse the cached wheel."""
@@ -267,7 +355,7 @@ def repack_wheels(
         name = repacked_filename(artifact, version)
         entry = cache / cache_key(inputs)[:24]
         upstream = fetch_artifact(artifact, stack.sglang_version, progress=say)
-        cached = cached_wheel(entry, name)
+        cached = None if no_cache else cached_wheel(entry, name)
         wheel = out_dir / name
         if cached is not None:
             say(f"reusing the cached {name} (inputs unchanged)")
@@ -281,8 +369,9 @@ def repack_wheels(
                 write_atomic(wheel, final)
         recipe.write_text(install_recipe(stack, version))
         say(f"checking {name} against {artifact.filename}")
-        report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout)
-        if report.ok and cached is None:
+        results_cache = None if no_cache else cache_root()
+        report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=results_cache)
+        if report.ok and cached is None and not no_cache:
             store_wheel(entry, wheel)
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
         results.append(done)
@@ -312,14 +401,22 @@ def build_wheel(
     allow_unpatched: bool = False,
     cache_dir: Path | None = None,
     python: str | None = None,
+    no_cache: bool = False,
+    exports: Path | None = None,
 ) -> BuildResult:
     """Build (or reuse) the patched wheel of ``checkout`` into ``out_dir`` and check it.
 
     ``isolated=False`` builds with the current environment's setuptools and
     setuptools-scm (offline); ``python`` is the interpreter whose environment that is
     (default: this one).  ``cache_dir`` defaults to ``.sgpatch/builds``
-    beside VERSIONS.toml.  The result's ``checks`` say whether the wheel passed.
+    beside VERSIONS.toml; an entry holds the wheel and the report of its checks, so a
+    rebuild with the same inputs (and the same output and checkout paths, which the
+    report names) checks nothing again.  ``exports`` is where the persistent export of
+    the checkout lives (default :func:`exports_root`).  ``no_cache``: a fresh export,
+    no cached wheel or report read or written.  The result's ``checks`` say whether the wheel passed.
     """
+    if exports is None:
+        exports = exports_root()
     say = progress or _noop
     checkout = checkout.resolve()
     out_dir = out_dir.resolve()
@@ -349,26 +446,38 @@ def build_wheel(
     cache = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
     entry = cache / key[:24]
     name = wheel_filename(version)
-    upstream = upstream_wheel_for(stack, Path(name), say)
+    wheel = out_dir / name
+    recipe = out_dir / recipe_filename(stack)
 
-    cached = cached_wheel(entry, name)
+    cached = None if no_cache else cached_wheel(entry, name)
+    report_key = ""
     if cached is not None:
         say(f"reusing the cached {name} (inputs unchanged)")
-    else:
+        stamp = sha256_file(cached)
+        if not wheel.is_file() or sha256_file(wheel) != stamp:
+            write_atomic(wheel, cached)
+        recipe.write_text(install_recipe(stack, version))
+        report_key = report_cache_key(key, stack, series, wheel, stamp, matching_upstream(stack, wheel), checkout)
+        stored = cached_report(entry, report_key, stack, wheel)
+        if stored is not None:
+            say(f"reusing the checks of {name} (inputs unchanged)")
+            return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=True, checks=stored)
+    upstream = upstream_wheel_for(stack, Path(name), say)
+    if cached is None:
         with tempfile.TemporaryDirectory(prefix="sgpatch-build-") as tmp:
             work = Path(tmp)
             say(f"exporting {head[:12]} to a clean work tree")
-            export_commit(checkout, head, work / "src")
-            log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
-            say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
-            env = build_environment(version, inputs.source_date_epoch)
-            if isolated and stack.build_requires:
-                # The isolated environment gets exactly the pinned backend, so a later
-                # setuptools cannot change the wheel (WHEEL's Generator line included).
-                constraints = work / "build-constraints.txt"
-                constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
-                env["PIP_CONSTRAINT"] = str(constraints)
-            _run_build(work / "src" / "python", work / "dist", log, env, isolated=isolated, python=inputs.python)
+            with clean_export_of(checkout, head, None if no_cache else exports) as src:
+                log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
+                say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
+                env = build_environment(version, inputs.source_date_epoch)
+                if isolated and stack.build_requires:
+                    # The isolated environment gets exactly the pinned backend, so a later
+                    # setuptools cannot change the wheel (WHEEL's Generator line included).
+                    constraints = work / "build-constraints.txt"
+                    constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
+                    env["PIP_CONSTRAINT"] = str(constraints)
+                _run_build(src / "python", work / "dist", log, env, isolated=isolated, python=inputs.python)
             built = sorted((work / "dist").glob("*.whl"))
             if [b.name for b in built] != [name]:
                 found = ", ".join(b.name for b in built) or "nothing"
@@ -380,15 +489,17 @@ def build_wheel(
             final = work / "final" / name
             final.parent.mkdir()
             _postprocess(built[0], final, inputs)
-            write_atomic(out_dir / name, final)
-    wheel = out_dir / name
-    if cached is not None and (not wheel.is_file() or sha256_file(wheel) != sha256_file(cached)):
-        write_atomic(wheel, cached)
+            write_atomic(wheel, final)
+        recipe.write_text(install_recipe(stack, version))
 
-    recipe = out_dir / recipe_filename(stack)
-    recipe.write_text(install_recipe(stack, version))
     say(f"checking {name}")
-    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout)
-    if report.ok and cached is None:
-        store_wheel(entry, wheel)
+    results_cache = None if no_cache else cache_root()
+    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=results_cache)
+    if report.ok and not no_cache:
+        if cached is None:
+            store_wheel(entry, wheel)
+            report_key = report_cache_key(
+                key, stack, series, wheel, sha256_file(wheel), matching_upstream(stack, wheel), checkout
+            )
+        store_report(entry, report_key, report)
     return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)

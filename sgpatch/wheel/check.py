@@ -250,6 +250,35 @@ def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> Whee
     return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
 
 
+def _upstream_contents(wheel: Path, cache: Path | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
+    """Each member's sha256 and size, and METADATA, of the upstream wheel: read through sgpatch.archive,
+    or, in ``cache``, from the digests stored under the wheel's own sha256 by an earlier read."""
+    from sgpatch.artifacts import sha256_file
+    from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
+
+    slot = None
+    if cache is not None:
+        key = digest(sha256_file(wheel), code_digest("archive.py", "wheel/check.py"))
+        slot = cache / "wheel-digests" / f"{key}.json"
+        doc = read_entry(slot)
+        try:
+            if isinstance(doc, dict) and doc["key"] == key:
+                members = {str(n): (bytes.fromhex(d), int(s)) for n, (d, s) in doc["members"].items()}
+                meta = doc["metadata"]
+                return members, None if meta is None else meta.encode("latin-1")
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass  # an entry of another shape: read the wheel, rewrite it
+    with open_archive(wheel, "wheel") as up:
+        members = dict(_contents(up).digests)
+        metadata_name = next((e.name for e in up.entries if e.name.endswith(".dist-info/METADATA")), None)
+        metadata = up.read(metadata_name) if metadata_name else None
+    if slot is not None:
+        stored = {n: [d.hex(), s] for n, (d, s) in members.items()}
+        meta_text = None if metadata is None else metadata.decode("latin-1")
+        write_entry(slot, {"key": key, "members": stored, "metadata": meta_text})
+    return members, metadata
+
+
 def check_wheel(
     stack: Stack,
     series: Series,
@@ -257,6 +286,7 @@ def check_wheel(
     *,
     upstream_wheel: Path | None = None,
     checkout: Path | None = None,
+    cache: Path | None = None,
 ) -> WheelReport:
     """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
     patched anchors, verify's report on its files; with ``upstream_wheel`` the file set and
@@ -265,7 +295,10 @@ def check_wheel(
     The wheel is read through sgpatch.archive: a member that is unsafe, over a limit,
     encrypted, compressed with another method than deflate, or corrupt is an
     ArchiveError (exit 2) naming it.  Members are hashed in chunks; only the few
-    files the checks read whole (METADATA, RECORD, provenance, patched files) are."""
+    files the checks read whole (METADATA, RECORD, provenance, patched files) are.
+
+    ``cache``: the result cache (``cachedir.cache_root()``, None: none) where the interface report
+    and the upstream wheel's digests (keyed by its sha256) are kept."""
     if not wheel.is_file():
         raise BuildError(f"{wheel}: no such wheel file")
     version = wheel_version(stack, series)
@@ -273,10 +306,7 @@ def check_wheel(
     upstream: dict[str, tuple[bytes, int]] | None = None
     upstream_metadata = None
     if upstream_wheel is not None:
-        with open_archive(upstream_wheel, "wheel") as up:
-            upstream = dict(_contents(up).digests)
-            metadata_name = next((e.name for e in up.entries if e.name.endswith(".dist-info/METADATA")), None)
-            upstream_metadata = up.read(metadata_name) if metadata_name else None
+        upstream, upstream_metadata = _upstream_contents(upstream_wheel, cache)
     with ZipTree(wheel) as tree:
         contents = _contents(tree.archive)  # every member's CRC checked before any check reads it
         checks = [
@@ -303,7 +333,7 @@ def check_wheel(
             checks.extend(_check_upstream(contents.digests, upstream, dist_info, series))
         if checkout is not None:
             checks.append(_check_checkout(contents, checkout, series))
-        report = verify_tree(stack, series, anchors, tree, require_patched=True)
+        report = verify_tree(stack, series, anchors, tree, require_patched=True, cache=cache)
     return WheelReport(wheel, stack.name, version, tuple(checks), report)
 
 

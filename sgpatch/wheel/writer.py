@@ -9,11 +9,11 @@ import struct
 import time
 import zipfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.archive import open_archive, sha256_record
+from sgpatch.archive import Archive, open_archive, sha256_record
 
 _ZIP_EPOCH_MIN = 315532800  # 1980-01-01, the earliest date a zip entry can carry
 
@@ -142,13 +142,21 @@ def write_raw_zip(dest: Path, members: Sequence[RawMember]) -> None:
         out.write(_END.pack(0x06054B50, 0, 0, len(members), len(members), len(directory), offset, 0))
 
 
-def rezip_wheel(built: Path, dest: Path, dist_info: str, epoch: int, replaced: Mapping[str, bytes]) -> None:
+def rezip_wheel(
+    built: Path,
+    dest: Path,
+    dist_info: str,
+    epoch: int,
+    replaced: Mapping[str, bytes] | Callable[[Archive], Mapping[str, bytes]],
+) -> None:
     """The wheel at ``built`` made deterministic, with ``replaced`` members (new bytes, or added): entries
     sorted (``.dist-info`` last, RECORD at the very end), one fixed timestamp, fixed permissions, a fresh
     RECORD.  The other members are not recompressed: their deflated bytes are copied (the backend's zlib
     level 6 is sgpatch's, so this is the wheel a full re-zip makes, in a third of the time).  A stored
-    member is deflated."""
+    member is deflated.  ``replaced`` may be a function of the open archive (which is read once)."""
     with open_archive(built, "wheel") as archive:  # every member checked (names, limits, CRCs)
+        if callable(replaced):
+            replaced = replaced(archive)
         regular = {e.name: (e.executable, archive.digest(e.name), e.size) for e in archive.entries}
     date_time = time.gmtime(max(epoch, _ZIP_EPOCH_MIN))[:6]
     record_name = f"{dist_info}/RECORD"
