@@ -14,7 +14,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -388,7 +387,6 @@ class Builds:
     cache: Path
     before: dict[str, str]
     cu130: BuildResult
-    cu130_seconds: float
     again: BuildResult
     cu128: BuildResult
     unpatched: BuildResult
@@ -410,9 +408,7 @@ def builds(
     git(checkout, "tag", "v0.5.10", side)
     before = snapshot(checkout)
     cache = tmp_path_factory.mktemp("wheel-cache")
-    started = time.perf_counter()
     cu130 = build_wheel(config, stack, series, checkout, tmp_path_factory.mktemp("dist-a"), cache_dir=cache)
-    seconds = time.perf_counter() - started
     # Same inputs from another checkout copy, another output and another cache: a real second build.
     other = copy_checkout(tmp_path_factory, template_patched, "wheel-patched-b")
     again = build_wheel(
@@ -431,7 +427,7 @@ def builds(
         cache_dir=tmp_path_factory.mktemp("cache-unpatched"),
         allow_unpatched=True,
     )
-    return Builds(checkout, cache, before, cu130, seconds, again, cu128, unpatched)
+    return Builds(checkout, cache, before, cu130, again, cu128, unpatched)
 
 
 @pytest.mark.slow
@@ -587,13 +583,10 @@ def test_tampered_wheel_fails(builds: Builds, config: Config, tmp_path: Path) ->
 @pytest.mark.slow
 def test_unchanged_inputs_reuse_the_wheel(builds: Builds, config: Config, tmp_path: Path) -> None:
     stack = config.stack(CU130)
-    started = time.perf_counter()
     again = build_wheel(config, stack, series_of(stack), builds.checkout, tmp_path / "dist", cache_dir=builds.cache)
-    cached_seconds = time.perf_counter() - started
     assert again.cached and again.checks.ok
     assert sha256(again.wheel) == sha256(builds.cu130.wheel)
     assert again.recipe.read_text() == builds.cu130.recipe.read_text()
-    assert cached_seconds < builds.cu130_seconds / 2, (cached_seconds, builds.cu130_seconds)
     # Any input change rebuilds: cu128 was built from the very same checkout and cache.
     assert not builds.cu128.cached
 
