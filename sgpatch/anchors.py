@@ -244,7 +244,7 @@ def check_landing(patch: Patch, fp: FilePatch, data: bytes | None) -> list[Landi
     lines = split_lines(data)
     try:
         module: ast.Module | None = parse_python(data, filename=fp.path)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         module = None
     for h in fp.hunks:
         misplaced = [n for n, text in h.added if n > len(lines) or lines[n - 1] != text]

@@ -426,6 +426,15 @@ case(
     "helper calls given a model; the rest not followed",
     "the check ends and still reports the real gaps, with a note naming the module; the checkout unchanged",
 )
+case(
+    "interface-nul-in-source",
+    HOSTILE,
+    "`check-interface` and `verify` on a checkout where a module the check reads holds a NUL byte "
+    "(Python's parser raises ValueError, not SyntaxError)",
+    2,
+    "cannot parse (source code string cannot contain null bytes)",
+    "one line naming the file; no traceback file; the checkout unchanged",
+)
 _WHEEL = "nothing written; no traceback file; one line (exit 2) or the wheel report with the failed check (exit 1)"
 for _id, _fault, _exit, _expect in [
     ("archive-encrypted", "`verify --wheel` of a wheel with an encrypted member", 2, "is encrypted"),

@@ -774,6 +774,23 @@ def test_interface_helper_fanout_is_bounded(pristine_checkout: Callable[[], Path
     record("interface-helper-fanout", exit=result.exit_code, shown=note)
 
 
+def test_a_nul_byte_in_a_source_the_interface_check_reads_is_exit_2(
+    pristine_checkout: Callable[[], Path], project: Any
+) -> None:
+    co = pristine_checkout()
+    source = co / "python/sglang/srt/layers/logits_processor.py"
+    source.write_bytes(b"\0" + source.read_bytes()[1:])
+    before = snapshot(co)
+    for command in ("check-interface", "verify"):
+        result = run_cli(command, "--checkout", str(co), "--config", str(project.config.path), "--no-cache")
+        assert result.exit_code == 2, (command, result.stderr)
+        assert result.stderr.startswith("sgpatch: error: python/sglang/srt/layers/logits_processor.py: "), result.stderr
+        assert CASES["interface-nul-in-source"].expect in result.stderr
+        assert "internal error" not in result.stderr
+    assert snapshot(co) == before
+    record("interface-nul-in-source", exit=2, shown=first_error(result.stderr), roots=(co,))
+
+
 # --------------------------------------------------------------------------- hostile wheels for verify --wheel
 
 

@@ -28,6 +28,7 @@ TESTS = (
     "tests/test_fuzz_wheel.py",
     "tests/test_engine.py",
     "tests/test_cache.py",
+    "tests/test_wheel.py",
 )
 sys.path.insert(0, str(ROOT))
 

@@ -66,7 +66,10 @@ class Modules:
             try:
                 self._asts[path] = None if data is None else parse_python(data, filename=path)
             except SyntaxError as exc:
-                raise ConfigError(f"{path}:{exc.lineno}: cannot parse ({exc.msg}) in {self.tree.label}") from exc
+                where = f"{path}:{exc.lineno}" if exc.lineno else path
+                raise ConfigError(f"{where}: cannot parse ({exc.msg}) in {self.tree.label}") from exc
+            except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
+                raise ConfigError(f"{path}: cannot parse ({exc}) in {self.tree.label}") from exc
         return self._asts[path]
 
     def path_of(self, dotted: str) -> str | None:
