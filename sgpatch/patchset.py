@@ -231,29 +231,41 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
     )
 
 
+def _hunk_body(lines: Sequence[bytes], header: int) -> tuple[range, bool]:
+    """The body of the hunk whose ``@@`` header is ``lines[header]``, by the header's counts: the indexes of
+    its lines, and whether the counts were met (False: the body ends early, at a foreign line or the end)."""
+    m = _HUNK_HEADER.match(lines[header])
+    assert m is not None
+    want_old = int(m.group(2)) if m.group(2) is not None else 1
+    want_new = int(m.group(4)) if m.group(4) is not None else 1
+    i = header + 1
+    while want_old > 0 or want_new > 0:
+        if i >= len(lines):
+            return range(header + 1, i), False
+        tag = lines[i][:1]
+        if tag == b" ":
+            want_old, want_new = want_old - 1, want_new - 1
+        elif tag == b"-":
+            want_old -= 1
+        elif tag == b"+":
+            want_new -= 1
+        elif tag != b"\\":
+            return range(header + 1, i), False
+        i += 1
+    return range(header + 1, i), True
+
+
 def _hunk_body_lines(lines: Sequence[bytes]) -> set[int]:
     """Indexes of the lines inside hunks (by their headers' counts): a CR ending one of them is file content."""
     body: set[int] = set()
     i = 0
     while i < len(lines):
-        m = _HUNK_HEADER.match(lines[i])
-        i += 1
-        if not m:
-            continue
-        want_old = int(m.group(2)) if m.group(2) is not None else 1
-        want_new = int(m.group(4)) if m.group(4) is not None else 1
-        while (want_old > 0 or want_new > 0) and i < len(lines):
-            tag = lines[i][:1]
-            if tag == b" ":
-                want_old, want_new = want_old - 1, want_new - 1
-            elif tag == b"-":
-                want_old -= 1
-            elif tag == b"+":
-                want_new -= 1
-            elif tag != b"\\":
-                break
-            body.add(i)
+        if not _HUNK_HEADER.match(lines[i]):
             i += 1
+            continue
+        found, _ = _hunk_body(lines, i)
+        body.update(found)
+        i = found.stop
     return body
 
 
@@ -262,27 +274,14 @@ def _bad_hunk_line(lines: Sequence[bytes], start: int) -> int:
     last_header = start + 1
     i = start
     while i < len(lines):
-        m = _HUNK_HEADER.match(lines[i])
-        if not m:
+        if not _HUNK_HEADER.match(lines[i]):
             i += 1
             continue
         last_header = i + 1
-        want_old = int(m.group(2)) if m.group(2) is not None else 1
-        want_new = int(m.group(4)) if m.group(4) is not None else 1
-        i += 1
-        while want_old > 0 or want_new > 0:
-            if i >= len(lines):
-                return last_header
-            tag = lines[i][:1]
-            if tag == b" ":
-                want_old, want_new = want_old - 1, want_new - 1
-            elif tag == b"-":
-                want_old -= 1
-            elif tag == b"+":
-                want_new -= 1
-            elif tag != b"\\":
-                return last_header
-            i += 1
+        found, complete = _hunk_body(lines, i)
+        if not complete:
+            return last_header
+        i = found.stop
     return last_header
 
 

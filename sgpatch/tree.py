@@ -122,7 +122,8 @@ class DirTree:
             walked.append(part)
         return fd
 
-    def read(self, path: str) -> bytes | None:
+    def _open_file(self, path: str) -> int | None:
+        """A descriptor of the regular file ``path`` (opened without following links), or None."""
         parts = self._parts(path)
         if not parts:
             return None
@@ -135,28 +136,27 @@ class DirTree:
             return None  # missing, a symlink (ELOOP), or unreadable: not a file of the tree
         finally:
             os.close(dir_fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return fd
+
+    def read(self, path: str) -> bytes | None:
+        fd = self._open_file(path)
+        if fd is None:
+            return None
         with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
             return fh.read()
 
     def mode(self, path: str) -> str | None:
         """The git mode a regular file would get (100755 when its owner may execute it), or None."""
-        parts = self._parts(path)
-        if not parts:
-            return None
-        dir_fd = self._open_dir(parts[:-1], path)
-        if dir_fd is None:
+        fd = self._open_file(path)
+        if fd is None:
             return None
         try:
-            st = os.lstat(parts[-1], dir_fd=dir_fd)
-        except OSError:
-            return None
+            return "100755" if os.fstat(fd).st_mode & 0o100 else "100644"
         finally:
-            os.close(dir_fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        return "100755" if st.st_mode & 0o100 else "100644"
+            os.close(fd)
 
     def list(self, prefix: str) -> list[str]:
         parts = self._parts(prefix.rstrip("/"))

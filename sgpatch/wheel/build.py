@@ -12,6 +12,7 @@ same inputs reuse the previous wheel.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -327,6 +328,7 @@ def repack_wheels(
     say = progress or _noop
     checkout, out_dir = _dirs(checkout, out_dir)
     g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
+    out_dir.mkdir(parents=True, exist_ok=True)
     version = wheel_version(stack, series)
     wanted = select_wheels(stack, platforms)
     if not wanted:
@@ -336,22 +338,22 @@ def repack_wheels(
     cache = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
     recipe = out_dir / recipe_filename(stack)
     results: list[BuildResult] = []
+    parse_overrides(stack)  # a malformed override fails before anything is repacked
+    common = BuildInputs(
+        stack=stack,
+        series=series,
+        version=version,
+        phase=phase,
+        base=base,
+        head=head,
+        tree=g.tree_of(head),
+        source_date_epoch=WHEEL_CHECKOUT_EPOCH,
+        isolated=True,
+        before=tuple((p, g.blob_id(base, p)) for p in paths),
+        after=tuple((p, g.blob_id(head, p)) for p in paths),
+    )
     for artifact in wanted:
-        inputs = BuildInputs(
-            stack=stack,
-            series=series,
-            version=version,
-            phase=phase,
-            base=base,
-            head=head,
-            tree=g.tree_of(head),
-            source_date_epoch=WHEEL_CHECKOUT_EPOCH,
-            isolated=True,
-            before=tuple((p, g.blob_id(base, p)) for p in paths),
-            after=tuple((p, g.blob_id(head, p)) for p in paths),
-            repacked=artifact,
-        )
-        parse_overrides(stack)
+        inputs = dataclasses.replace(common, repacked=artifact)
         name = repacked_filename(artifact, version)
         entry = cache / cache_key(inputs)[:24]
         upstream = fetch_artifact(artifact, stack.sglang_version, progress=say)
@@ -385,7 +387,6 @@ def _dirs(checkout: Path, out_dir: Path) -> tuple[Path, Path]:
         raise BuildError(
             f"{out_dir}: is inside the checkout {checkout}", hint="pass an --out directory outside the checkout"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
     return checkout, out_dir
 
 
@@ -418,12 +419,7 @@ def build_wheel(
     if exports is None:
         exports = exports_root()
     say = progress or _noop
-    checkout = checkout.resolve()
-    out_dir = out_dir.resolve()
-    if out_dir == checkout or out_dir.is_relative_to(checkout):
-        raise BuildError(
-            f"{out_dir}: is inside the checkout {checkout}", hint="pass an --out directory outside the checkout"
-        )
+    checkout, out_dir = _dirs(checkout, out_dir)
     g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
     version = wheel_version(stack, series)
     paths = series.touched
