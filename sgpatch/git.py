@@ -25,11 +25,12 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sgpatch import observe
 from sgpatch.errors import CheckoutError, EnvironmentFailure
 
 IDENTITY_NAME = "sgpatch"
@@ -124,6 +125,27 @@ def _git_exe() -> str:
     return exe
 
 
+def _spawn(
+    argv: list[str], cwd: Path, input: bytes | None, env: dict[str, str], preexec: Callable[[], None] | None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run one git process to its end, its output captured; an active observation (sgpatch.observe)
+    keeps the question and the answer, so a replay can ask again."""
+    proc = subprocess.run(
+        argv,
+        cwd=cwd,
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
+        capture_output=True,
+        env=env,
+        check=False,
+        preexec_fn=preexec,
+    )
+    obs = observe.current()
+    if obs is not None:
+        obs.process(argv, str(cwd), input, env, proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
 @dataclass(frozen=True, slots=True)
 class CommitSpec:
     """What a new commit is made of; identity and date are fixed for reproducible SHAs."""
@@ -176,16 +198,7 @@ class Git:
 
             preexec = tie_to_parent()  # sgpatch runs no threads of its own
         try:
-            proc = subprocess.run(
-                _argv(args),
-                cwd=cwd or self.root,
-                input=input,
-                stdin=subprocess.DEVNULL if input is None else None,
-                capture_output=True,
-                env=git_env(env),
-                check=False,
-                preexec_fn=preexec,
-            )
+            proc = _spawn(_argv(args), cwd or self.root, input, git_env(env), preexec)
         except OSError as exc:
             raise EnvironmentFailure(f"cannot run git: {exc}") from exc
         if check and proc.returncode != 0:
@@ -209,14 +222,7 @@ class Git:
         if verdict is not None and verdict.is_file():
             self._checked = True
             return
-        proc = subprocess.run(
-            _argv(["config", "--list", "-z", "--show-scope"]),
-            cwd=self.root,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            env=git_env(),
-            check=False,
-        )
+        proc = _spawn(_argv(["config", "--list", "-z", "--show-scope"]), self.root, None, git_env(), None)
         if proc.returncode == 0:
             items = proc.stdout.split(b"\0")
             for scope, entry in zip(items[0::2], items[1::2], strict=False):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from sgpatch.cli.app import ConfigOpt, JsonOpt, StackArg, _config, app, handled
+from sgpatch.cli.base import ConfigOpt, JsonOpt, StackArg, _config, app, handled
 
 
 @app.command()

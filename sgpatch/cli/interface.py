@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sgpatch.cli.app import (
+from sgpatch.cli.base import (
     CheckoutOpt,
     ConfigOpt,
     JsonOpt,

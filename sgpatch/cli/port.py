@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sgpatch.cli.app import ConfigOpt, JsonOpt, StackArg, _config, _progress, app, handled
+from sgpatch.cli.base import ConfigOpt, JsonOpt, StackArg, _config, _progress, app, handled
 
 PortCheckoutOpt = Annotated[
     Path | None, typer.Option("--checkout", help="checkout of the new stack (default: .sgpatch/checkouts/NEW-STACK)")
