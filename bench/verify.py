@@ -5,8 +5,10 @@ for every patch plus one `sed -n A,Bp` per anchor, in one shell.  Every command 
 run as a fresh process, median of N runs each, interleaved so machine noise hits
 all alike, with bytecode compiled first: the floor, `python -c pass` (the
 interpreter's own start), `sgpatch verify` and `check-interface` with the result
-cache warm (a private ``XDG_CACHE_HOME``, filled once before timing) and with
-``--no-cache`` (the full path CI and first runs take).  Prints the medians and the
+cache warm (a private ``XDG_CACHE_HOME``, filled once before timing: a replay,
+sgpatch.replay), ``verify`` after an edit (an untracked file comes and goes
+between runs, so the kept run never replays and the per-file results answer) and
+with ``--no-cache`` (the full path CI and first runs take).  Prints the medians and the
 ratios; asserts nothing.
 
     python bench/verify.py [--runs 15] [--checkout DIR]
@@ -80,6 +82,7 @@ def main() -> None:
             "python": ([sys.executable, "-c", "pass"], None),
             "verify": (ours, True),
             "verify --no-cache": ([*ours, "--no-cache"], False),
+            "verify, after an edit": (ours, True),
             "check-interface": (iface, True),
             "check-interface --no-cache": ([*iface, "--no-cache"], False),
         }
@@ -88,9 +91,19 @@ def main() -> None:
             if cached:
                 _time(cmd, co, cached_env)  # fill the cache (and the OS file cache) once
         times: dict[str, list[float]] = {name: [] for name in timed}
-        for _ in range(args.runs):
+        # "after an edit": an untracked file there on every other run of its row (and removed after it, for
+        # the other rows), under its own key (one more variable), so the run it kept never replays.
+        edited = co / "NOTES.txt"
+        edit_env = {**cached_env, "SGPATCH_BENCH_ROW": "edit"}
+        for i in range(args.runs):
             for name, (cmd, cached) in timed.items():
-                times[name].append(_time(cmd, co, cached_env if cached else None))
+                env = cached_env if cached else None
+                if name == "verify, after an edit":
+                    env = edit_env
+                    if i % 2 == 0:
+                        edited.write_text("an edit\n")
+                times[name].append(_time(cmd, co, env))
+                edited.unlink(missing_ok=True)
         med = {name: statistics.median(t) * 1000 for name, t in times.items()}
         f = med["floor"]
         n_anchor = sum(a.holds_in("patched") for a in project.anchors)
@@ -101,6 +114,10 @@ def main() -> None:
         print(
             f"sgpatch verify --no-cache:         median {med['verify --no-cache']:.1f} ms"
             f"  = {med['verify --no-cache'] / f:.2f}x floor"
+        )
+        print(
+            f"sgpatch verify, after an edit:     median {med['verify, after an edit']:.1f} ms"
+            f"  = {med['verify, after an edit'] / f:.2f}x floor  (no replay; the per-file results cached)"
         )
         print(f"sgpatch check-interface, warm:     median {med['check-interface']:.1f} ms")
         print(f"sgpatch check-interface --no-cache: median {med['check-interface --no-cache']:.1f} ms")

@@ -1,5 +1,5 @@
 """What a running command observed: every file it read, directory it listed, path it stat-ed, tree read
-and git process it ran, with what it found (SPEC §12: a cached result is keyed by everything it depends on).
+and git process it ran, with what it found (a kept result is keyed by everything it depends on).
 
 An :class:`Observation` is active only while a replayable command runs (:mod:`sgpatch.replay` starts and
 ends it).  It sees the process's reads through the interpreter's audit events (``open``, ``os.listdir``,

@@ -102,8 +102,19 @@ def _terminals() -> list[str]:
     return out
 
 
+_KEYS: dict[tuple[str, ...], str] = {}
+
+
 def key(argv: Sequence[str]) -> str:
-    """The entry's name: a sha256 over everything a replay must share with the kept run (see above)."""
+    """The entry's name: a sha256 over everything a replay must share with the kept run (see above);
+    taken once per process (the environment and sgpatch's source do not change while it runs)."""
+    found = _KEYS.get(tuple(argv))
+    if found is None:
+        found = _KEYS[tuple(argv)] = _key(argv)
+    return found
+
+
+def _key(argv: Sequence[str]) -> str:
     from sgpatch.resultcache import digest
 
     env = sorted(f"{k}={v}" for k, v in os.environ.items() if k not in VOLATILE and not k.startswith(VOLATILE_PREFIXES))
