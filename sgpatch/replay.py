@@ -65,7 +65,8 @@ def _package_dir() -> str:
 
 
 def _code_identity() -> list[str]:
-    """The interpreter, the installed packages' names (dist-info names carry versions) and sgpatch's source."""
+    """The interpreter, the installed packages' names (dist-info names carry versions) and the content of
+    every file of the sgpatch package (its bytecode caches aside)."""
     parts = [sys.executable, sys.version]
     for entry in sys.path:
         if entry and os.path.isdir(entry) and "site-packages" in entry:
@@ -77,13 +78,12 @@ def _code_identity() -> list[str]:
     top = _package_dir()
     for here, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(here, name)
-                with open(path, "rb") as fh:
-                    data = fh.read()
-                h.update(b"%s\0%d\0" % (os.path.relpath(path, top).encode(), len(data)))
-                h.update(data)
+        for name in sorted(files):  # every file of the package: its code and anything it might read
+            path = os.path.join(here, name)
+            with open(path, "rb") as fh:
+                data = fh.read()
+            h.update(b"%s\0%d\0" % (os.path.relpath(path, top).encode(), len(data)))
+            h.update(data)
     parts.append(h.hexdigest())
     return parts
 
@@ -235,6 +235,21 @@ def _first_process_change(processes: list[dict[str, Any]]) -> str | None:
 
 # ------------------------------------------------------------------------------------------ recording
 
+MAX_ENTRIES = 256
+
+
+def _prune(directory: Path) -> None:
+    """Keep the directory of kept runs small: past :data:`MAX_ENTRIES`, the least recently written go."""
+    import contextlib
+
+    try:
+        found = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(directory) if e.name.endswith(".json")]
+    except OSError:
+        return
+    for _, path in sorted(found)[: max(0, len(found) - MAX_ENTRIES + 1)]:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
 
 def start(argv: Sequence[str]) -> Observation:
     """Begin observing the run of ``argv`` (a :func:`replayable` one)."""
@@ -263,8 +278,10 @@ def finish(argv: Sequence[str], obs: Observation, output: Sequence[tuple[int, by
     from sgpatch.resultcache import write_entry
 
     name = key(argv)
+    path = _entry_path(name)
+    _prune(path.parent)
     write_entry(
-        _entry_path(name),
+        path,
         {
             "format": FORMAT,
             "key": name,

@@ -229,3 +229,20 @@ def test_a_run_that_writes_is_never_kept(setup: Setup) -> None:
     assert any(line.startswith("not kept") for line in first.replay), first.replay
     assert setup.entries() == []
     record("replay-spoiled", exit=first.code, shown=first.replay[-1])
+
+
+def test_the_kept_runs_stay_few(setup: Setup) -> None:
+    from sgpatch.replay import MAX_ENTRIES
+
+    kept = setup.xdg / "sgpatch" / "replay"
+    kept.mkdir(parents=True)
+    for i in range(MAX_ENTRIES + 3):
+        old = kept / f"{i:064x}.json"
+        old.write_text("{}")
+        os.utime(old, ns=(i, i))
+    first = setup.run()
+    assert "kept for replay" in first.replay
+    left = setup.entries()
+    assert len(left) == MAX_ENTRIES
+    assert not (kept / f"{0:064x}.json").exists()  # the oldest went first
+    assert setup.run().hit
