@@ -233,15 +233,17 @@ class Observation:
         return self._real_lstat(path, dir_fd=dir_fd)
 
     def _note_stat(self, path: Any, follow: bool) -> None:
-        full = self._place(path)
-        if full is not None:
-            key = ("F" if follow else "L") + full
-            if key not in self.stats:
-                self._quiet += 1
-                try:
+        self._quiet += 1
+        try:
+            full = self._place(path)
+            if full is not None:
+                key = ("F" if follow else "L") + full
+                if key not in self.stats:
                     self.stats[key] = probe_stat(full, follow)
-                finally:
-                    self._quiet -= 1
+        except Exception as exc:  # an observation must never change what the command does
+            self.spoil(f"a stat could not be observed ({type(exc).__name__}: {exc})")
+        finally:
+            self._quiet -= 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -266,20 +268,18 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     obs = _current
     if obs is None or obs._quiet:
         return
-    if event == "open":
-        obs._quiet += 1
-        try:
+    obs._quiet += 1
+    try:
+        if event == "open":
             obs._on_open(args[0], args[2] if len(args) > 2 and isinstance(args[2], int) else 0)
-        finally:
-            obs._quiet -= 1
-    elif event in ("os.listdir", "os.scandir"):
-        obs._quiet += 1
-        try:
+        elif event in ("os.listdir", "os.scandir"):
             obs._on_listing(args[0])
-        finally:
-            obs._quiet -= 1
-    elif event == "subprocess.Popen":
-        obs._popens += 1
-    elif event in _CHANGES:
-        for path in args[: _CHANGES[event]]:
-            obs._on_change(path, event)
+        elif event == "subprocess.Popen":
+            obs._popens += 1
+        elif event in _CHANGES:
+            for path in args[: _CHANGES[event]]:
+                obs._on_change(path, event)
+    except Exception as exc:  # an observation must never change what the command does
+        obs.spoil(f"an input could not be observed ({type(exc).__name__}: {exc})")
+    finally:
+        obs._quiet -= 1

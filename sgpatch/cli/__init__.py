@@ -46,11 +46,20 @@ def main() -> None:
     if not replay.replayable(argv):
         _run(argv)
         return
-    stored, why = replay.lookup(argv)
+    # The replay machinery never decides the outcome: if it fails, the command runs in full, unrecorded.
+    try:
+        stored, why = replay.lookup(argv)
+    except Exception as exc:
+        stored, why = None, f"the kept runs cannot be read ({type(exc).__name__}: {exc})"
     if stored is not None:
         _replay(stored, why)
     _explain(f"replay: miss: {why}")
-    obs = replay.start(argv)
+    try:
+        obs = replay.start(argv)
+    except Exception as exc:
+        _explain(f"replay: not recorded ({type(exc).__name__}: {exc})")
+        _run(argv)
+        return
     tee = _Tee()
     code = 0
     try:
@@ -60,7 +69,11 @@ def main() -> None:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         raise
     finally:
-        _explain(f"replay: {replay.finish(argv, obs, tee.chunks, code)}")
+        try:
+            done = replay.finish(argv, obs, tee.chunks, code)
+        except Exception as exc:
+            done = f"not kept ({type(exc).__name__}: {exc})"
+        _explain(f"replay: {done}")
 
 
 def _run(argv: list[str]) -> None:
