@@ -1,4 +1,4 @@
-"""The only module that spawns git.
+"""What sgpatch asks git; :mod:`sgpatch.gitrun` puts every question (the only module that spawns git).
 
 Commands run as argument lists (never a shell string) with inherited ``GIT_*``
 variables scrubbed, so an outer repository cannot redirect them.  Commits
@@ -6,7 +6,7 @@ sgpatch makes carry a fixed identity and explicit dates, so their SHAs are the
 same on every machine.
 
 A checkout is input (SPEC §13): its configuration must not run a program.
-Every command is built by ``_argv``, which switches off hooks (all of them:
+Every command is built by ``gitrun.build_argv``, which switches off hooks (all of them:
 ``core.hooksPath=/dev/null``) and fsmonitor; before the first command in a
 repository, ``Git`` reads its own configuration (``git config --list``, which
 runs nothing; included files count as the repository's) and refuses, with
@@ -25,41 +25,19 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch import observe
 from sgpatch.errors import CheckoutError, EnvironmentFailure
+from sgpatch.gitrun import ALLOWED_PROTOCOLS, NEUTRAL, TEST_CONFIG_ENV, git_env, git_exe, spawn
+
+__all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 
 IDENTITY_NAME = "sgpatch"
 IDENTITY_EMAIL = "sgpatch@localhost"
-ALLOWED_PROTOCOLS = "https:ssh:file"
 
-
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a git subprocess: no inherited ``GIT_*``, C locale, no prompts."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(
-        LC_ALL="C",
-        LANGUAGE="C",
-        GIT_TERMINAL_PROMPT="0",
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_ALLOW_PROTOCOL=ALLOWED_PROTOCOLS,
-    )
-    if extra:
-        env.update(extra)
-    return env
-
-
-# Set on every command, above anything a config file says.
-_NEUTRAL = (
-    "core.hooksPath=/dev/null",
-    "core.fsmonitor=false",
-    "core.untrackedCache=false",
-    "protocol.ext.allow=never",
-)
 
 # Keys of a repository's own configuration that name a program git may run; such a checkout is refused.
 _PROGRAM_KEYS = re.compile(
@@ -83,12 +61,6 @@ _PROGRAM_KEYS = re.compile(
 _OWN_SCOPES = (b"local", b"worktree")
 _BOOLEANS = ("true", "false", "yes", "no", "on", "off", "1", "0", "")
 
-# Test hook, like ``lock.PAUSE_ENV``: ``key=value`` lines given to every git command after the
-# neutralizing settings, so the crash tests can stop git itself mid-write (a smudge filter, a
-# reference-transaction hook) from outside the checkout.  Never set it in normal use.
-TEST_CONFIG_ENV = "SGPATCH_TEST_GIT_CONFIG"
-
-
 # How sgpatch writes a patch (``Git.diff_patch``), whatever the user's git config says; the engine's
 # differential tests write theirs with the same options.
 DIFF_OPTIONS = (
@@ -105,45 +77,6 @@ DIFF_OPTIONS = (
     "--indent-heuristic",
     "--abbrev=7",
 )
-
-
-def _argv(args: Sequence[str]) -> list[str]:
-    """The one builder of a git command line: git, the neutralizing settings, then ``args``."""
-    cmd = [_git_exe()]
-    for setting in _NEUTRAL:
-        cmd += ["-c", setting]
-    for setting in os.environ.get(TEST_CONFIG_ENV, "").splitlines():
-        if setting.strip():
-            cmd += ["-c", setting]
-    return [*cmd, *args]
-
-
-def _git_exe() -> str:
-    exe = shutil.which("git")
-    if exe is None:
-        raise EnvironmentFailure("git is not installed or not on PATH", hint="install git (apt-get install git)")
-    return exe
-
-
-def _spawn(
-    argv: list[str], cwd: Path, input: bytes | None, env: dict[str, str], preexec: Callable[[], None] | None
-) -> subprocess.CompletedProcess[bytes]:
-    """Run one git process to its end, its output captured; an active observation (sgpatch.observe)
-    keeps the question and the answer, so a replay can ask again."""
-    proc = subprocess.run(
-        argv,
-        cwd=cwd,
-        input=input,
-        stdin=subprocess.DEVNULL if input is None else None,
-        capture_output=True,
-        env=env,
-        check=False,
-        preexec_fn=preexec,
-    )
-    obs = observe.current()
-    if obs is not None:
-        obs.process(argv, str(cwd), input, env, proc.returncode, proc.stdout, proc.stderr)
-    return proc
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +131,7 @@ class Git:
 
             preexec = tie_to_parent()  # sgpatch runs no threads of its own
         try:
-            proc = _spawn(_argv(args), cwd or self.root, input, git_env(env), preexec)
+            proc = spawn(args, cwd or self.root, input, env, preexec)
         except OSError as exc:
             raise EnvironmentFailure(f"cannot run git: {exc}") from exc
         if check and proc.returncode != 0:
@@ -222,7 +155,7 @@ class Git:
         if verdict is not None and verdict.is_file():
             self._checked = True
             return
-        proc = _spawn(_argv(["config", "--list", "-z", "--show-scope"]), self.root, None, git_env(), None)
+        proc = spawn(["config", "--list", "-z", "--show-scope"], self.root, None)
         if proc.returncode == 0:
             items = proc.stdout.split(b"\0")
             for scope, entry in zip(items[0::2], items[1::2], strict=False):
@@ -690,7 +623,7 @@ def _config_verdict_path(g: Git) -> Path | None:
     import hashlib
 
     h = hashlib.sha256(b"sgpatch git config verdict 1\0" + _PROGRAM_KEYS.pattern.encode() + b"\0")
-    h.update(repr((_OWN_SCOPES, _BOOLEANS, _NEUTRAL, _git_exe())).encode())
+    h.update(repr((_OWN_SCOPES, _BOOLEANS, NEUTRAL, git_exe())).encode())
     for path in (where[2] / "config", where[1] / "config.worktree"):
         try:
             with path.open("rb") as fh:

@@ -161,7 +161,7 @@ class Observation:
 
     def process(
         self,
-        argv: list[str],
+        args: list[str],
         cwd: str,
         stdin: bytes | None,
         env: Mapping[str, str],
@@ -169,16 +169,14 @@ class Observation:
         out: bytes,
         err: bytes,
     ) -> None:
-        """One git process that ran, as the code that ran it asked it."""
-        removed = sorted(k for k in os.environ if k not in env)
-        changed = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        """One git question (``args`` after the neutral settings, ``env`` over the scrubbed environment,
+        sgpatch.gitrun) and git's answer."""
         self.processes.append(
             {
-                "argv": list(argv),
+                "args": list(args),
                 "cwd": cwd,
                 "stdin": None if stdin is None else stdin.decode("latin-1"),
-                "unset": removed,
-                "set": changed,
+                "env": dict(env),
                 "answer": digest_result(returncode, out, err),
             }
         )

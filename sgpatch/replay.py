@@ -187,50 +187,13 @@ def _first_change(inputs: dict[str, Any]) -> str | None:
                 return f"{path} in {root} cannot be read as before"
             if now != found:
                 return f"{path} in {root} changed"
-    return _first_process_change(inputs["processes"])
+    if not isinstance(inputs["processes"], list):
+        return "the kept entry is malformed"
+    if inputs["processes"]:
+        from sgpatch.gitrun import ask_again
 
-
-def _first_process_change(processes: list[dict[str, Any]]) -> str | None:
-    """Ask every kept git process again, all at once (they only read), as each was run; the first whose
-    answer differs (its exit status or either output), or None."""
-    import subprocess
-
-    from sgpatch.observe import digest_result
-
-    running = []
-    try:
-        for proc in processes:
-            env = {k: v for k, v in os.environ.items() if k not in proc["unset"]}
-            env.update(proc["set"])
-            stdin = proc["stdin"]
-            running.append(
-                (
-                    proc,
-                    subprocess.Popen(
-                        proc["argv"],
-                        cwd=proc["cwd"],
-                        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        env=env,
-                    ),
-                )
-            )
-        changed = None
-        for proc, child in running:
-            stdin = proc["stdin"]
-            out, err = child.communicate(None if stdin is None else stdin.encode("latin-1"))
-            if changed is None and digest_result(child.returncode, out, err) != proc["answer"]:
-                words = " ".join(a for a in proc["argv"][1:] if a != "-c" and "=" not in a)
-                changed = f"git {words[:60]} answers differently"
-        return changed
-    except OSError as exc:
-        return f"git cannot be run again: {exc}"
-    finally:
-        for _, child in running:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        return ask_again(inputs["processes"])
+    return None
 
 
 # ------------------------------------------------------------------------------------------ recording

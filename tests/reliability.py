@@ -777,6 +777,15 @@ case(
     _SAME_OUT,
 )
 case(
+    "replay-entry-hostile",
+    CACHED,
+    "a kept replay entry whose git question writes (`config KEY VALUE`, `log --output`), carries a global option "
+    "(`-c core.fsmonitor=...`), an environment variable (`GIT_EXTERNAL_DIFF`) or is not git",
+    0,
+    "not replayed: a kept git question is not one sgpatch asks",
+    "nothing run, no marker file; stdout, stderr and exit code byte-identical to a `--no-cache` run",
+)
+case(
     "replay-spoiled",
     CACHED,
     "a `verify` that changes a file outside the result cache (it clears a half-written journal)",

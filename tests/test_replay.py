@@ -246,3 +246,30 @@ def test_the_kept_runs_stay_few(setup: Setup) -> None:
     assert len(left) == MAX_ENTRIES
     assert not (kept / f"{0:064x}.json").exists()  # the oldest went first
     assert setup.run().hit
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        {"args": ["config", "core.pager", "touch MARKER"]},
+        {"args": ["-c", "core.fsmonitor=touch MARKER", "status", "--porcelain=v1"]},
+        {"args": ["log", "-1", "--output=MARKER"]},
+        {"env": {"GIT_EXTERNAL_DIFF": "touch MARKER"}},
+        {"args": ["touch", "MARKER"]},
+    ],
+    ids=["config-write", "global-option", "log-output", "environment", "not-git"],
+)
+def test_a_kept_entry_never_names_a_program(setup: Setup, question: dict[str, object]) -> None:
+    """A kept entry is data: a question sgpatch would not ask (planted, or damaged) is never put to git."""
+    full = _recorded(setup)
+    [entry] = setup.entries()
+    doc = json.loads(entry.read_text())
+    doc["inputs"]["processes"][-1].update(question)
+    doc["inputs"]["processes"][-1]["cwd"] = str(setup.co)
+    entry.write_text(json.dumps(doc))
+    again = setup.run()
+    assert not again.hit and any("not one sgpatch asks" in r for r in again.replay), again.replay
+    assert again.seen == full.seen
+    assert not (setup.co / "MARKER").exists() and not (setup.co / ".git" / "MARKER").exists()
+    assert "[core]\n\tpager" not in (setup.co / ".git" / "config").read_text()
+    record("replay-entry-hostile", exit=again.code, shown="not replayed; same as --no-cache; nothing run")
