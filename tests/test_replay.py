@@ -273,3 +273,18 @@ def test_a_kept_entry_never_names_a_program(setup: Setup, question: dict[str, ob
     assert not (setup.co / "MARKER").exists() and not (setup.co / ".git" / "MARKER").exists()
     assert "[core]\n\tpager" not in (setup.co / ".git" / "config").read_text()
     record("replay-entry-hostile", exit=again.code, shown="not replayed; same as --no-cache; nothing run")
+
+
+def test_a_run_that_asks_another_program_is_never_kept(setup: Setup, tmp_path: Path) -> None:
+    """``verify --installed`` asks the target interpreter (here a fake that answers the probe protocol for the
+    patched checkout): an answer a replay cannot ask again, so the run is never kept, whatever its verdict."""
+    from .fakeprobe import make_fake_python
+
+    fake = make_fake_python(tmp_path / "python", root=setup.co)
+    cmd = [sys.executable, "-m", "sgpatch", "verify", "--installed", "--python", str(fake)]
+    cmd += ["--config", str(setup.config)]
+    for _ in range(2):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=setup.env, stdin=subprocess.DEVNULL)
+        assert proc.returncode in (0, 1), proc.stderr
+        assert "sgpatch: replay: not kept: it ran 1 process(es) sgpatch cannot re-ask" in proc.stderr, proc.stderr
+    assert setup.entries() == []
