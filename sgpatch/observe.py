@@ -76,9 +76,13 @@ def probe_file(path: str) -> str:
 
 
 def probe_listing(path: str) -> str:
-    """The sha256 of the sorted names in directory ``path``, or why it cannot be listed."""
+    """The sha256 of the sorted names in directory ``path``, each with its kind (directory, link or other:
+    what a walk decides by), or why it cannot be listed."""
     try:
-        names = sorted(os.listdir(path))
+        with os.scandir(path) as found:
+            names = sorted(
+                ("d" if e.is_dir(follow_symlinks=False) else "l" if e.is_symlink() else "f") + e.name for e in found
+            )
     except OSError as exc:
         return f"error:{exc.errno}"
     return hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
