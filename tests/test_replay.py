@@ -177,16 +177,18 @@ def test_any_change_to_an_input_misses_and_gives_the_full_answer(setup: Setup, n
 )
 @given(pick=st.integers(min_value=0), offset=st.integers(min_value=0))
 def test_a_flipped_byte_in_any_file_read_misses(setup: Setup, pick: int, offset: int) -> None:
-    """Any file the kept run read through the checkout, any byte: the next run is not a replay."""
-    setup.run()
+    """Any file the kept run read (through the checkout, or the project's own: VERSIONS.toml, the series,
+    the patches, anchors.toml, the checkout's git config), any byte: the next run is not a replay."""
+    kept = setup.run()
     entry = json.loads(setup.entries()[0].read_text())
     reads = sorted(
-        json.loads(spec)[3]
+        str(setup.co / json.loads(spec)[3])
         for spec, found in entry["inputs"]["trees"].items()
         if json.loads(spec)[2] == "read" and found != "absent"
     )
-    assert reads
-    target = setup.co / reads[pick % len(reads)]
+    reads += sorted(path for path, found in entry["inputs"]["files"].items() if ":" in found)
+    assert str(setup.config) in reads and len(reads) > 40, (kept.replay, {k: len(v) for k, v in entry["inputs"].items()})
+    target = Path(reads[pick % len(reads)])
     original = target.read_bytes()
     try:
         _flip(target, offset % len(original))
