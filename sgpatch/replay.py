@@ -180,6 +180,8 @@ def _first_change(inputs: dict[str, Any]) -> str | None:
         trees: dict[tuple[str, str], DirTree] = {}
         for spec, found in inputs["trees"].items():
             root, strip, op, path = json.loads(spec)
+            if op not in ("read", "mode", "list"):
+                return "the kept entry is malformed"
             tree = trees.setdefault((root, strip), DirTree(Path(root), strip_prefix=strip))
             try:
                 now = tree_answer(op, getattr(tree, op)(path))
