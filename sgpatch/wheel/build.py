@@ -73,6 +73,14 @@ def exports_root() -> Path:
     return cache_root() / "exports"
 
 
+def export_place(checkout: Path, root: Path | None = None) -> Path:
+    """Where the persistent export of ``checkout`` (an absolute path) lives under ``root``
+    (default :func:`exports_root`)."""
+    from sgpatch.resultcache import digest
+
+    return (root if root is not None else exports_root()) / digest(str(checkout))[:16]
+
+
 @contextlib.contextmanager
 def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[Path]:
     """A clean export of ``commit`` (see :func:`export_commit`) for the duration of the block.
@@ -84,11 +92,10 @@ def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[
     proved clean, or was not made from ``checkout``, is replaced by a fresh one.  Another
     build holding it, or ``root`` None (``--no-cache``): a fresh export in a temporary directory."""
     from sgpatch.lock import exclusive
-    from sgpatch.resultcache import digest
 
     held = None
     if root is not None:
-        place = root / digest(str(checkout))[:16]
+        place = export_place(checkout, root)
         try:
             root.mkdir(parents=True, exist_ok=True)
             held = exclusive(place.with_name(place.name + ".lock"), what=f"the export {place}", timeout=0)
