@@ -1,7 +1,7 @@
 """`sgpatch build` as a whole process vs a bare `python -m build` of the same tree, interleaved.
 
 Set-up (not timed): a patched checkout of the stack, made once with `sgpatch fetch` and `sgpatch apply`.
-Each run, in this order:
+Each run (ours and floor swap places every other run, from run 2 on):
 
 - ours:   `sgpatch build --checkout CO --out D --json` in a fresh copy of the project (VERSIONS.toml and
           patches/), so its build cache is empty: export, PEP 517 build, Requires-Dist rewrite, provenance,
@@ -23,7 +23,8 @@ equal (2.5 s), system time 0.5 s in a brand-new clone vs 1.35 s in a directory w
 output had just been removed, 11 % of all samples in `recently_deleted`/`find_get_block_common`.  A
 brand-new clone per run, never cleaned during the bench, never pays that; sgpatch's persistent export,
 cleaned after each build (as any reused tree is), does.  Building both from the same directory, each
-after the other's output was removed, gives them the same filesystem; the `fresh` line shows the rest.
+after the other's output was removed (in alternating order), gives them the same filesystem; the `fresh`
+line shows what a brand-new directory is worth on this machine.
 
 The export sgpatch builds from persists per checkout in the user's cache (moved incrementally, proved clean),
 so run 1 pays a fresh export of the bench's new checkout (about 1.6 s) and later runs do not: a user's first
@@ -112,19 +113,38 @@ def main() -> None:
         fresh: list[float] = []
         cached: list[float] = []
         version = ""
+        floor_env = dict(env)
+        bare = [sys.executable, "-P", "-m", "build", "--wheel", "--outdir"]
+        place = export_place(checkout.resolve())
+
+        def build_floor(n: int) -> None:
+            """The bare build of sgpatch's clean export; its output removed afterwards (neither timed)."""
+            status = subprocess.run(
+                ["git", "-C", str(place), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+                capture_output=True,
+                check=True,
+                env=env,
+            ).stdout
+            if status:
+                raise SystemExit(f"the export {place} is not clean: {status[:200]!r}")
+            elapsed, _ = run([*bare, str(work / f"floor-{n}"), str(place / "python")], cwd=work, env=floor_env)
+            floor.append(elapsed)
+            subprocess.run(["git", "-C", str(place), "clean", "-ffdxq"], check=True, env=env)
+
         for n in range(args.runs):
             cfg = copy_project(work / f"project-{n}")
             out = work / f"dist-{n}"
             cmd = [sgpatch, "build", stack, "--checkout", str(checkout), "--out", str(out)]
             cmd += ["--config", str(cfg), "--json"]
+            floor_first = n % 2 == 1  # alternate which of the two follows the other's clean-up
+            if floor_first:
+                build_floor(n)
             elapsed, proc = run(cmd, cwd=cfg.parent, env=env)
             result = json.loads(proc.stdout)
             if result["cached"] or not result["ok"]:
                 raise SystemExit(f"unexpected build result: {result}")
             version = result["version"]
             ours.append(elapsed)
-
-            floor_env = dict(env)
             floor_env.update(
                 {
                     "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_SGLANG": version,
@@ -133,20 +153,8 @@ def main() -> None:
                     "PIP_CONSTRAINT": str(constraints),
                 }
             )
-            bare = [sys.executable, "-P", "-m", "build", "--wheel", "--outdir"]
-
-            place = export_place(checkout.resolve())
-            status = subprocess.run(
-                ["git", "-C", str(place), "status", "--porcelain", "--ignored", "--untracked-files=all"],
-                capture_output=True,
-                check=True,
-                env=env,
-            ).stdout
-            if status:
-                raise SystemExit(f"sgpatch left its export {place} unclean: {status[:200]!r}")
-            elapsed, _ = run([*bare, str(work / f"floor-{n}"), str(place / "python")], cwd=work, env=floor_env)
-            floor.append(elapsed)
-            subprocess.run(["git", "-C", str(place), "clean", "-ffdxq"], check=True, env=env)
+            if not floor_first:
+                build_floor(n)
 
             clone = work / f"clone-{n}"
             subprocess.run(
