@@ -19,7 +19,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -232,6 +233,27 @@ def _postprocess(built: Path, dest: Path, inputs: BuildInputs) -> None:
     # The backend's RECORD rows are reused (no member inflated twice): check_wheel, which every built
     # wheel goes through, recomputes each sha256 against the new RECORD.
     rezip_wheel(built, dest, dist_info, inputs.source_date_epoch, replaced, hashes_from_record=True)
+
+
+def _in_background(work: Callable[[], None]) -> Callable[[], None]:
+    """Start ``work`` in a thread; the returned function waits for it and raises what it raised."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the waiter
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="sgpatch-rezip")
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return wait
 
 
 def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:
@@ -473,28 +495,38 @@ def build_wheel(
         with tempfile.TemporaryDirectory(prefix="sgpatch-build-") as tmp:
             work = Path(tmp)
             say(f"exporting {head[:12]} to a clean work tree")
-            with clean_export_of(checkout, head, None if no_cache else exports) as src:
-                log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
-                say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
-                env = build_environment(version, inputs.source_date_epoch)
-                if isolated and stack.build_requires:
-                    # The isolated environment gets exactly the pinned backend, so a later
-                    # setuptools cannot change the wheel (WHEEL's Generator line included).
-                    constraints = work / "build-constraints.txt"
-                    constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
-                    env["PIP_CONSTRAINT"] = str(constraints)
-                _run_build(src / "python", work / "dist", log, env, isolated=isolated, python=inputs.python)
-            built = sorted((work / "dist").glob("*.whl"))
-            if [b.name for b in built] != [name]:
-                found = ", ".join(b.name for b in built) or "nothing"
-                raise BuildError(
-                    f"the build produced {found}, expected {name}",
-                    hint=f"the version was not forced as expected; see {log}",
-                )
-            say("rewriting Requires-Dist, adding provenance, re-zipping deterministically")
-            final = work / "final" / name
-            final.parent.mkdir()
-            _postprocess(built[0], final, inputs)
+            rezipped: Callable[[], None] | None = None
+            try:
+                with clean_export_of(checkout, head, None if no_cache else exports) as src:
+                    log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
+                    say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
+                    env = build_environment(version, inputs.source_date_epoch)
+                    if isolated and stack.build_requires:
+                        # The isolated environment gets exactly the pinned backend, so a later
+                        # setuptools cannot change the wheel (WHEEL's Generator line included).
+                        constraints = work / "build-constraints.txt"
+                        constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
+                        env["PIP_CONSTRAINT"] = str(constraints)
+                    _run_build(src / "python", work / "dist", log, env, isolated=isolated, python=inputs.python)
+                    built = sorted((work / "dist").glob("*.whl"))
+                    if [b.name for b in built] != [name]:
+                        found = ", ".join(b.name for b in built) or "nothing"
+                        raise BuildError(
+                            f"the build produced {found}, expected {name}",
+                            hint=f"the version was not forced as expected; see {log}",
+                        )
+                    say("rewriting Requires-Dist, adding provenance, re-zipping deterministically")
+                    final = work / "final" / name
+                    final.parent.mkdir()
+                    # Re-zipped while the export's build output is removed (on leaving this block).
+                    rezipped = _in_background(lambda: _postprocess(built[0], final, inputs))
+            except BaseException:
+                if rezipped is not None:
+                    with contextlib.suppress(BaseException):
+                        rezipped()  # waited for (the work directory goes next), its own error dropped
+                raise
+            if rezipped is not None:
+                rezipped()
             write_atomic(wheel, final)
         recipe.write_text(install_recipe(stack, version))
 
