@@ -14,17 +14,17 @@ Each run (ours and floor swap places every other run, from run 2 on):
           timed), for reference only.
 - cached: the same `sgpatch build` again: same inputs, a cache hit.
 
-Why the floor builds in sgpatch's export and not in a new clone: a build creates ~6,000 files (build/lib,
-the bdist tree, the isolated environment) and removes most of them, and on a filesystem like this
-machine's (ext4 without a journal) creating an inode skips every inode freed in the last 60-360 s, reading
-the inode table for each (the kernel's `recently_deleted`).  So the same build's kernel time depends on
-what was deleted lately where its files are created: measured with `perf record` and `time`, user CPU
-equal (2.5 s), system time 0.5 s in a brand-new clone vs 1.35 s in a directory whose previous build
-output had just been removed, 11 % of all samples in `recently_deleted`/`find_get_block_common`.  A
-brand-new clone per run, never cleaned during the bench, never pays that; sgpatch's persistent export,
-cleaned after each build (as any reused tree is), does.  Building both from the same directory, each
-after the other's output was removed (in alternating order), gives them the same filesystem; the `fresh`
-line shows what a brand-new directory is worth on this machine.
+Why the floor builds in sgpatch's export and not in a new clone: a build creates thousands of files
+(build/lib, the bdist tree, the isolated environment) and removes most of them, and on a filesystem like
+this machine's (ext4 without a journal) creating an inode skips every inode freed in the last 60-360 s,
+reading the inode table for each (the kernel's `recently_deleted`).  So the same build's kernel time
+depends on what was freed lately where its files land.  Measured (`time`, `perf record`) on the same
+`python -m build` argv and environment, byte-identical wheels: user CPU 2.7 s vs 2.8 s, system time 0.5 s
+in a brand-new clone vs 1.35 s in sgpatch's persistent export (reused, its previous build output removed),
+13 % of all samples in `recently_deleted`/`find_get_block_common` there vs 3 %.  A brand-new clone per
+run, never cleaned during the bench, does not pay that; a reused tree, cleaned after each build, may.
+Building both from the same directory, each after the other's output was removed (in alternating order),
+gives them the same filesystem; the `fresh` line shows what a brand-new directory is worth on this machine.
 
 The export sgpatch builds from persists per checkout in the user's cache (moved incrementally, proved clean),
 so run 1 pays a fresh export of the bench's new checkout (about 1.6 s) and later runs do not: a user's first
