@@ -1,15 +1,32 @@
 """`sgpatch build` as a whole process vs a bare `python -m build` of the same tree, interleaved.
 
 Set-up (not timed): a patched checkout of the stack, made once with `sgpatch fetch` and `sgpatch apply`.
-Each run, in this order:
+Each run (ours and floor swap places every other run, from run 2 on):
 
 - ours:   `sgpatch build --checkout CO --out D --json` in a fresh copy of the project (VERSIONS.toml and
           patches/), so its build cache is empty: export, PEP 517 build, Requires-Dist rewrite, provenance,
           deterministic zip, every check on the wheel.
-- floor:  `python -m build --wheel` of a clean `git clone --shared` of the same commit (the clone is not timed),
-          with the same forced version, SOURCE_DATE_EPOCH and the stack's pinned build backend
-          (`PIP_CONSTRAINT` from `[build] requires`), so both build the same wheel with the same setuptools.
+- floor:  `python -m build --wheel` of the clean export sgpatch just built from (the same directory, proved
+          clean with `git status --ignored`, its build output removed afterwards, neither timed), with the
+          same forced version, SOURCE_DATE_EPOCH and the stack's pinned build backend (`PIP_CONSTRAINT` from
+          `[build] requires`), so both build the same wheel with the same setuptools, from the same files.
+- fresh:  the same bare build of a brand-new `git clone --shared` of the same commit (the clone is not
+          timed, and is removed after the build, untimed, as sgpatch removes its build output), for
+          reference only.
 - cached: the same `sgpatch build` again: same inputs, a cache hit.
+
+Why the floor builds in sgpatch's export and not in a new clone: a build creates thousands of files
+(build/lib, the bdist tree, the isolated environment) and removes most of them, and on a filesystem like
+this machine's (ext4 without a journal) creating an inode skips every inode freed in the last 60-360 s,
+reading the inode table for each (the kernel's `recently_deleted`).  So the same build's kernel time
+depends on what was freed lately where its files land.  Measured (`time`, `perf record`) on the same
+`python -m build` argv and environment, byte-identical wheels: user CPU 2.7 s vs 2.8 s, system time 0.5 s
+in a brand-new clone vs 1.35 s in sgpatch's persistent export (reused, its previous build output removed),
+13 % of all samples in `recently_deleted`/`find_get_block_common` there vs 3 %.  A brand-new clone per
+run that is never removed does not pay that (kept until the bench ends, it measured 3.2 s to the floor's
+4.0 s); a reused tree, cleaned after each build, may.
+Building both from the same directory, each after the other's output was removed (in alternating order),
+gives them the same filesystem; the `fresh` line shows what a brand-new directory is worth on this machine.
 
 The export sgpatch builds from persists per checkout in the user's cache (moved incrementally, proved clean),
 so run 1 pays a fresh export of the bench's new checkout (about 1.6 s) and later runs do not: a user's first
@@ -17,7 +34,7 @@ build of a checkout is run 1, every later one (patches edited, cache emptied) is
 Bytecode is compiled first and `PYTHONDONTWRITEBYTECODE` is dropped, so start-up is what a user sees.
 Prints medians and ratios; asserts nothing (these machines are shared and noisy).
 
-    python bench/build.py [--runs 3] [--stack 0.5.9-cu130]
+    python bench/build.py [--runs 5] [--stack 0.5.9-cu130]
 """
 
 from __future__ import annotations
@@ -33,6 +50,8 @@ import tempfile
 import time
 import tomllib
 from pathlib import Path
+
+from sgpatch.wheel.build import export_place
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -93,28 +112,41 @@ def main() -> None:
 
         ours: list[float] = []
         floor: list[float] = []
+        fresh: list[float] = []
         cached: list[float] = []
         version = ""
+        floor_env = dict(env)
+        bare = [sys.executable, "-P", "-m", "build", "--wheel", "--outdir"]
+        place = export_place(checkout.resolve())
+
+        def build_floor(n: int) -> None:
+            """The bare build of sgpatch's clean export; its output removed afterwards (neither timed)."""
+            status = subprocess.run(
+                ["git", "-C", str(place), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+                capture_output=True,
+                check=True,
+                env=env,
+            ).stdout
+            if status:
+                raise SystemExit(f"the export {place} is not clean: {status[:200]!r}")
+            elapsed, _ = run([*bare, str(work / f"floor-{n}"), str(place / "python")], cwd=work, env=floor_env)
+            floor.append(elapsed)
+            subprocess.run(["git", "-C", str(place), "clean", "-ffdxq"], check=True, env=env)
+
         for n in range(args.runs):
             cfg = copy_project(work / f"project-{n}")
             out = work / f"dist-{n}"
             cmd = [sgpatch, "build", stack, "--checkout", str(checkout), "--out", str(out)]
             cmd += ["--config", str(cfg), "--json"]
+            floor_first = n % 2 == 1  # alternate which of the two follows the other's clean-up
+            if floor_first:
+                build_floor(n)
             elapsed, proc = run(cmd, cwd=cfg.parent, env=env)
             result = json.loads(proc.stdout)
             if result["cached"] or not result["ok"]:
                 raise SystemExit(f"unexpected build result: {result}")
             version = result["version"]
             ours.append(elapsed)
-
-            export = work / f"export-{n}"
-            subprocess.run(
-                ["git", "clone", "-q", "--shared", "--no-checkout", "--no-tags", str(checkout), str(export)],
-                check=True,
-                env=env,
-            )
-            subprocess.run(["git", "-C", str(export), "checkout", "-q", "--detach", head], check=True, env=env)
-            floor_env = dict(env)
             floor_env.update(
                 {
                     "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_SGLANG": version,
@@ -123,23 +155,35 @@ def main() -> None:
                     "PIP_CONSTRAINT": str(constraints),
                 }
             )
-            bare = [sys.executable, "-P", "-m", "build", "--wheel", "--outdir", str(work / f"floor-{n}")]
-            elapsed, _ = run([*bare, str(export / "python")], cwd=work, env=floor_env)
-            floor.append(elapsed)
+            if not floor_first:
+                build_floor(n)
+
+            clone = work / f"clone-{n}"
+            subprocess.run(
+                ["git", "clone", "-q", "--shared", "--no-checkout", "--no-tags", str(checkout), str(clone)],
+                check=True,
+                env=env,
+            )
+            subprocess.run(["git", "-C", str(clone), "checkout", "-q", "--detach", head], check=True, env=env)
+            elapsed, _ = run([*bare, str(work / f"fresh-{n}"), str(clone / "python")], cwd=work, env=floor_env)
+            fresh.append(elapsed)
+            shutil.rmtree(clone)  # as sgpatch removes its build output: both sides free what they made
 
             elapsed, proc = run(cmd, cwd=cfg.parent, env=env)
             if not json.loads(proc.stdout)["cached"]:
                 raise SystemExit("the second build was not a cache hit")
             cached.append(elapsed)
-            line = f"run {n + 1}: ours {ours[-1]:.2f}s  floor {floor[-1]:.2f}s  cached {cached[-1]:.2f}s"
+            line = f"run {n + 1}: ours {ours[-1]:.2f}s  floor {floor[-1]:.2f}s  fresh {fresh[-1]:.2f}s"
+            line += f"  cached {cached[-1]:.2f}s"
             print(line, file=sys.stderr)
 
-    o, f, c = (statistics.median(x) for x in (ours, floor, cached))
+    o, f, r, c = (statistics.median(x) for x in (ours, floor, fresh, cached))
     backend = ", ".join(build_requires) or "unpinned"
     print(f"stack {stack} ({version}), {args.runs} interleaved run(s), backend {backend}")
     print(f"sgpatch build, empty cache (whole process)        median {o:6.2f}s")
-    print(f"floor: bare python -m build of a clean export     median {f:6.2f}s")
+    print(f"floor: bare python -m build of the same export    median {f:6.2f}s")
     print(f"ratio build / floor                                      {o / f:6.2f}x")
+    print(f"bare python -m build of a brand-new clone         median {r:6.2f}s  (ratio build / it {o / r:.2f}x)")
     print(f"sgpatch build, cached (same inputs)               median {c:6.2f}s  ({c / f:.2f}x the floor)")
 
 

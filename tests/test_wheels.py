@@ -141,6 +141,47 @@ def test_rezip_copies_compressed_bytes_and_makes_what_a_full_rezip_makes(tmp_pat
     assert again.read_bytes() == out.read_bytes()
 
 
+def test_rezip_with_the_backends_record_makes_the_same_wheel_and_keeps_a_wrong_row_for_the_check(
+    tmp_path: Path,
+) -> None:
+    upstream = fetch_artifact(load_config(REPO / "VERSIONS.toml").stack(None).wheels[0], "0.5.9")
+    info = "sglang-0.5.9.dist-info"
+    added = {f"{info}/sgpatch.json": b"{}\n"}
+    full, reused = tmp_path / "full.whl", tmp_path / "reused.whl"
+    rezip_wheel(upstream, full, info, 1700000000, added)
+    rezip_wheel(upstream, reused, info, 1700000000, added, hashes_from_record=True)
+    assert reused.read_bytes() == full.read_bytes()
+
+    # A RECORD that lies about one member, omits a second and gives a third a wrong size.
+    members = raw_members(upstream)
+    record = next(m for m in members if m.name == f"{info}/RECORD")
+    rows = zlib.decompress(record.compressed, -15).decode().splitlines()
+    names = [r.split(",")[0] for r in rows]
+    lied, omitted, resized = "sglang/__init__.py", "sglang/version.py", "sglang/utils.py"
+    lie = "sha256=" + "A" * 43
+    edited = []
+    for row, name in zip(rows, names, strict=True):
+        parts = row.split(",")
+        if name == lied:
+            parts[1] = lie
+        elif name == resized:
+            parts[2] = str(int(parts[2]) + 1)
+        if name != omitted:
+            edited.append(",".join(parts))
+    crafted = tmp_path / "crafted.whl"
+    new_record = deflated(record.name, ("\n".join(edited) + "\n").encode(), record.date_time, executable=False)
+    write_raw_zip(crafted, [new_record if m is record else m for m in members])
+
+    out = tmp_path / "out.whl"
+    rezip_wheel(crafted, out, info, 1700000000, added, hashes_from_record=True)
+    with zipfile.ZipFile(out) as zf, zipfile.ZipFile(full) as good:
+        ours = {r.split(",")[0]: r for r in zf.read(f"{info}/RECORD").decode().splitlines()}
+        truth = {r.split(",")[0]: r for r in good.read(f"{info}/RECORD").decode().splitlines()}
+    assert ours[lied].split(",")[1] == lie  # kept: check_wheel's RECORD check is what catches it
+    assert ours[omitted] == truth[omitted] and ours[resized] == truth[resized]  # hashed, not taken
+    assert {n for n in ours if ours[n] != truth[n]} == {lied}
+
+
 def test_build_platform_names_a_pinned_tag_or_platform() -> None:
     stack = load_config(REPO / "VERSIONS.toml").stack(STACK_0523)
     assert stack.repacks

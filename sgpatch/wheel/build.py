@@ -19,7 +19,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -73,6 +74,14 @@ def exports_root() -> Path:
     return cache_root() / "exports"
 
 
+def export_place(checkout: Path, root: Path | None = None) -> Path:
+    """Where the persistent export of ``checkout`` (an absolute path) lives under ``root``
+    (default :func:`exports_root`)."""
+    from sgpatch.resultcache import digest
+
+    return (root if root is not None else exports_root()) / digest(str(checkout))[:16]
+
+
 @contextlib.contextmanager
 def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[Path]:
     """A clean export of ``commit`` (see :func:`export_commit`) for the duration of the block.
@@ -84,11 +93,10 @@ def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[
     proved clean, or was not made from ``checkout``, is replaced by a fresh one.  Another
     build holding it, or ``root`` None (``--no-cache``): a fresh export in a temporary directory."""
     from sgpatch.lock import exclusive
-    from sgpatch.resultcache import digest
 
     held = None
     if root is not None:
-        place = root / digest(str(checkout))[:16]
+        place = export_place(checkout, root)
         try:
             root.mkdir(parents=True, exist_ok=True)
             held = exclusive(place.with_name(place.name + ".lock"), what=f"the export {place}", timeout=0)
@@ -210,7 +218,8 @@ def _postprocess(built: Path, dest: Path, inputs: BuildInputs) -> None:
     """Rewrite METADATA, add the provenance, re-zip deterministically with a fresh RECORD.
 
     The other members' deflated bytes are copied as the pinned backend wrote them (zlib level 6,
-    as sgpatch compresses), not recompressed: the same wheel as a full re-zip, in a third of the time."""
+    as sgpatch compresses), not recompressed, with the sha256 its RECORD lists: the same wheel as a
+    full re-zip, in a fraction of the time."""
     dist_info = f"{DIST_NAME}-{inputs.version}.dist-info"
     metadata_name = f"{dist_info}/METADATA"
 
@@ -221,7 +230,30 @@ def _postprocess(built: Path, dest: Path, inputs: BuildInputs) -> None:
         provenance = dump_provenance(make_provenance(inputs, changes))
         return {metadata_name: metadata, f"{dist_info}/{PROVENANCE_NAME}": provenance}
 
-    rezip_wheel(built, dest, dist_info, inputs.source_date_epoch, replaced)
+    # The backend's RECORD rows are reused (no member inflated twice): check_wheel, which every built
+    # wheel goes through, recomputes each sha256 against the new RECORD.
+    rezip_wheel(built, dest, dist_info, inputs.source_date_epoch, replaced, hashes_from_record=True)
+
+
+def _in_background(work: Callable[[], None]) -> Callable[[], None]:
+    """Start ``work`` in a thread; the returned function waits for it and raises what it raised."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the waiter
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="sgpatch-rezip")
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return wait
 
 
 def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:
@@ -463,28 +495,38 @@ def build_wheel(
         with tempfile.TemporaryDirectory(prefix="sgpatch-build-") as tmp:
             work = Path(tmp)
             say(f"exporting {head[:12]} to a clean work tree")
-            with clean_export_of(checkout, head, None if no_cache else exports) as src:
-                log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
-                say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
-                env = build_environment(version, inputs.source_date_epoch)
-                if isolated and stack.build_requires:
-                    # The isolated environment gets exactly the pinned backend, so a later
-                    # setuptools cannot change the wheel (WHEEL's Generator line included).
-                    constraints = work / "build-constraints.txt"
-                    constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
-                    env["PIP_CONSTRAINT"] = str(constraints)
-                _run_build(src / "python", work / "dist", log, env, isolated=isolated, python=inputs.python)
-            built = sorted((work / "dist").glob("*.whl"))
-            if [b.name for b in built] != [name]:
-                found = ", ".join(b.name for b in built) or "nothing"
-                raise BuildError(
-                    f"the build produced {found}, expected {name}",
-                    hint=f"the version was not forced as expected; see {log}",
-                )
-            say("rewriting Requires-Dist, adding provenance, re-zipping deterministically")
-            final = work / "final" / name
-            final.parent.mkdir()
-            _postprocess(built[0], final, inputs)
+            rezipped: Callable[[], None] | None = None
+            try:
+                with clean_export_of(checkout, head, None if no_cache else exports) as src:
+                    log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
+                    say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
+                    env = build_environment(version, inputs.source_date_epoch)
+                    if isolated and stack.build_requires:
+                        # The isolated environment gets exactly the pinned backend, so a later
+                        # setuptools cannot change the wheel (WHEEL's Generator line included).
+                        constraints = work / "build-constraints.txt"
+                        constraints.write_text("".join(f"{r}\n" for r in stack.build_requires))
+                        env["PIP_CONSTRAINT"] = str(constraints)
+                    _run_build(src / "python", work / "dist", log, env, isolated=isolated, python=inputs.python)
+                    built = sorted((work / "dist").glob("*.whl"))
+                    if [b.name for b in built] != [name]:
+                        found = ", ".join(b.name for b in built) or "nothing"
+                        raise BuildError(
+                            f"the build produced {found}, expected {name}",
+                            hint=f"the version was not forced as expected; see {log}",
+                        )
+                    say("rewriting Requires-Dist, adding provenance, re-zipping deterministically")
+                    final = work / "final" / name
+                    final.parent.mkdir()
+                    # Re-zipped while the export's build output is removed (on leaving this block).
+                    rezipped = _in_background(lambda: _postprocess(built[0], final, inputs))
+            except BaseException:
+                if rezipped is not None:
+                    with contextlib.suppress(BaseException):
+                        rezipped()  # waited for (the work directory goes next), its own error dropped
+                raise
+            if rezipped is not None:
+                rezipped()
             write_atomic(wheel, final)
         recipe.write_text(install_recipe(stack, version))
 

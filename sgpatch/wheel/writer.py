@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import re
 import struct
 import time
 import zipfile
@@ -142,36 +143,69 @@ def write_raw_zip(dest: Path, members: Sequence[RawMember]) -> None:
         out.write(_END.pack(0x06054B50, 0, 0, len(members), len(members), len(directory), offset, 0))
 
 
+_RECORD_SHA256 = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
+
+
+def _listed_hashes(archive: Archive, record_name: str) -> dict[str, tuple[str, int]]:
+    """The sha256 field and size that ``record_name`` lists for each member: only well-formed rows
+    (a member without one is hashed instead); nothing if RECORD is missing or unreadable."""
+    if record_name not in archive:
+        return {}
+    listed: dict[str, tuple[str, int]] = {}
+    try:
+        for row in csv.reader(io.StringIO(archive.read(record_name).decode("utf-8"))):
+            if len(row) == 3 and _RECORD_SHA256.fullmatch(row[1]) and row[2].isascii() and row[2].isdigit():
+                listed[row[0]] = (row[1], int(row[2]))
+    except (UnicodeDecodeError, csv.Error):
+        return {}
+    return listed
+
+
 def rezip_wheel(
     built: Path,
     dest: Path,
     dist_info: str,
     epoch: int,
     replaced: Mapping[str, bytes] | Callable[[Archive], Mapping[str, bytes]],
+    *,
+    hashes_from_record: bool = False,
 ) -> None:
     """The wheel at ``built`` made deterministic, with ``replaced`` members (new bytes, or added): entries
     sorted (``.dist-info`` last, RECORD at the very end), one fixed timestamp, fixed permissions, a fresh
     RECORD.  The other members are not recompressed: their deflated bytes are copied (the backend's zlib
     level 6 is sgpatch's, so this is the wheel a full re-zip makes, in a third of the time).  A stored
-    member is deflated.  ``replaced`` may be a function of the open archive (which is read once)."""
-    with open_archive(built, "wheel") as archive:  # every member checked (names, limits, CRCs)
+    member is deflated.  ``replaced`` may be a function of the open archive (which is read once).
+
+    ``hashes_from_record``: a copied member that ``built``'s own RECORD lists with a sha256 and its size
+    keeps that row instead of being inflated and hashed again (the other members are hashed).  The result
+    is the same wheel when the backend's RECORD is right; whoever asks for this must check the wheel it
+    gets (sgpatch.wheel.check recomputes every member's sha256 and CRC against the new RECORD), so a
+    wrong row fails that check instead of being corrected silently."""
+    record_name = f"{dist_info}/RECORD"
+    with open_archive(built, "wheel") as archive:  # names, limits and methods checked; CRCs where read
         if callable(replaced):
             replaced = replaced(archive)
-        regular = {e.name: (e.executable, archive.digest(e.name), e.size) for e in archive.entries}
+        listed = _listed_hashes(archive, record_name) if hashes_from_record else {}
+        regular: dict[str, tuple[bool, str, int]] = {}
+        for e in archive.entries:
+            if e.name in replaced or e.name == record_name:
+                continue
+            row = listed.get(e.name)
+            field = row[0] if row is not None and row[1] == e.size else sha256_record(archive.digest(e.name))
+            regular[e.name] = (e.executable, field, e.size)
     date_time = time.gmtime(max(epoch, _ZIP_EPOCH_MIN))[:6]
-    record_name = f"{dist_info}/RECORD"
     out: dict[str, tuple[RawMember, str, int]] = {}
     for m in raw_members(built):
-        if m.name not in regular or m.name in replaced or m.name == record_name:
+        if m.name not in regular:
             continue
-        executable, digest, size = regular[m.name]
+        executable, field, size = regular[m.name]
         mode = (_EXEC_MODE if executable else _FILE_MODE) << 16
         if m.method == zipfile.ZIP_DEFLATED:
             member = RawMember(m.name, m.method, m.crc, m.size, m.compressed, date_time, mode)
         else:
             data = m.compressed if m.method == zipfile.ZIP_STORED else zlib.decompress(m.compressed, -15)
             member = deflated(m.name, data, date_time, executable=executable)
-        out[m.name] = (member, sha256_record(digest), size)
+        out[m.name] = (member, field, size)
     for name, data in replaced.items():
         member = deflated(name, data, date_time, executable=False)
         out[name] = (member, record_hash(data), len(data))
