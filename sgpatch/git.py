@@ -129,7 +129,8 @@ class Git:
         if guarded:
             from sgpatch.lock import tie_to_parent
 
-            preexec = tie_to_parent()  # sgpatch runs no threads of its own
+            # Safe: no thread of sgpatch runs while a checkout moves (only build's re-zip has one, elsewhere).
+            preexec = tie_to_parent()
         try:
             proc = spawn(args, cwd or self.root, input, env, preexec)
         except OSError as exc:
