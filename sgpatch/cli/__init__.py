@@ -40,9 +40,18 @@ def _app() -> Any:
 
 def main() -> None:
     """Console entry point (``sgpatch``, ``python -m sgpatch``)."""
+    try:
+        _main(list(sys.argv))
+    except KeyboardInterrupt:  # while a replay is looked up or written (the command's own run says it itself)
+        from sgpatch.errors import EXIT_INTERRUPTED
+
+        os.write(2, b"sgpatch: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _main(argv: list[str]) -> None:
     from sgpatch import replay
 
-    argv = list(sys.argv)
     if not replay.replayable(argv):
         _run(argv)
         return
