@@ -42,7 +42,8 @@ VOLATILE_PREFIXES = ("SSH_",)
 
 
 class Stored:
-    """A kept run: its output chunks (stream number, bytes) in the order written, and its exit status."""
+    """A kept run: its output chunks (stream number, bytes) in the order written, and its exit status.
+    (A plain slotted class, not a dataclass: a replay imports nothing it does not need.)"""
 
     __slots__ = ("exit_code", "output")
 
