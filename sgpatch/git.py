@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -345,6 +344,8 @@ class Git:
     @contextmanager
     def temp_index(self, base_tree: str) -> Iterator[dict[str, str]]:
         """An index file outside the repository's own, loaded with ``base_tree``."""
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="sgpatch-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             self._run("read-tree", base_tree, env=env)
@@ -510,6 +511,8 @@ class Git:
         ``current`` gains the changes ``base`` -> ``other``; conflicts are marked
         with ``labels`` (current, base, other).
         """
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as tmp:
             names = []
             for name, data in (("current", current), ("base", base), ("other", other)):

@@ -20,10 +20,16 @@ import json
 import os
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sgpatch.errors import CheckoutError, SgpatchError
 from sgpatch.git import Git, git_dirs
-from sgpatch.lock import Held, Notify, UnsafeLock, exclusive, pause, signals_deferred
+
+if TYPE_CHECKING:
+    from sgpatch.lock import Held, Notify
+
+# sgpatch.lock (signals, ctypes, sockets) is imported where a lock is taken: a read-only command on a
+# checkout with no journal and no lock file never needs it.
 
 JOURNAL = "sgpatch-apply.json"
 LOCK = "sgpatch.lock"
@@ -31,6 +37,8 @@ LOCK = "sgpatch.lock"
 
 def lock_checkout(g: Git, *, command: str, notify: Notify | None = None) -> AbstractContextManager[Held]:
     """The checkout's sgpatch lock (``.git/sgpatch.lock``): one writer at a time."""
+    from sgpatch.lock import exclusive
+
     git_dir, _ = git_dirs(g)
     return exclusive(git_dir / LOCK, what=f"checkout {g.root}", command=command, notify=notify)
 
@@ -88,6 +96,8 @@ def move_checkout(g: Git, *, old: str, new: str, reason: str) -> None:
     moved: the journal goes and the error is raised.  When ``new`` has
     ``old``'s tree only HEAD moves (one ``update-ref``: index and files stay).
     """
+    from sgpatch.lock import pause, signals_deferred
+
     _refuse_git_locks(g)
     if g.tree_of(new) == g.tree_of(old):
         with signals_deferred():
@@ -138,6 +148,8 @@ def recover(g: Git, *, notify: Notify | None = None) -> str | None:
     journal = path.exists() or _journal_tmp(path).exists()
     if not journal and not os.path.lexists(path.with_name(LOCK)):
         return None
+    from sgpatch.lock import UnsafeLock
+
     try:
         with lock_checkout(g, command="recover", notify=notify):
             return _recover_locked(g, path)
@@ -150,6 +162,8 @@ def recover(g: Git, *, notify: Notify | None = None) -> str | None:
 
 
 def _recover_locked(g: Git, path: Path) -> str | None:
+    from sgpatch.lock import pause, signals_deferred
+
     _journal_tmp(path).unlink(missing_ok=True)  # a journal never renamed into place: nothing moved
     if not path.exists():
         return None  # the apply we waited for finished

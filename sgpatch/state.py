@@ -11,13 +11,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError
 from sgpatch.git import Git
 from sgpatch.journal import recover
-from sgpatch.lock import Notify
 from sgpatch.patchset import TRAILER_PATCH, TRAILER_SHA, Series
+
+if TYPE_CHECKING:
+    from sgpatch.lock import Notify
 
 _TRAILER = re.compile(rf"^({TRAILER_PATCH}|{TRAILER_SHA}):\s*(\S+)\s*$", re.MULTILINE)
 
