@@ -119,6 +119,7 @@ class Observation:
         self.trees: dict[str, str] = {}  # json [root, strip_prefix, op, path] -> what was found
         self.processes: list[dict[str, Any]] = []
         self.spoiled: str | None = None
+        self.filled_cache = False
         self._popens = 0
         self._quiet = 0
         self._real_stat: Callable[..., os.stat_result] = os.stat
@@ -188,10 +189,10 @@ class Observation:
     # ------------------------------------------------------------------ what the interpreter reports
 
     def _place(self, path: Any) -> str | None:
+        """The absolute path an event names, or None when it is not an input (see ``__init__``)."""
         if isinstance(path, int) or path is None:
             return None
-        text = os.fsdecode(path)
-        full = os.path.normpath(os.path.join(os.getcwd(), text))
+        full = os.path.normpath(os.path.join(os.getcwd(), os.fsdecode(path)))
         if full.startswith(self.ignored) or full == os.devnull or "/__pycache__/" in full:
             return None
         for prefix in self.imported_from:
@@ -212,12 +213,17 @@ class Observation:
             self.files[full] = probe_file(full)
 
     def _on_change(self, path: Any, event: str = "open") -> None:
-        full = self._place(path) if not isinstance(path, int) else "a descriptor's file"
-        if full is None or os.path.join(full, "").startswith(self.allowed_writes):
+        if isinstance(path, int):
+            self.spoil("it changed a file through a descriptor")
             return
-        if event == "os.mkdir" and any(p.startswith(os.path.join(full, "")) for p in self.allowed_writes):
+        full = os.path.join(os.path.normpath(os.path.join(os.getcwd(), os.fsdecode(path))), "")
+        if full.startswith(self.allowed_writes):
+            self.filled_cache = True  # a later run may take a cheaper path through what this one kept
+            return
+        if event == "os.mkdir" and any(p.startswith(full) for p in self.allowed_writes):
             return  # making the result cache's parent directories
-        self.spoil(f"it changed {full}")
+        if self._place(path) is not None:
+            self.spoil(f"it changed {full.rstrip('/')}")
 
     def _on_listing(self, path: Any) -> None:
         full = self._place("." if path is None else path)

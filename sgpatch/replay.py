@@ -11,11 +11,13 @@ first difference it runs the command in full and keeps the new run instead.
 The entry is found by a sha256 over the command line, the working directory, the environment (less a few
 variables that change per login and that sgpatch never reads, :data:`VOLATILE`), which standard streams are
 terminals (and the terminal's size), the interpreter, the names of the installed packages (their versions),
-and the content of sgpatch's own source.  Only exit 0 and 1 are kept; a run that wrote outside the result
+and the content of sgpatch's own files.  Only exit 0 and 1 are kept; a run that wrote outside the result
 cache, ran a process other than its reported git commands, or read something it could not re-read is never
-kept.  The rules every cached result follows (JSON, atomic writes, a bad entry is a miss) are
-:mod:`sgpatch.resultcache`'s.  ``--no-cache`` bypasses all of it; ``SGPATCH_EXPLAIN_REPLAY=1`` says on
-stderr whether a run was replayed, or what changed.
+kept.  Nor is a run that filled the result cache (the first on a new state): the next run reads what it kept
+by a cheaper path (no ``git config`` question once the configuration's verdict is remembered, say), and that
+run, the one a replay stands for, is kept.  The rules every cached result follows (JSON, atomic writes, a
+bad entry is a miss) are :mod:`sgpatch.resultcache`'s.  ``--no-cache`` bypasses all of it;
+``SGPATCH_EXPLAIN_REPLAY=1`` says on stderr whether a run was replayed, or what changed.
 
 This module runs before the command line is parsed, so it imports little and nothing of typer.
 """
@@ -241,6 +243,8 @@ def finish(argv: Sequence[str], obs: Observation, output: Sequence[tuple[int, by
         return f"not kept: exit {exit_code}"
     if obs.spoiled is not None:
         return f"not kept: {obs.spoiled}"
+    if obs.filled_cache:  # the next run reads what this one kept, by another path: that run is the one to keep
+        return "not kept: it filled the result cache (the next run, which reads it, will be)"
     from sgpatch.resultcache import write_entry
 
     name = key(argv)

@@ -77,13 +77,25 @@ def setup(patched_checkout: Callable[[], Path], tmp_path: Path) -> Setup:
     return Setup(patched_checkout(), proj / "VERSIONS.toml", tmp_path / "xdg", env)
 
 
-def _recorded(s: Setup, cmd: str = "verify", *extra: str) -> Run:
+def _keep(s: Setup, cmd: str = "verify", *extra: str) -> Run:
+    """Run until a run is kept (or replayed: one is kept): the first run on an empty cache fills it and is
+    not kept (the next run reads the cache by another path, and is the one kept)."""
     first = s.run(cmd, *extra)
-    assert not first.hit and "kept for replay" in first.replay, first.replay
+    if first.hit or "kept for replay" in first.replay:
+        return first
+    assert not first.hit and any("it filled the result cache" in r for r in first.replay), first.replay
     second = s.run(cmd, *extra)
-    assert second.hit, second.replay
+    assert not second.hit and "kept for replay" in second.replay, second.replay
     assert second.seen == first.seen
     return second
+
+
+def _recorded(s: Setup, cmd: str = "verify", *extra: str) -> Run:
+    kept = _keep(s, cmd, *extra)
+    replayed = s.run(cmd, *extra)
+    assert replayed.hit, replayed.replay
+    assert replayed.seen == kept.seen
+    return replayed
 
 
 # ---------------------------------------------------------------------------------------- replays
@@ -179,7 +191,7 @@ def test_any_change_to_an_input_misses_and_gives_the_full_answer(setup: Setup, n
 def test_a_flipped_byte_in_any_file_read_misses(setup: Setup, pick: int, offset: int) -> None:
     """Any file the kept run read (through the checkout, or the project's own: VERSIONS.toml, the series,
     the patches, anchors.toml, the checkout's git config), any byte: the next run is not a replay."""
-    kept = setup.run()
+    kept = _keep(setup)
     entry = json.loads(setup.entries()[0].read_text())
     reads = sorted(
         str(setup.co / json.loads(spec)[3])
@@ -242,8 +254,7 @@ def test_the_kept_runs_stay_few(setup: Setup) -> None:
         old = kept / f"{i:064x}.json"
         old.write_text("{}")
         os.utime(old, ns=(i, i))
-    first = setup.run()
-    assert "kept for replay" in first.replay
+    _keep(setup)
     left = setup.entries()
     assert len(left) == MAX_ENTRIES
     assert not (kept / f"{0:064x}.json").exists()  # the oldest went first
@@ -290,3 +301,24 @@ def test_a_run_that_asks_another_program_is_never_kept(setup: Setup, tmp_path: P
         assert proc.returncode in (0, 1), proc.stderr
         assert "sgpatch: replay: not kept: it ran 1 process(es) sgpatch cannot re-ask" in proc.stderr, proc.stderr
     assert setup.entries() == []
+
+
+def test_a_replay_asks_git_three_read_only_questions(setup: Setup, tmp_path: Path) -> None:
+    """Counted through a ``git`` first on PATH that notes its subcommand and runs the real git."""
+    real = shutil.which("git")
+    assert real
+    log = tmp_path / "git-calls"
+    shim = tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    # the subcommand is the first argument after the `-c key=value` pairs sgpatch puts first
+    shim.write_text(
+        '#!/bin/sh\nfor a in "$@"; do case "$a" in -c) skip=1;; *) if [ -n "$skip" ]; then skip=; '
+        f'else echo "$a" >> {log}; break; fi;; esac; done\nexec {real} "$@"\n'
+    )
+    shim.chmod(0o755)
+    env = {**setup.env, "PATH": f"{shim.parent}:{setup.env['PATH']}"}
+    setup.env = env
+    _recorded(setup)  # kept, then replayed once
+    log.unlink()
+    assert setup.run().hit
+    assert sorted(log.read_text().split()) == ["cat-file", "rev-parse", "status"]
