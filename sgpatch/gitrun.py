@@ -141,30 +141,23 @@ def ask_again(questions: Sequence[Mapping[str, Any]]) -> str | None:
     in_order = any(q["args"][0] == "config" for q in questions)
     running: list[tuple[Mapping[str, Any], subprocess.Popen[bytes]]] = []
     try:
-        changed = None
         for q in questions:
             stdin = q["stdin"]
-            running.append(
-                (
-                    q,
-                    subprocess.Popen(
-                        build_argv(q["args"]),
-                        cwd=str(q["cwd"]),
-                        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        env=git_env(q["env"]),
-                    ),
-                )
+            child = subprocess.Popen(
+                build_argv(q["args"]),
+                cwd=str(q["cwd"]),
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=git_env(q["env"]),
             )
-            if in_order:
-                changed = _compare(*running[-1])
-                if changed is not None:
-                    return changed
-        for q, child in running if not in_order else ():
-            found = _compare(q, child)
-            changed = changed or found
-        return changed
+            running.append((q, child))
+            if in_order and (changed := _compare(q, child)) is not None:
+                return changed
+        if in_order:
+            return None
+        found = [_compare(q, child) for q, child in running]  # every answer read: no child left blocked
+        return next((f for f in found if f is not None), None)
     except OSError as exc:
         return f"git cannot be asked again: {exc}"
     finally:

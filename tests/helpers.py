@@ -35,6 +35,23 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
+def git_shim(where: Path) -> tuple[Path, Path]:
+    """A ``git`` in ``where/bin`` (put it first on PATH) that appends its subcommand (the first argument
+    after the ``-c key=value`` pairs sgpatch puts first) to ``where/git-calls`` and runs the real git.
+    Returns the directory and the log."""
+    real = shutil.which("git")
+    assert real
+    log = where / "git-calls"
+    shim = where / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(
+        '#!/bin/sh\nfor a in "$@"; do case "$a" in -c) skip=1;; *) if [ -n "$skip" ]; then skip=; '
+        f'else echo "$a" >> {log}; break; fi;; esac; done\nexec {real} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return shim.parent, log
+
+
 def snapshot(repo: Path) -> dict[str, str]:
     """HEAD, index, status and a hash of every file in the work tree (``.git`` excluded)."""
     h = hashlib.sha256()

@@ -27,7 +27,7 @@ from sgpatch.project import Project
 from sgpatch.tree import DirTree
 from sgpatch.verify import verify_checkout
 
-from .helpers import git, run_cli
+from .helpers import git, git_shim, run_cli
 from .reliability import record
 
 KIMI = ClassRef.parse("python/sglang/srt/models/kimi_k25.py:KimiK25ForConditionalGeneration")
@@ -302,15 +302,9 @@ def test_an_unwritable_cache_costs_nothing_but_time(patched: Path, project: Proj
 
 
 def _git_log_shim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A ``git`` first on PATH that notes its arguments and runs the real git (which is what runs)."""
-    real = shutil.which("git")
-    assert real
-    log = tmp_path / "git-calls"
-    shim = tmp_path / "bin" / "git"
-    shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\necho "$1 $2" >> {log}\nexec {real} "$@"\n')
-    shim.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{shim.parent}:{__import__('os').environ['PATH']}")
+    """A ``git`` first on PATH that notes its subcommand and runs the real git (which is what runs)."""
+    bin_dir, log = git_shim(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     return log
 
 

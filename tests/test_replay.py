@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .helpers import git
+from .helpers import git, git_shim
 from .reliability import record
 
 REPO = Path(__file__).resolve().parent.parent
@@ -305,19 +305,8 @@ def test_a_run_that_asks_another_program_is_never_kept(setup: Setup, tmp_path: P
 
 def test_a_replay_asks_git_three_read_only_questions(setup: Setup, tmp_path: Path) -> None:
     """Counted through a ``git`` first on PATH that notes its subcommand and runs the real git."""
-    real = shutil.which("git")
-    assert real
-    log = tmp_path / "git-calls"
-    shim = tmp_path / "bin" / "git"
-    shim.parent.mkdir()
-    # the subcommand is the first argument after the `-c key=value` pairs sgpatch puts first
-    shim.write_text(
-        '#!/bin/sh\nfor a in "$@"; do case "$a" in -c) skip=1;; *) if [ -n "$skip" ]; then skip=; '
-        f'else echo "$a" >> {log}; break; fi;; esac; done\nexec {real} "$@"\n'
-    )
-    shim.chmod(0o755)
-    env = {**setup.env, "PATH": f"{shim.parent}:{setup.env['PATH']}"}
-    setup.env = env
+    bin_dir, log = git_shim(tmp_path)
+    setup.env = {**setup.env, "PATH": f"{bin_dir}:{setup.env['PATH']}"}
     _recorded(setup)  # kept, then replayed once
     log.unlink()
     assert setup.run().hit
