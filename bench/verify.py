@@ -4,10 +4,9 @@ The floor is what the user did by hand, made exhaustive: `git apply -R --check`
 for every patch plus one `sed -n A,Bp` per anchor, in one shell.  Every command is
 run as a fresh process, median of N runs each, interleaved so machine noise hits
 all alike, with bytecode compiled first: the floor, `python -c pass` (the
-interpreter's own start), `sgpatch verify` and `check-interface` with the result
-cache warm (a private ``XDG_CACHE_HOME``, filled once before timing: a replay,
-sgpatch.replay), ``verify`` after an edit (an untracked file comes and goes
-between runs, so the kept run never replays and the per-file results answer) and
+interpreter's own start), `sgpatch verify` and `check-interface` with the content
+cache warm (a private ``XDG_CACHE_HOME``, filled once before timing: parsed facts and
+landing results, never an answer: every run asks git and reads the files again) and
 with ``--no-cache`` (the full path CI and first runs take).  Prints the medians and the
 ratios; asserts nothing.
 
@@ -82,29 +81,17 @@ def main() -> None:
             "python": ([sys.executable, "-c", "pass"], None),
             "verify": (ours, True),
             "verify --no-cache": ([*ours, "--no-cache"], False),
-            "verify, after an edit": (ours, True),
             "check-interface": (iface, True),
             "check-interface --no-cache": ([*iface, "--no-cache"], False),
         }
         cached_env = {**_env(), "XDG_CACHE_HOME": str(Path(tmp) / "xdg")}
         for cmd, cached in timed.values():
-            if cached:  # fill the cache (and the OS file cache); the second run is the one kept for replay
-                _time(cmd, co, cached_env)
+            if cached:  # fill the cache (and the OS file cache)
                 _time(cmd, co, cached_env)
         times: dict[str, list[float]] = {name: [] for name in timed}
-        # "after an edit": an untracked file there on every other run of its row (and removed after it, for
-        # the other rows), under its own key (one more variable), so the run it kept never replays.
-        edited = co / "NOTES.txt"
-        edit_env = {**cached_env, "SGPATCH_BENCH_ROW": "edit"}
-        for i in range(args.runs):
+        for _ in range(args.runs):
             for name, (cmd, cached) in timed.items():
-                env = cached_env if cached else None
-                if name == "verify, after an edit":
-                    env = edit_env
-                    if i % 2 == 0:
-                        edited.write_text("an edit\n")
-                times[name].append(_time(cmd, co, env))
-                edited.unlink(missing_ok=True)
+                times[name].append(_time(cmd, co, cached_env if cached else None))
         med = {name: statistics.median(t) * 1000 for name, t in times.items()}
         f = med["floor"]
         n_anchor = sum(a.holds_in("patched") for a in project.anchors)
@@ -115,10 +102,6 @@ def main() -> None:
         print(
             f"sgpatch verify --no-cache:         median {med['verify --no-cache']:.1f} ms"
             f"  = {med['verify --no-cache'] / f:.2f}x floor"
-        )
-        print(
-            f"sgpatch verify, after an edit:     median {med['verify, after an edit']:.1f} ms"
-            f"  = {med['verify, after an edit'] / f:.2f}x floor  (no replay; the per-file results cached)"
         )
         print(f"sgpatch check-interface, warm:     median {med['check-interface']:.1f} ms")
         print(f"sgpatch check-interface --no-cache: median {med['check-interface --no-cache']:.1f} ms")

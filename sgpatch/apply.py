@@ -57,9 +57,7 @@ def commit_series(g: Git, base: str, series: Series, after: list[dict[str, bytes
     modes = read_modes(g, base, series.touched)
     for number, (patch, files) in enumerate(zip(series.patches, after, strict=True), start=1):
         new_modes = apply_modes(modes, patch)
-        parent = g.commit_files(
-            parent, files, previous, patch.commit_message(), date, modes=new_modes, old_modes=modes
-        )
+        parent = g.commit_files(parent, files, previous, patch.commit_message(), date, modes=new_modes, old_modes=modes)
         modes, previous = new_modes, files
         pause(f"apply:commit:{number}")
     return parent

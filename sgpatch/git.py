@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
-from sgpatch.gitrun import ALLOWED_PROTOCOLS, NEUTRAL, TEST_CONFIG_ENV, git_env, git_exe, spawn
+from sgpatch.gitrun import ALLOWED_PROTOCOLS, TEST_CONFIG_ENV, git_env, spawn
 
 __all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 
@@ -101,11 +101,8 @@ class LineCommit:
 class Git:
     """git commands on one repository work tree."""
 
-    def __init__(self, root: Path, *, config_verdicts: Path | None = None) -> None:
-        """``config_verdicts``: a directory (in the user's cache) where a configuration found to name no
-        program is remembered by content; None: ask git each time."""
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.config_verdicts = config_verdicts
         self._checked = False
         self._where: tuple[Path, Path, Path] | None = None  # top level, git dir, common dir (once found)
 
@@ -144,16 +141,8 @@ class Git:
         return self._run(*args, input=input, env=env).stdout.decode("utf-8", "replace").strip()
 
     def _refuse_programs(self) -> None:
-        """Refuse a repository whose own configuration names a program git could run (once per ``Git``).
-
-        A configuration already found clean is remembered by the content of its files (see
-        :func:`_config_verdict_path`), so a read-only command on an unchanged checkout does not ask again.
-        """
+        """Refuse a repository whose own configuration names a program git could run (once per ``Git``)."""
         if self._checked or not self.root.is_dir():
-            return
-        verdict = _config_verdict_path(self)
-        if verdict is not None and verdict.is_file():
-            self._checked = True
             return
         proc = spawn(["config", "--list", "-z", "--show-scope"], self.root, None)
         if proc.returncode == 0:
@@ -169,11 +158,6 @@ class Git:
                         "sgpatch does not run programs a checkout configures",
                         hint=f"remove it ('git config --unset {key}' in {self.root}), or use a fresh checkout",
                     )
-            if verdict is not None:
-                from sgpatch.atomic import write_atomic
-
-                with contextlib.suppress(OSError):  # an unwritable cache costs a process next time, not the check
-                    write_atomic(verdict, b"no program keys\n")
         self._checked = True
 
     def locate(self) -> tuple[Path, Path, Path] | None:
@@ -609,37 +593,6 @@ def git_dirs(g: Git) -> tuple[Path, Path]:
     if not common.is_absolute():
         common = (g.root / common).resolve()
     return git_dir, common
-
-
-MAX_CONFIG_BYTES = 1 << 20
-
-
-def _config_verdict_path(g: Git) -> Path | None:
-    """Where the verdict "this repository configuration names no program" is kept, keyed by the content
-    of the files that make up its own scopes (``config`` and ``config.worktree``); None when it cannot be
-    kept: an ``include`` (whose targets are other files) or an unreadable or large file.
-
-    It lives in ``g.config_verdicts`` (in the user's cache directory), never in the checkout, which
-    therefore cannot forge it."""
-    where = g.locate() if g.config_verdicts is not None else None
-    if g.config_verdicts is None or where is None:
-        return None
-    import hashlib
-
-    h = hashlib.sha256(b"sgpatch git config verdict 1\0" + _PROGRAM_KEYS.pattern.encode() + b"\0")
-    h.update(repr((_OWN_SCOPES, _BOOLEANS, NEUTRAL, git_exe())).encode())
-    for path in (where[2] / "config", where[1] / "config.worktree"):
-        try:
-            with path.open("rb") as fh:
-                data = fh.read(MAX_CONFIG_BYTES + 1)
-        except FileNotFoundError:
-            data = None
-        except OSError:
-            return None
-        if data is not None and (len(data) > MAX_CONFIG_BYTES or b"include" in data.lower()):
-            return None
-        h.update(b"-" if data is None else b"+%d\0" % len(data) + data)
-    return g.config_verdicts / f"{h.hexdigest()}.ok"
 
 
 def object_types(g: Git, specs: Sequence[str]) -> list[str | None]:

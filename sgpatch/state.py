@@ -40,9 +40,9 @@ class CheckoutState:
         return not self.dirty
 
 
-def open_checkout(path: Path, *, config_verdicts: Path | None = None) -> Git:
-    """The git repository at ``path``; CheckoutError if there is none.  ``config_verdicts``: see ``Git``."""
-    g = Git(path, config_verdicts=config_verdicts)
+def open_checkout(path: Path) -> Git:
+    """The git repository at ``path``; CheckoutError if there is none."""
+    g = Git(path)
     if not path.is_dir():
         raise CheckoutError(f"{path}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
     if not g.is_repo():

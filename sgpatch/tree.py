@@ -12,12 +12,10 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Protocol
 
-from sgpatch import observe
 from sgpatch.errors import SgpatchError
 
 PYTHON_PREFIX = "python/"
@@ -143,17 +141,7 @@ class DirTree:
             return None
         return fd
 
-    def _observed(self, op: str, path: str, run: Callable[[], Any]) -> Any:
-        """``run()``; an active observation (sgpatch.observe) keeps what it found."""
-        obs = observe.current()
-        if obs is None:
-            return run()
-        return obs.tree_op(str(self.root), self.strip_prefix, op, path, run)
-
     def read(self, path: str) -> bytes | None:
-        return self._observed("read", path, lambda: self._read(path))  # type: ignore[no-any-return]
-
-    def _read(self, path: str) -> bytes | None:
         fd = self._open_file(path)
         if fd is None:
             return None
@@ -162,9 +150,6 @@ class DirTree:
 
     def mode(self, path: str) -> str | None:
         """The git mode a regular file would get (100755 when its owner may execute it), or None."""
-        return self._observed("mode", path, lambda: self._mode(path))  # type: ignore[no-any-return]
-
-    def _mode(self, path: str) -> str | None:
         fd = self._open_file(path)
         if fd is None:
             return None
@@ -173,7 +158,7 @@ class DirTree:
         finally:
             os.close(fd)
 
-    def _list(self, prefix: str) -> list[str]:
+    def list(self, prefix: str) -> list[str]:
         parts = self._parts(prefix.rstrip("/"))
         if parts is None:
             return []
@@ -190,9 +175,6 @@ class DirTree:
                 if p.is_file() and not p.is_symlink():
                     out.append(self.strip_prefix + p.relative_to(self.root).as_posix())
         return sorted(out)
-
-    def list(self, prefix: str) -> list[str]:
-        return self._observed("list", prefix, lambda: self._list(prefix))  # type: ignore[no-any-return]
 
 
 class ZipTree:

@@ -286,8 +286,8 @@ def _landing(patch: Patch, fp: FilePatch, data: bytes | None, cache: Path | None
 def verify_checkout(project: Project, checkout: Path, *, cache: Path | None = None) -> VerifyReport:
     """Verify a checkout's work tree; its git state is reported alongside.
 
-    ``cache``: see :func:`verify_tree`; it also remembers a git configuration found to name no program."""
-    g = open_checkout(checkout, config_verdicts=cache / "git-config" if cache is not None else None)
+    ``cache``: see :func:`verify_tree`."""
+    g = open_checkout(checkout)
     done = recover(g)  # an interrupted apply is finished (or its journal cleared) first: say so
     state = inspect(g, project.stack, project.series)
     notes = [f"git: {done}"] if done else []

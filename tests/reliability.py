@@ -760,40 +760,6 @@ case(
     "stdout, stderr and exit code byte-identical to a `--no-cache` run; nothing written",
 )
 case(
-    "replay-input-changed",
-    CACHED,
-    "after `verify` was kept for replay, one input changes: a byte of a file read, a patch or VERSIONS.toml, an "
-    "anchor, a new file in a listed directory, a mode, a commit, an untracked file, a journal, a git config key",
-    None,
-    "not replayed",
-    "stdout, stderr and exit code byte-identical to a `--no-cache` run",
-)
-case(
-    "replay-entry-damaged",
-    CACHED,
-    "the kept replay entry truncated, not JSON, of another shape, or naming another command line's key",
-    0,
-    "not replayed",
-    _SAME_OUT,
-)
-case(
-    "replay-entry-hostile",
-    CACHED,
-    "a kept replay entry whose git question writes (`config KEY VALUE`, `log --output`), carries a global option "
-    "(`-c core.fsmonitor=...`), an environment variable (`GIT_EXTERNAL_DIFF`) or is not git",
-    0,
-    "not replayed: a kept git question is not one sgpatch asks",
-    "nothing run, no marker file; stdout, stderr and exit code byte-identical to a `--no-cache` run",
-)
-case(
-    "replay-spoiled",
-    CACHED,
-    "a `verify` that changes a file outside the result cache (it clears a half-written journal)",
-    0,
-    "not kept: it changed",
-    "nothing kept for replay; the next run runs in full",
-)
-case(
     "cache-config-changed",
     CACHED,
     "a checkout's `.git/config` gains a filter driver after a verify remembered it as naming no program",

@@ -64,7 +64,6 @@ wheel_mutation = st.one_of(
         st.sampled_from(["flags", "method", "crc", "size"]),
         st.sampled_from([0, 1, 8, 9, 12, 14, 99, 0xFFFF, 1000, 0xFFFFFFFF]),
     ).filter(lambda m: m[2] not in ("flags", "method") or m[3] <= 0xFFFF),  # 16-bit header fields
-
     st.tuples(st.just("member-bytes"), st.integers(0, 1 << 20), st.lists(mutation, min_size=1, max_size=3)),
     st.tuples(st.just("RECORD"), st.lists(mutation, min_size=1, max_size=4)),
     st.tuples(st.just("METADATA"), st.lists(mutation, min_size=1, max_size=4)),

@@ -29,7 +29,6 @@ TESTS = (
     "tests/test_engine.py",
     "tests/test_cache.py",
     "tests/test_wheel.py",
-    "tests/test_replay.py",
 )
 sys.path.insert(0, str(ROOT))
 
