@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from sgpatch.artifacts import fetch_artifact
+from sgpatch.checkout.fetch import read_artifact
 from sgpatch.config import Stack, load_config
 from sgpatch.interface import ClassRef, InterfaceReport, check_interface
-from sgpatch.source import read_artifact
-from sgpatch.tree import DirTree
+from sgpatch.source.artifacts import fetch_artifact
+from sgpatch.source.tree import DirTree
 
 REPO = Path(__file__).resolve().parent.parent
 CRASH_CYCLE_S = 480.0  # launch, load 547 GB, AttributeError, patch: about 8 minutes per missing method

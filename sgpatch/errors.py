@@ -43,7 +43,7 @@ class PatchError(SgpatchError):
 
 
 class ArchiveError(SgpatchError):
-    """An sdist or wheel is unreadable, unsafe to unpack, or over a size limit (sgpatch/archive.py)."""
+    """An sdist or wheel is unreadable, unsafe to unpack, or over a size limit (sgpatch/source/archive.py)."""
 
 
 class BuildError(SgpatchError):

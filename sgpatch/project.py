@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sgpatch.anchors import Anchor, load_anchors
 from sgpatch.config import Config, Stack
-from sgpatch.patchset import Series, read_series
+from sgpatch.series.anchors import Anchor, load_anchors
+from sgpatch.series.patch import Series, read_series
 
 
 @dataclass(frozen=True, slots=True)

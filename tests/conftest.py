@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sgpatch.apply import apply_series
-from sgpatch.artifacts import fetch_artifact
+from sgpatch.checkout.apply import apply_series
+from sgpatch.checkout.fetch import fetch, read_archive
 from sgpatch.config import Artifact, Config, load_config
 from sgpatch.project import Project, load_project
-from sgpatch.source import fetch, read_archive
+from sgpatch.source.artifacts import fetch_artifact
 
 from .helpers import REPO, copy_project  # noqa: F401 (re-exported for tests)
 from .sshd import Sshd, have_sshd, start_sshd

@@ -13,7 +13,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from sgpatch.cli import app
-from sgpatch.git import git_env
+from sgpatch.git.repo import git_env
 
 REPO = Path(__file__).resolve().parent.parent
 

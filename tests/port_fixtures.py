@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Artifact
+from sgpatch.source.artifacts import fetch_artifact
 
 from .conftest import RELEASES
 from .helpers import copy_project, git, json_out, run_cli

@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.git import git_env
+from sgpatch.git.repo import git_env
 
 STACK = "tiny"
 TAG = "v0.0.1"

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sgpatch.patchset import split_lines
 from sgpatch.project import Project
+from sgpatch.series.patch import split_lines
 
 from .helpers import copy_project, git, json_out, run_cli, snapshot
 

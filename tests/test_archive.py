@@ -1,4 +1,4 @@
-"""sgpatch.archive against the standard library's own readers, on SGLang's real files from PyPI.
+"""sgpatch.source.archive against the standard library's own readers, on SGLang's real files from PyPI.
 
 The one reader must list and hash exactly what ``zipfile`` and ``tarfile`` see in
 the pinned sdist and wheels, and its limits must leave a wide margin over them
@@ -15,10 +15,10 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from sgpatch import archive
-from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Config
 from sgpatch.errors import ArchiveError
+from sgpatch.source import archive
+from sgpatch.source.artifacts import fetch_artifact
 
 from .conftest import RELEASES
 

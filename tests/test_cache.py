@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
+from sgpatch.checkout.verify import verify_checkout
 from sgpatch.errors import ConfigError
-from sgpatch.git import Git
+from sgpatch.git.repo import Git
 from sgpatch.interface import ClassRef, ExternalBases, InterfaceReport, check_interface
 from sgpatch.interface.cache import RecordingTree, check_interface_cached, report_from_dict
 from sgpatch.interface.external import kept_nn_module
 from sgpatch.project import Project
-from sgpatch.tree import DirTree
-from sgpatch.verify import verify_checkout
+from sgpatch.source.tree import DirTree
 
 from .helpers import git, git_shim, run_cli
 from .reliability import record

@@ -21,12 +21,19 @@ from typing import Any
 
 import pytest
 
-from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import Config
-from sgpatch.deployed import NotInstalled, check_install, installed_tree, verify_installed, verify_ssh, wanted_files
+from sgpatch.deployed.installed import (
+    NotInstalled,
+    check_install,
+    installed_tree,
+    verify_installed,
+    verify_ssh,
+    wanted_files,
+)
+from sgpatch.deployed.remote import CONNECT_TIMEOUT, ProbeSession, Target, command_for, ssh_command, target_for
 from sgpatch.errors import EnvironmentFailure
 from sgpatch.project import Project
-from sgpatch.remote import CONNECT_TIMEOUT, ProbeSession, Target, command_for, ssh_command, target_for
+from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.wheel import build_wheel, check_wheel
 
 from .helpers import REPO, empty_series_project, json_out, run_cli

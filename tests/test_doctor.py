@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from sgpatch.config import Config
-from sgpatch.doctor import DoctorReport, build_tag, doctor, torch_cuda
+from sgpatch.deployed.doctor import DoctorReport, build_tag, doctor, torch_cuda
 from sgpatch.errors import EnvironmentFailure
 
 from .helpers import REPO, json_out, run_cli

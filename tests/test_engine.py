@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgpatch.classify import PatchState, classify_one
 from sgpatch.errors import PatchError
-from sgpatch.git import DIFF_OPTIONS
-from sgpatch.patchset import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
+from sgpatch.git.repo import DIFF_OPTIONS
+from sgpatch.series.classify import PatchState, classify_one
+from sgpatch.series.patch import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
 
 from .helpers import copy_project, run_cli
 from .reliability import record

@@ -6,9 +6,9 @@ import difflib
 from collections.abc import Callable
 from pathlib import Path
 
+from sgpatch.checkout.export import dep3_header, slug
 from sgpatch.config import load_config
-from sgpatch.export import dep3_header, slug
-from sgpatch.patchset import parse_patch, read_series
+from sgpatch.series.patch import parse_patch, read_series
 
 from .helpers import REPO, copy_project, git, json_out, run_cli, snapshot
 from .port_fixtures import DEEPSEEK, KIMI, NORM_NEW, NORM_OLD, commit, edit, export
@@ -257,8 +257,8 @@ def test_file_pins_are_edited_in_place(tmp_path: Path) -> None:
 
 
 def test_a_both_anchor_splits_when_only_the_patched_file_moves() -> None:
-    from sgpatch.anchors import Anchor
-    from sgpatch.relocate import relocate
+    from sgpatch.series.anchors import Anchor
+    from sgpatch.series.relocate import relocate
 
     old = b"".join(b"line %d\n" % i for i in range(1, 21))
     anchor = Anchor("a", "f.py", 5, 7, "both", "", "line 5", None, "line 5\nline 6\nline 7\n")

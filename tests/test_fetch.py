@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sgpatch.artifacts import fetch_artifact
+from sgpatch.checkout.fetch import create_pypi_checkout
 from sgpatch.config import Config
 from sgpatch.errors import SourceError
-from sgpatch.source import create_pypi_checkout
+from sgpatch.source.artifacts import fetch_artifact
 
 from .helpers import copy_project, git, json_out, run_cli
 
@@ -111,7 +111,7 @@ def test_existing_checkout_reports_the_source_it_was_made_from(template_checkout
 
 def test_clone_uses_its_tag(tmp_path: Path, template_checkout: Path) -> None:
     from sgpatch.errors import CheckoutError
-    from sgpatch.git import clone
+    from sgpatch.git.repo import clone
 
     upstream = tmp_path / "upstream"
     shutil.copytree(template_checkout, upstream, symlinks=True)

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgpatch.anchors import check_anchors, load_anchors
 from sgpatch.config import parse_config
 from sgpatch.errors import EXIT_BAD_INPUT, ConfigError, PatchError
-from sgpatch.patchset import HunkFailure, apply_patch, parse_patch, read_series
-from sgpatch.tree import DirTree
+from sgpatch.series.anchors import check_anchors, load_anchors
+from sgpatch.series.patch import HunkFailure, apply_patch, parse_patch, read_series
+from sgpatch.source.tree import DirTree
 
 from .fakeprobe import make_fake_python, set_mutation
 from .helpers import REPO, run_cli, snapshot

@@ -26,11 +26,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sgpatch.archive import sha256_record
-from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import load_config
 from sgpatch.project import Project, load_project
-from sgpatch.provenance import dump_provenance, rewrite_requires, wheel_version
+from sgpatch.source.archive import sha256_record
+from sgpatch.source.artifacts import fetch_artifact
+from sgpatch.wheel.provenance import dump_provenance, rewrite_requires, wheel_version
 
 from .helpers import REPO, run_cli
 from .test_fuzz import _report, fuzz_settings, mutate, mutation

@@ -35,13 +35,13 @@ from typing import Any
 
 import pytest
 
-from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import load_config
+from sgpatch.deployed.remote import imported_failure
 from sgpatch.errors import SgpatchError
 from sgpatch.project import load_project
-from sgpatch.provenance import wheel_version
-from sgpatch.remote import imported_failure
-from sgpatch.tree import DirTree, LinkInPath
+from sgpatch.source.artifacts import fetch_artifact
+from sgpatch.source.tree import DirTree, LinkInPath
+from sgpatch.wheel.provenance import wheel_version
 
 from .fakeprobe import make_fake_python
 from .helpers import REPO, copy_project, run_cli, snapshot
@@ -596,7 +596,7 @@ def _plant_program(case_id: str, co: Path, marker: Path) -> None:
 
 def _plain_git_runs_it(co: Path, marker: Path) -> None:
     """The control: plain git commands in the same checkout do run the planted program."""
-    from sgpatch.git import git_env
+    from sgpatch.git.repo import git_env
 
     touched = co / "python/sglang/version.py"
     data = touched.read_bytes()
@@ -698,7 +698,7 @@ def test_lock_link_in_checkout_is_refused(pristine_checkout: Callable[[], Path],
 
 
 def test_fetch_lock_link_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sgpatch.source import target_lock_path
+    from sgpatch.checkout.fetch import target_lock_path
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
@@ -1009,7 +1009,7 @@ def test_hostile_index_answer_is_an_environment_failure(
 
 def test_pinned_wheels_that_disagree_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    from sgpatch.source import check_wheels_agree
+    from sgpatch.checkout.fetch import check_wheels_agree
 
     pins = []
     for arch, body in (("x86_64", b"x = 1\n"), ("aarch64", b"x = 2\n")):

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from sgpatch.artifacts import fetch_artifact
 from sgpatch.errors import ConfigError
 from sgpatch.interface import (
     CallSite,
@@ -25,7 +24,8 @@ from sgpatch.interface import (
     check_interface,
 )
 from sgpatch.interface.external import kept_nn_module
-from sgpatch.tree import DirTree, ZipTree, site_packages_tree
+from sgpatch.source.artifacts import fetch_artifact
+from sgpatch.source.tree import DirTree, ZipTree, site_packages_tree
 
 from .conftest import RELEASES
 

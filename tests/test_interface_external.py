@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from sgpatch.artifacts import cache_root, sha256_file
 from sgpatch.interface.external import (
     KEPT_TORCH,
     NN_MODULE_2_13,
@@ -25,6 +24,7 @@ from sgpatch.interface.external import (
     installed_nn_module,
     nn_module_members,
 )
+from sgpatch.source.artifacts import cache_root, sha256_file
 
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 TORCH_SHA256 = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from sgpatch.errors import PatchError
-from sgpatch.patchset import parse_patch, read_series
 from sgpatch.project import Project
+from sgpatch.series.patch import parse_patch, read_series
 
 from .helpers import REPO
 

@@ -10,15 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sgpatch.anchors import check_anchor, load_anchors
-from sgpatch.classify import classify_one
 from sgpatch.cli.render import render_port
 from sgpatch.config import load_config
-from sgpatch.patchset import parse_patch, read_series, split_lines
 from sgpatch.port import port_stack
 from sgpatch.project import Project
-from sgpatch.tree import git_blob_id
-from sgpatch.upstream import judge
+from sgpatch.series.anchors import check_anchor, load_anchors
+from sgpatch.series.classify import classify_one
+from sgpatch.series.patch import parse_patch, read_series, split_lines
+from sgpatch.series.upstream import judge
+from sgpatch.source.tree import git_blob_id
 
 from .helpers import copy_project, git, json_out, run_cli, snapshot
 from .port_fixtures import (  # noqa: F401  (fixtures)

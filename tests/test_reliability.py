@@ -31,12 +31,12 @@ from typing import Any
 
 import pytest
 
-from sgpatch.apply import apply_series
+from sgpatch.checkout.apply import apply_series
+from sgpatch.checkout.fetch import create_pypi_checkout
 from sgpatch.config import load_config
-from sgpatch.git import TEST_CONFIG_ENV
+from sgpatch.git.repo import TEST_CONFIG_ENV
 from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV, LockBusy
 from sgpatch.project import Project, load_project
-from sgpatch.source import create_pypi_checkout
 
 from .helpers import git, run_cli, snapshot
 from .reliability import CASES, KILL_POINTS, first_error, record

@@ -18,12 +18,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from sgpatch.artifacts import fetch_artifact
 from sgpatch.config import load_config
 from sgpatch.errors import ConfigError
-from sgpatch.patchset import Series, read_series
 from sgpatch.pins import check_build_requires, port_pins, release_requires, remove_stack
-from sgpatch.release import find_release
+from sgpatch.series.patch import Series, read_series
+from sgpatch.source.artifacts import fetch_artifact
+from sgpatch.source.release import find_release
 from sgpatch.wheel import read_provenance
 
 from .conftest import RELEASES

@@ -20,17 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from sgpatch.anchors import load_anchors
-from sgpatch.artifacts import fetch_artifact
+from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError
-from sgpatch.patchset import Series, read_series
-from sgpatch.provenance import BuildInputs, requires_dist, rewrite_requires, wheel_version
-from sgpatch.tree import ZipTree, site_packages_tree
-from sgpatch.verify import verify_tree
+from sgpatch.series.anchors import load_anchors
+from sgpatch.series.patch import Series, read_series
+from sgpatch.source.artifacts import fetch_artifact
+from sgpatch.source.tree import ZipTree, site_packages_tree
 from sgpatch.wheel import BuildResult, build_wheel, check_wheel, read_provenance
 from sgpatch.wheel.build import _last_line
 from sgpatch.wheel.cache import cache_key, report_cache_key
+from sgpatch.wheel.provenance import BuildInputs, requires_dist, rewrite_requires, wheel_version
 from sgpatch.wheel.recipe import install_recipe
 
 from .helpers import git, snapshot

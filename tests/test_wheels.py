@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from packaging.tags import Tag
 
-from sgpatch.artifacts import fetch_artifact, target_options
+from sgpatch.checkout.fetch import create_pypi_checkout, is_extension
 from sgpatch.config import load_config, parse_config
 from sgpatch.errors import BuildError, ConfigError
-from sgpatch.index import release_files
-from sgpatch.source import create_pypi_checkout, is_extension
+from sgpatch.source.artifacts import fetch_artifact, target_options
+from sgpatch.source.index import release_files
 from sgpatch.wheel.repack import select_wheels, wheel_tag
 from sgpatch.wheel.writer import deflated, raw_members, rezip_wheel, write_raw_zip
 

@@ -157,7 +157,7 @@ def _progress(json_out: bool) -> Progress | None:
 
 def _cache(no_cache: bool) -> Path | None:
     """The result cache (None with ``--no-cache``)."""
-    from sgpatch.cachedir import cache_root
+    from sgpatch.cache import cache_root
 
     return None if no_cache else cache_root()
 

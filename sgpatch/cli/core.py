@@ -44,8 +44,8 @@ def fetch(
     json_out: JsonOpt = False,
 ) -> None:
     """Create a git checkout of the pinned SGLang source."""
+    from sgpatch.checkout.fetch import fetch as do_fetch
     from sgpatch.cli.render import dumps, fetch_doc, render_fetch
-    from sgpatch.source import fetch as do_fetch
 
     cfg = _config(config)
     st = cfg.stack(stack)
@@ -61,7 +61,7 @@ def apply(
     stack: StackArg = None, checkout: CheckoutOpt = None, config: ConfigOpt = None, json_out: JsonOpt = False
 ) -> None:
     """Apply the stack's series to a checkout: strict, atomic, idempotent."""
-    from sgpatch.apply import apply_series
+    from sgpatch.checkout.apply import apply_series
     from sgpatch.cli.render import apply_doc, dumps, render_apply
     from sgpatch.project import load_project
 
@@ -92,10 +92,10 @@ def verify(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel or install."""
+    from sgpatch.checkout.verify import verify_checkout
     from sgpatch.cli.render import dumps, render_verify
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.project import load_project
-    from sgpatch.verify import verify_checkout
 
     targets = [t for t in (checkout is not None, wheel is not None, installed, ssh is not None) if t]
     if len(targets) > 1:
@@ -115,11 +115,11 @@ def verify(
         upstream = upstream_wheel_for(project.stack, wheel, _progress(json_out))  # same tags: compared file by file
         report = check_wheel(project.stack, project.series, wheel, upstream_wheel=upstream, cache=_cache(no_cache))
     elif installed:
-        from sgpatch.deployed import verify_installed
+        from sgpatch.deployed.installed import verify_installed
 
         report = verify_installed(project, python=python)
     elif ssh is not None:
-        from sgpatch.deployed import verify_ssh
+        from sgpatch.deployed.installed import verify_ssh
 
         report = verify_ssh(project, ssh, python=python)
     else:
@@ -147,10 +147,10 @@ def show(
     config: ConfigOpt = None,
 ) -> None:
     """Print lines START..END of FILE with their numbers (sed -n A,Bp | cat -n)."""
-    from sgpatch.anchors import read_range
     from sgpatch.cli.render import render_lines
     from sgpatch.errors import SgpatchError as Bad
-    from sgpatch.tree import DirTree
+    from sgpatch.series.anchors import read_range
+    from sgpatch.source.tree import DirTree
 
     file, _, span = where.rpartition(":")
     start_s, _, end_s = span.partition("-")

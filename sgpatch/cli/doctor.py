@@ -24,7 +24,7 @@ def doctor(
 ) -> None:
     """Check torch (and its CUDA), sgl-kernel, FlashInfer and cuda-python against the stack's pins."""
     from sgpatch.cli.render import dumps, render_doctor
-    from sgpatch.doctor import doctor as run_doctor
+    from sgpatch.deployed.doctor import doctor as run_doctor
 
     cfg = _config(config)
     report = run_doctor(cfg.stack(stack), python=python, host=ssh)

@@ -39,7 +39,7 @@ def check_interface_cmd(
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.interface import interface_of
     from sgpatch.interface.cache import check_interface_cached
-    from sgpatch.tree import DirTree, SourceTree, ZipTree
+    from sgpatch.source.tree import DirTree, SourceTree, ZipTree
 
     if sum((checkout is not None, wheel is not None, installed)) > 1:
         raise Bad("give one target: --checkout, --wheel or --installed")
@@ -53,7 +53,7 @@ def check_interface_cmd(
             raise Bad(f"{wheel}: no such wheel")
         tree = ZipTree(wheel)
     elif installed:
-        from sgpatch.deployed import installed_tree
+        from sgpatch.deployed.installed import installed_tree
 
         tree = installed_tree(python=python)
     else:

@@ -74,9 +74,9 @@ def export(
     With --check nothing is written and the exit code is 1 when the files would
     change; without a checkout to read, --check uses a fresh one (--fresh).
     """
+    from sgpatch.checkout.export import export_fresh, export_series
     from sgpatch.cli.render import dumps, render_export, render_port
     from sgpatch.errors import SgpatchError as Bad
-    from sgpatch.export import export_fresh, export_series
     from sgpatch.port import continue_port, read_record
     from sgpatch.project import load_project
 

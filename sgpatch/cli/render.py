@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 from sgpatch.results import SCHEMA_VERSION
 
 if TYPE_CHECKING:  # annotations only: rendering one result imports no other command's modules
-    from sgpatch.apply import ApplyResult
-    from sgpatch.classify import PatchState
+    from sgpatch.checkout.apply import ApplyResult
+    from sgpatch.checkout.export import ExportResult
+    from sgpatch.checkout.fetch import FetchResult
+    from sgpatch.checkout.verify import VerifyReport
     from sgpatch.config import Config, Stack
-    from sgpatch.doctor import DoctorReport
-    from sgpatch.export import ExportResult
+    from sgpatch.deployed.doctor import DoctorReport
     from sgpatch.interface import InterfaceReport
     from sgpatch.port import PortResult
-    from sgpatch.source import FetchResult
-    from sgpatch.upstream import SideBySide
-    from sgpatch.verify import VerifyReport
+    from sgpatch.series.classify import PatchState
+    from sgpatch.series.upstream import SideBySide
     from sgpatch.wheel import BuildResult, WheelReport
 
 

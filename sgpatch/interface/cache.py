@@ -1,7 +1,7 @@
 """A content-keyed cache of the interface report: a second check of the same sources parses nothing.
 
 An entry lives in the user's cache directory (``$XDG_CACHE_HOME/sgpatch/interface/``; the rules every
-cached result follows are in :mod:`sgpatch.resultcache`), one file per
+cached result follows are in :mod:`sgpatch.cache`), one file per
 *slot*: the tree's label, the class references, algorithm and declared names of the stack's interface
 table, where ``torch.nn.Module``'s members come from (and the content of that source), sgpatch's version
 and the content of its interface checker.  The entry records every read the check made (the path and the
@@ -19,16 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sgpatch.cache import code_digest, digest, read_entry, write_entry
 from sgpatch.errors import SgpatchError
 from sgpatch.interface.model import ClassRef, InterfaceReport
-from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
-from sgpatch.tree import SourceTree
+from sgpatch.source.tree import SourceTree
 
 FORMAT = 1
 
 
 def interface_cache_dir(cache: Path) -> Path:
-    """Where interface entries live below a result cache (``cachedir.cache_root()``)."""
+    """Where interface entries live below a result cache (``cache.cache_root()``)."""
     return cache / "interface"
 
 
@@ -75,7 +75,7 @@ def slot_key(tree: SourceTree, kwargs: Mapping[str, Any], externals_id: str) -> 
 
     return {
         "format": FORMAT,
-        "checker": code_digest("interface", "tree.py", "pyast.py"),
+        "checker": code_digest(),
         "tree": tree.label,
         "args": {k: plain(v) for k, v in sorted(kwargs.items()) if k != "externals"},
         "externals": externals_id,

@@ -37,7 +37,7 @@ from sgpatch.interface.modules import (
 )
 from sgpatch.interface.sites import Collector, Site
 from sgpatch.pyast import without_collector
-from sgpatch.tree import SourceTree
+from sgpatch.source.tree import SourceTree
 
 # ---------------------------------------------------------------------------------------- check
 

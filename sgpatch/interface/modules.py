@@ -16,7 +16,7 @@ from sgpatch.interface.model import (
     Location,
 )
 from sgpatch.pyast import parse_python
-from sgpatch.tree import SourceTree
+from sgpatch.source.tree import SourceTree
 
 # --------------------------------------------------------------------------- modules and classes
 

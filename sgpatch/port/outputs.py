@@ -13,37 +13,37 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from sgpatch.anchors import ANCHORS_FILE, Anchor, load_anchors
 from sgpatch.atomic import write_atomic
-from sgpatch.config import Config, Stack, parse_config
-from sgpatch.errors import CheckoutError, ConfigError
-from sgpatch.export import (
+from sgpatch.checkout.export import (
     series_text,
 )
-from sgpatch.git import Git
-from sgpatch.patchset import (
-    SERIES_FILE,
-    Patch,
-    Series,
-    read_series,
-)
+from sgpatch.checkout.state import inspect
+from sgpatch.checkout.verify import verify_tree
+from sgpatch.config import Config, Stack, parse_config
+from sgpatch.errors import CheckoutError, ConfigError
+from sgpatch.git.repo import Git
 from sgpatch.pins import (
     FilePin,
     append_stack,
     release_requires,
     stack_block,
 )
-from sgpatch.rebase import (
+from sgpatch.port.rebase import (
     DROPPED,
     KEPT,
     OldSeries,
     PortedPatch,
 )
-from sgpatch.release import Release
-from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
-from sgpatch.state import inspect
-from sgpatch.tree import SourceTree
-from sgpatch.verify import verify_tree
+from sgpatch.series.anchors import ANCHORS_FILE, Anchor, load_anchors
+from sgpatch.series.patch import (
+    SERIES_FILE,
+    Patch,
+    Series,
+    read_series,
+)
+from sgpatch.series.relocate import AnchorMove, relocate_all, render_anchors
+from sgpatch.source.release import Release
+from sgpatch.source.tree import SourceTree
 
 
 def new_stack_name(old: Stack, version: str) -> str:

@@ -8,18 +8,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sgpatch.checkout.journal import move_checkout
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError
-from sgpatch.git import Git
-from sgpatch.journal import move_checkout
+from sgpatch.git.repo import Git
 from sgpatch.port.outputs import Plan
-from sgpatch.rebase import (
+from sgpatch.port.rebase import (
     Files,
     PortedPatch,
     Rebase,
 )
-from sgpatch.release import Release
 from sgpatch.results import SCHEMA_VERSION
+from sgpatch.source.release import Release
 
 RECORD = "sgpatch-port.json"
 

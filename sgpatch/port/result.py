@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.config import Artifact
-from sgpatch.rebase import (
+from sgpatch.port.rebase import (
     PortedPatch,
 )
-from sgpatch.relocate import AnchorMove
 from sgpatch.results import SCHEMA_VERSION
+from sgpatch.series.relocate import AnchorMove
 
 
 @dataclass(frozen=True, slots=True)

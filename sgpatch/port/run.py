@@ -31,19 +31,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sgpatch.config import Artifact, Config, InstallRecipe, Stack
-from sgpatch.errors import CheckoutError, ConfigError, SourceError
-from sgpatch.export import (
+from sgpatch.checkout.export import (
     find_chain,
     header_of,
     render_chain,
     rerecord,
 )
-from sgpatch.git import CommitSpec, Git, clone
-from sgpatch.journal import lock_checkout, move_checkout
-from sgpatch.patchset import (
-    parse_patch,
-)
+from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout
+from sgpatch.checkout.journal import lock_checkout, move_checkout
+from sgpatch.checkout.state import open_checkout
+from sgpatch.config import Artifact, Config, InstallRecipe, Stack
+from sgpatch.errors import CheckoutError, ConfigError, SourceError
+from sgpatch.git.repo import CommitSpec, Git, clone
 from sgpatch.pins import (
     RENAMES,
     check_build_requires,
@@ -60,9 +59,7 @@ from sgpatch.port.outputs import (
     with_hunks,
     write_outputs,
 )
-from sgpatch.port.record import CONFLICT_MARKER, leave_conflict, read_record, record_path
-from sgpatch.port.result import PortResult
-from sgpatch.rebase import (
+from sgpatch.port.rebase import (
     CommitTree,
     Files,
     PortedPatch,
@@ -71,11 +68,14 @@ from sgpatch.rebase import (
     load_old,
     series_chain,
 )
-from sgpatch.release import Release, find_release, pinned_release
+from sgpatch.port.record import CONFLICT_MARKER, leave_conflict, read_record, record_path
+from sgpatch.port.result import PortResult
 from sgpatch.results import Progress
-from sgpatch.source import check_wheels_agree, create_pypi_checkout
-from sgpatch.state import open_checkout
-from sgpatch.tree import DirTree, SourceTree
+from sgpatch.series.patch import (
+    parse_patch,
+)
+from sgpatch.source.release import Release, find_release, pinned_release
+from sgpatch.source.tree import DirTree, SourceTree
 
 
 def _new_stack(

@@ -25,15 +25,21 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from sgpatch.archive import Archive
-from sgpatch.artifacts import fetch_artifact, sha256_file
 from sgpatch.atomic import write_atomic
-from sgpatch.cachedir import cache_root
+from sgpatch.cache import cache_root
+from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
+from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
 from sgpatch.errors import BuildError, CheckoutError, SgpatchError
-from sgpatch.git import Git, clean_export, clone_shared, move_export
-from sgpatch.patchset import Series
-from sgpatch.provenance import (
+from sgpatch.git.repo import Git, clean_export, clone_shared, move_export
+from sgpatch.results import Progress
+from sgpatch.series.patch import Series
+from sgpatch.source.archive import Archive
+from sgpatch.source.artifacts import fetch_artifact, sha256_file
+from sgpatch.wheel.cache import cache_key, cached_report, cached_wheel, report_cache_key, store_report, store_wheel
+from sgpatch.wheel.check import check_wheel
+from sgpatch.wheel.names import DIST_NAME, wheel_filename
+from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
     BuildInputs,
     dump_provenance,
@@ -42,12 +48,6 @@ from sgpatch.provenance import (
     rewrite_requires,
     wheel_version,
 )
-from sgpatch.results import Progress
-from sgpatch.source import WHEEL_CHECKOUT_EPOCH
-from sgpatch.state import check_base_files, inspect, open_checkout
-from sgpatch.wheel.cache import cache_key, cached_report, cached_wheel, report_cache_key, store_report, store_wheel
-from sgpatch.wheel.check import check_wheel
-from sgpatch.wheel.names import DIST_NAME, wheel_filename
 from sgpatch.wheel.recipe import install_recipe, recipe_filename
 from sgpatch.wheel.repack import repack_wheel, repacked_filename, select_wheels
 from sgpatch.wheel.results import BuildResult
@@ -77,7 +77,7 @@ def exports_root() -> Path:
 def export_place(checkout: Path, root: Path | None = None) -> Path:
     """Where the persistent export of ``checkout`` (an absolute path) lives under ``root``
     (default :func:`exports_root`)."""
-    from sgpatch.resultcache import digest
+    from sgpatch.cache import digest
 
     return (root if root is not None else exports_root()) / digest(str(checkout))[:16]
 
@@ -89,7 +89,7 @@ def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[
     With ``root``, the export persists there between builds (one per checkout, the
     ``EXPORTS_KEPT`` most recent kept) and is moved to ``commit`` incrementally; it is
     owned by sgpatch: before each use everything git does not track is removed and the
-    result proved clean (:func:`sgpatch.git.move_export`), and an export that cannot be
+    result proved clean (:func:`sgpatch.git.repo.move_export`), and an export that cannot be
     proved clean, or was not made from ``checkout``, is replaced by a fresh one.  Another
     build holding it, or ``root`` None (``--no-cache``): a fresh export in a temporary directory."""
     from sgpatch.lock import exclusive

@@ -2,7 +2,7 @@
 
 An entry (``.sgpatch/builds/<key>``) holds the wheel, its sha256, and one JSON report per place it was
 checked from (the report names the wheel's and the checkout's paths); the rules of
-:mod:`sgpatch.resultcache` apply: JSON, atomic writes, an entry that cannot be read whole is a miss."""
+:mod:`sgpatch.cache` apply: JSON, atomic writes, an entry that cannot be read whole is a miss."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import shutil
 from pathlib import Path
 
 from sgpatch import __version__
-from sgpatch.artifacts import sha256_file
 from sgpatch.atomic import write_atomic
+from sgpatch.cache import code_digest, digest, read_entry, write_entry
 from sgpatch.config import Artifact, Stack
-from sgpatch.patchset import Series
-from sgpatch.provenance import (
+from sgpatch.series.patch import Series
+from sgpatch.source.artifacts import sha256_file
+from sgpatch.wheel.provenance import (
     BuildInputs,
 )
-from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
 from sgpatch.wheel.results import WheelReport, report_from_dict
 
 WHEEL_FORMAT = 1  # bump whenever post-processing changes a wheel's bytes: invalidates cached wheels
@@ -37,7 +37,7 @@ def cache_key(inputs: BuildInputs) -> str:
         "cuda": stack.cuda,
         "upstream": [stack.tag, stack.commit, stack.pypi_commit],
         "source": [stack.source_artifact.filename, stack.source_artifact.sha256] if stack.source_artifact else None,
-        "code": code_digest("wheel", "provenance.py", "archive.py", "git.py"),
+        "code": code_digest(),
         "base": inputs.base,
         "head": inputs.head,
         "tree": inputs.tree,
@@ -102,7 +102,7 @@ def report_cache_key(
         str(checkout),
         repr(stack),
         "" if upstream is None else f"{upstream.filename}\0{upstream.sha256}",
-        code_digest(".", "wheel", "interface"),
+        code_digest(),
         *_series_files(series),
     )
 

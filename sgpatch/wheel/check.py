@@ -12,13 +12,16 @@ from installer.records import InvalidRecordEntry, RecordEntry, parse_record_file
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from sgpatch.anchors import check_anchors, load_anchors
-from sgpatch.archive import Archive, open_archive, sha256_record
+from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Stack, wheel_tags
 from sgpatch.errors import BuildError, SgpatchError
-from sgpatch.git import Git
-from sgpatch.patchset import Series
-from sgpatch.provenance import (
+from sgpatch.git.repo import Git
+from sgpatch.series.anchors import check_anchors, load_anchors
+from sgpatch.series.patch import Series
+from sgpatch.source.archive import Archive, open_archive, sha256_record
+from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
+from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
+from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
     parse_metadata,
     parse_overrides,
@@ -28,9 +31,6 @@ from sgpatch.provenance import (
     rewrite_requires,
     wheel_version,
 )
-from sgpatch.tree import PYTHON_PREFIX, ZipTree, git_blob_id
-from sgpatch.verify import verify_tree
-from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
 from sgpatch.wheel.recipe import recipe_conflicts
 from sgpatch.wheel.repack import repacked_filename
 from sgpatch.wheel.results import WheelCheck, WheelReport
@@ -251,14 +251,14 @@ def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> Whee
 
 
 def _upstream_contents(wheel: Path, cache: Path | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
-    """Each member's sha256 and size, and METADATA, of the upstream wheel: read through sgpatch.archive,
+    """Each member's sha256 and size, and METADATA, of the upstream wheel: read through sgpatch.source.archive,
     or, in ``cache``, from the digests stored under the wheel's own sha256 by an earlier read."""
-    from sgpatch.artifacts import sha256_file
-    from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
+    from sgpatch.cache import code_digest, digest, read_entry, write_entry
+    from sgpatch.source.artifacts import sha256_file
 
     slot = None
     if cache is not None:
-        key = digest(sha256_file(wheel), code_digest("archive.py", "wheel/check.py"))
+        key = digest(sha256_file(wheel), code_digest())
         slot = cache / "wheel-digests" / f"{key}.json"
         doc = read_entry(slot)
         try:
@@ -292,12 +292,12 @@ def check_wheel(
     patched anchors, verify's report on its files; with ``upstream_wheel`` the file set and
     the unpatched bytes; with ``checkout`` the patched files' bytes.
 
-    The wheel is read through sgpatch.archive: a member that is unsafe, over a limit,
+    The wheel is read through sgpatch.source.archive: a member that is unsafe, over a limit,
     encrypted, compressed with another method than deflate, or corrupt is an
     ArchiveError (exit 2) naming it.  Members are hashed in chunks; only the few
     files the checks read whole (METADATA, RECORD, provenance, patched files) are.
 
-    ``cache``: the result cache (``cachedir.cache_root()``, None: none) where the interface report
+    ``cache``: the result cache (``cache.cache_root()``, None: none) where the interface report
     and the upstream wheel's digests (keyed by its sha256) are kept."""
     if not wheel.is_file():
         raise BuildError(f"{wheel}: no such wheel file")

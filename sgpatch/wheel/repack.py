@@ -21,10 +21,12 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
-from sgpatch.archive import open_archive, sha256_record
 from sgpatch.config import Artifact, Stack, wheel_tags
 from sgpatch.errors import BuildError
-from sgpatch.provenance import (
+from sgpatch.source.archive import open_archive, sha256_record
+from sgpatch.source.tree import PYTHON_PREFIX
+from sgpatch.wheel.names import DIST_NAME, VERSION_FILE
+from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
     BuildInputs,
     RequirementChange,
@@ -32,8 +34,6 @@ from sgpatch.provenance import (
     make_provenance,
     rewrite_requires,
 )
-from sgpatch.tree import PYTHON_PREFIX
-from sgpatch.wheel.names import DIST_NAME, VERSION_FILE
 from sgpatch.wheel.writer import RawMember, deflated, raw_members, record_hash, write_raw_zip
 
 _VERSION_LINE = re.compile(rb"^(__version__ = version = )(['\"])([^'\"\n]*)\2$", re.M)

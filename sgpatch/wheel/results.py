@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.artifacts import sha256_file
+from sgpatch.checkout.verify import VerifyReport
 from sgpatch.config import Stack
 from sgpatch.results import SCHEMA_VERSION
-from sgpatch.verify import VerifyReport
+from sgpatch.source.artifacts import sha256_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +85,9 @@ class BuildResult:
 def report_from_dict(doc: Any, stack: Stack, wheel: Path) -> WheelReport | None:
     """The report on ``wheel`` whose :meth:`WheelReport.as_dict` is ``doc`` (a stored one, its anchors read
     again from the stack's anchors.toml); None unless rebuilding it gives back exactly ``doc``."""
-    from sgpatch.anchors import load_anchors
+    from sgpatch.checkout.verify import report_from_dict as verify_from_dict
     from sgpatch.errors import SgpatchError
-    from sgpatch.verify import report_from_dict as verify_from_dict
+    from sgpatch.series.anchors import load_anchors
 
     try:
         checks = tuple(WheelCheck(str(c["name"]), bool(c["ok"]), str(c["detail"])) for c in doc["checks"])

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.archive import Archive, open_archive, sha256_record
+from sgpatch.source.archive import Archive, open_archive, sha256_record
 
 _ZIP_EPOCH_MIN = 315532800  # 1980-01-01, the earliest date a zip entry can carry
 
@@ -49,7 +49,7 @@ class RawMember:
 def raw_members(path: Path) -> list[RawMember]:
     """Every member of the zip at ``path`` (directories included) with its stored bytes, in archive order.
 
-    Call on an archive sgpatch.archive has already accepted (it checks names, sizes, methods and CRCs)."""
+    Call on an archive sgpatch.source.archive has already accepted (it checks names, sizes, methods and CRCs)."""
     out: list[RawMember] = []
     with path.open("rb") as fh, zipfile.ZipFile(fh) as zf:
         for info in zf.infolist():

@@ -1,6 +1,6 @@
 """verify --installed / --ssh: is the code the server will import the patched code? (SPEC §7)
 
-One probe session (``sgpatch.remote``: one process, one ssh connection) finds
+One probe session (``sgpatch.deployed.remote``: one process, one ssh connection) finds
 the target interpreter's sglang through its package metadata, without
 importing it.  Its first answer brings the files the series touches, the
 anchor files, the provenance ``build`` wrote into ``.dist-info/sgpatch.json``
@@ -17,11 +17,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from sgpatch.anchors import AnchorResult, check_anchors
-from sgpatch.errors import SgpatchError
-from sgpatch.project import Project
-from sgpatch.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
-from sgpatch.remote import (
+from sgpatch.checkout.verify import VerifyReport, verify_tree
+from sgpatch.deployed.remote import (
     InstalledDist,
     ProbeResult,
     ProbeSession,
@@ -30,8 +27,11 @@ from sgpatch.remote import (
     run_probe,
     target_for,
 )
-from sgpatch.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
-from sgpatch.verify import VerifyReport, verify_tree
+from sgpatch.errors import SgpatchError
+from sgpatch.project import Project
+from sgpatch.series.anchors import AnchorResult, check_anchors
+from sgpatch.source.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
+from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
 
 DIST_NAME = "sglang"
 PACKAGE_PREFIX = f"{PYTHON_PREFIX}{DIST_NAME}/"

@@ -21,9 +21,9 @@ from pathlib import Path
 import tomlkit
 from tomlkit.items import AoT, String, StringType, Table, Trivia
 
-from sgpatch.anchors import Anchor, check_anchor
 from sgpatch.errors import ConfigError
-from sgpatch.patchset import split_lines
+from sgpatch.series.anchors import Anchor, check_anchor
+from sgpatch.series.patch import split_lines
 
 PHASE_ORDER = ("pristine", "patched")
 _RANK = {"kept": 0, "moved": 1, "rewritten": 2, "split": 3, "dropped": 4}

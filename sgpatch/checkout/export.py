@@ -24,13 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgpatch.anchors import ANCHORS_FILE, load_anchors
 from sgpatch.atomic import write_atomic
+from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
+from sgpatch.checkout.state import base_candidates, check_base_files, open_checkout, trailers
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckFailed, CheckoutError, PatchError
-from sgpatch.git import CommitSpec, Git
-from sgpatch.journal import lock_checkout, move_checkout, recover
-from sgpatch.patchset import (
+from sgpatch.git.repo import CommitSpec, Git
+from sgpatch.pins import FilePin, set_file_pins
+from sgpatch.results import SCHEMA_VERSION
+from sgpatch.series.anchors import ANCHORS_FILE, load_anchors
+from sgpatch.series.patch import (
     SERIES_FILE,
     TRAILER_PATCH,
     Patch,
@@ -39,10 +42,7 @@ from sgpatch.patchset import (
     apply_modes,
     parse_patch,
 )
-from sgpatch.pins import FilePin, set_file_pins
-from sgpatch.relocate import AnchorMove, relocate_all, render_anchors
-from sgpatch.results import SCHEMA_VERSION
-from sgpatch.state import base_candidates, check_base_files, open_checkout, trailers
+from sgpatch.series.relocate import AnchorMove, relocate_all, render_anchors
 
 MAX_COMMITS = 200  # how far below HEAD the base may be
 DEP3_TRAILERS = ("Origin", "Author", "Bug", "Forwarded", "Upstream-Status", "Applied-Upstream", "Reviewed-by")
@@ -314,8 +314,8 @@ def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], direct
 
     So export never writes (and ``export --check`` never passes) a series that ``apply`` would refuse.
     """
-    from sgpatch.apply import read_modes
-    from sgpatch.classify import classify
+    from sgpatch.checkout.apply import read_modes
+    from sgpatch.series.classify import classify
 
     paths = tuple(_series_touched(patches))
     files = {p: g.read_blob(base, p) for p in paths}
@@ -423,9 +423,9 @@ def export_fresh(config: Config, stack: Stack, series: Series, *, check: bool) -
     apply strictly to its pinned source (CheckFailed otherwise) and the files
     must be exactly what export makes of the result.
     """
-    from sgpatch.apply import apply_series
+    from sgpatch.checkout.apply import apply_series
+    from sgpatch.checkout.fetch import fetch
     from sgpatch.errors import CheckFailed
-    from sgpatch.source import fetch
 
     with tempfile.TemporaryDirectory(prefix="sgpatch-export-") as tmp:
         checkout = Path(tmp) / "checkout"

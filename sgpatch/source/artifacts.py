@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from sgpatch.cachedir import cache_root as cache_root
+from sgpatch.cache import cache_root as cache_root
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.lock import exclusive, pause, tie_to_parent

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.archive import open_archive
-from sgpatch.artifacts import fetch_artifact, verify_artifact
+from sgpatch.checkout.export import ChainCommit
+from sgpatch.checkout.state import trailers
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
-from sgpatch.export import ChainCommit
-from sgpatch.git import Git
-from sgpatch.patchset import (
+from sgpatch.git.repo import Git
+from sgpatch.project import Project, load_project
+from sgpatch.results import Progress
+from sgpatch.series.patch import (
     TRAILER_PATCH,
     HunkFailure,
     Series,
@@ -33,11 +34,10 @@ from sgpatch.patchset import (
     duplicate_definitions,
     split_lines,
 )
-from sgpatch.project import Project, load_project
-from sgpatch.results import Progress
-from sgpatch.state import trailers
-from sgpatch.tree import git_blob_id
-from sgpatch.upstream import SideBySide, judge
+from sgpatch.series.upstream import SideBySide, judge
+from sgpatch.source.archive import open_archive
+from sgpatch.source.artifacts import fetch_artifact, verify_artifact
+from sgpatch.source.tree import git_blob_id
 
 KEPT = ("applies", "merged", "resolved")
 DROPPED = ("upstream", "superseded")
@@ -95,7 +95,7 @@ class OldSeries:
 def read_files(path: Path, artifact: Artifact, wanted: Sequence[str]) -> Files:
     """The ``wanted`` checkout-relative files of a pinned artifact (sha256 checked first), None if absent.
 
-    Every member is checked (sgpatch.archive); only the wanted ones are read.
+    Every member is checked (sgpatch.source.archive); only the wanted ones are read.
     """
     verify_artifact(path, artifact)
     found: Files = dict.fromkeys(wanted)

@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 from sgpatch import __version__
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import BuildError
-from sgpatch.patchset import Series
+from sgpatch.series.patch import Series
 
 PROVENANCE_NAME = "sgpatch.json"
 SCHEMA_VERSION = 1

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sgpatch.errors import CheckoutError, SgpatchError
-from sgpatch.git import Git, git_dirs
+from sgpatch.git.repo import Git, git_dirs
 
 if TYPE_CHECKING:
     from sgpatch.lock import Held, Notify

@@ -13,12 +13,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.archive import open_archive
-from sgpatch.artifacts import PACKAGE, fetch_artifact
 from sgpatch.config import Artifact, host_wheel
 from sgpatch.errors import SourceError
-from sgpatch.index import as_artifacts, release_files
 from sgpatch.results import Progress
+from sgpatch.source.archive import open_archive
+from sgpatch.source.artifacts import PACKAGE, fetch_artifact
+from sgpatch.source.index import as_artifacts, release_files
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sgpatch.checkout.journal import recover
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError
-from sgpatch.git import Git
-from sgpatch.journal import recover
-from sgpatch.patchset import TRAILER_PATCH, TRAILER_SHA, Series
+from sgpatch.git.repo import Git
+from sgpatch.series.patch import TRAILER_PATCH, TRAILER_SHA, Series
 
 if TYPE_CHECKING:
     from sgpatch.lock import Notify

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.classify import Files, PatchState, classify
+from sgpatch.checkout.journal import lock_checkout, move_checkout
+from sgpatch.checkout.state import CheckoutState, check_base_files, inspect, open_checkout
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError, PatchError
-from sgpatch.git import Git, object_types
-from sgpatch.journal import lock_checkout, move_checkout
+from sgpatch.git.repo import Git, object_types
 from sgpatch.lock import Notify, pause
-from sgpatch.patchset import Patch, Series, apply_modes
-from sgpatch.state import CheckoutState, check_base_files, inspect, open_checkout
+from sgpatch.series.classify import Files, PatchState, classify
+from sgpatch.series.patch import Patch, Series, apply_modes
 
 
 @dataclass(frozen=True, slots=True)

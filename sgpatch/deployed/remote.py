@@ -1,4 +1,4 @@
-"""Run the probe (``sgpatch/probe.py``) in a target interpreter: here, or on a host over ssh.
+"""Run the probe (``sgpatch/deployed/probe.py``) in a target interpreter: here, or on a host over ssh.
 
 The same probe and the same requests serve both: locally the interpreter runs
 ``-E -c BOOTSTRAP`` and reads the probe from stdin; remotely the system ``ssh``
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch import probe
+from sgpatch.deployed import probe
 from sgpatch.errors import EnvironmentFailure, SgpatchError
 
 SSH_CONFIG_ENV = "SGPATCH_SSH_CONFIG"

@@ -1,4 +1,4 @@
-"""What sgpatch asks git; :mod:`sgpatch.gitrun` puts every question (the only module that spawns git).
+"""What sgpatch asks git; :mod:`sgpatch.git.run` puts every question (the only module that spawns git).
 
 Commands run as argument lists (never a shell string) with inherited ``GIT_*``
 variables scrubbed, so an outer repository cannot redirect them.  Commits
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
-from sgpatch.gitrun import ALLOWED_PROTOCOLS, TEST_CONFIG_ENV, git_env, spawn
+from sgpatch.git.run import ALLOWED_PROTOCOLS, TEST_CONFIG_ENV, git_env, spawn
 
 __all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 

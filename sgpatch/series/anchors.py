@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.errors import ConfigError
-from sgpatch.patchset import FilePatch, Patch, split_lines
 from sgpatch.pyast import parse_python
+from sgpatch.series.patch import FilePatch, Patch, split_lines
+from sgpatch.source.tree import SourceTree
 from sgpatch.tomlpos import locate
-from sgpatch.tree import SourceTree
 
 ANCHORS_FILE = "anchors.toml"
 PHASES = ("pristine", "patched", "both")

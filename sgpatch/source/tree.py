@@ -180,13 +180,13 @@ class DirTree:
 class ZipTree:
     """Files inside a wheel; ``python/`` paths map to the wheel's top level.
 
-    A context manager: the archive stays open (read through sgpatch.archive, every
+    A context manager: the archive stays open (read through sgpatch.source.archive, every
     member checked) until the ``with`` block ends, since the interface check reads a
     few hundred members and reopening the zip for each costs seconds.
     """
 
     def __init__(self, wheel: Path) -> None:
-        from sgpatch.archive import open_archive  # only a wheel's view needs the archive reader
+        from sgpatch.source.archive import open_archive  # only a wheel's view needs the archive reader
 
         self.wheel = wheel
         self.archive = open_archive(wheel, "wheel")

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgpatch.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing
-from sgpatch.classify import PatchState, classify, classify_one
+from sgpatch.checkout.journal import recover
+from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Stack
-from sgpatch.journal import recover
-from sgpatch.patchset import FilePatch, HunkFailure, Patch, Series, apply_modes, apply_patch
 from sgpatch.project import Project
 from sgpatch.pyast import parses_shared
 from sgpatch.results import SCHEMA_VERSION
-from sgpatch.state import check_base_files, inspect, open_checkout
-from sgpatch.tree import DirTree, SourceTree, git_blob_id
+from sgpatch.series.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing
+from sgpatch.series.classify import PatchState, classify, classify_one
+from sgpatch.series.patch import FilePatch, HunkFailure, Patch, Series, apply_modes, apply_patch
+from sgpatch.source.tree import DirTree, SourceTree, git_blob_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +172,7 @@ def verify_tree(
     """Run every check on ``tree``; a pristine tree passes only when ``require_patched`` is off.
 
     ``modes`` (path -> git mode of the touched files) where the tree has them (a checkout).
-    ``cache``: the result cache (``cachedir.cache_root()``) where the interface report and each file's
+    ``cache``: the result cache (``cache.cache_root()``) where the interface report and each file's
     landing results are kept by the content they depend on (None: everything from scratch).
     """
     with parses_shared():  # the landing check and the interface check parse each file once between them
@@ -260,10 +260,10 @@ def _landing(patch: Patch, fp: FilePatch, data: bytes | None, cache: Path | None
     diff (its ``repr``: every field), the file's bytes, and the code that checks."""
     if cache is None:
         return check_landing(patch, fp, data)
-    from sgpatch.resultcache import code_digest, digest, read_entry, write_entry
+    from sgpatch.cache import code_digest, digest, read_entry, write_entry
 
     key = digest(
-        code_digest("anchors.py", "patchset.py", "pyast.py"),
+        code_digest(),
         patch.name,
         repr(fp),
         b"\0absent" if data is None else b"\1" + data,

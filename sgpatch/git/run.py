@@ -1,6 +1,6 @@
 """How a git process is run: the one argv builder, the one scrubbed environment, the one spawner.
 
-:mod:`sgpatch.git` says what to ask git; this room says how every question is put.  Commands run as
+:mod:`sgpatch.git.repo` says what to ask git; this room says how every question is put.  Commands run as
 argument lists (never a shell string), after settings that switch off hooks (all of them:
 ``core.hooksPath=/dev/null``) and fsmonitor, with inherited ``GIT_*`` variables scrubbed, so an outer
 repository cannot redirect them.

@@ -17,7 +17,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sgpatch.patchset import FilePatch, HunkFailure, Patch, apply_patch, split_lines
+from sgpatch.series.patch import FilePatch, HunkFailure, Patch, apply_patch, split_lines
 
 Files = Mapping[str, bytes | None]
 

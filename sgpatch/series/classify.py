@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sgpatch.anchors import check_landing
-from sgpatch.patchset import HunkFailure, Patch, Series, apply_modes, apply_patch, duplicate_definitions
+from sgpatch.series.anchors import check_landing
+from sgpatch.series.patch import HunkFailure, Patch, Series, apply_modes, apply_patch, duplicate_definitions
 
 Files = Mapping[str, bytes | None]
 

@@ -1,5 +1,5 @@
-"""Pinned sources: a checkout made from the PyPI artifact (sgpatch.artifacts downloads it,
-sgpatch.archive reads it) or cloned with git.
+"""Pinned sources: a checkout made from the PyPI artifact (sgpatch.source.artifacts downloads it,
+sgpatch.source.archive reads it) or cloned with git.
 
 A ``pypi`` checkout is built deterministically from the pinned artifact: files
 laid out under ``python/`` as upstream has them, written as blobs without
@@ -31,13 +31,13 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from sgpatch.archive import Kind, open_archive
-from sgpatch.artifacts import cache_root, fetch_artifact, verify_artifact
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, SourceError
-from sgpatch.git import CommitSpec, Git, check_git_url, check_ref_name, clone
+from sgpatch.git.repo import CommitSpec, Git, check_git_url, check_ref_name, clone
 from sgpatch.lock import Held, exclusive, pause
 from sgpatch.results import Progress
+from sgpatch.source.archive import Kind, open_archive
+from sgpatch.source.artifacts import cache_root, fetch_artifact, verify_artifact
 
 # Files an sdist or wheel has that upstream's git tree does not: packaging output.
 _GENERATED_TOP = {"PKG-INFO", "setup.cfg"}
@@ -83,7 +83,7 @@ def _keep(rel: PurePosixPath, *, wheel: bool = False) -> bool:
 
 def read_archive(path: Path, kind: Kind | None = None) -> tuple[list[Member], int]:
     """Regular files of an sdist or wheel under ``python/`` (packaging output left out), and the
-    newest member mtime; every member checked by sgpatch.archive first."""
+    newest member mtime; every member checked by sgpatch.source.archive first."""
     with open_archive(path, kind) as archive:
         wheel = archive.kind == "wheel"
         keep = [e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)]
@@ -332,7 +332,7 @@ def _existing(stack: Stack, into: Path, kind: str, *, explicit: bool = False) ->
 
     With ``--source`` given (``explicit``), a checkout made from the other source is refused.
     """
-    from sgpatch.state import check_base_files
+    from sgpatch.checkout.state import check_base_files
 
     g = Git(into)
     head = g.head()
@@ -363,7 +363,7 @@ def _fetch_locked(
     show_pip: bool,
     explicit: bool = False,
 ) -> FetchResult:
-    from sgpatch.state import check_base_files
+    from sgpatch.checkout.state import check_base_files
 
     if into.is_dir() and (into / ".git").exists():
         return _existing(stack, into, kind, explicit=explicit)  # made by the fetch we waited for

@@ -1,4 +1,4 @@
-"""Results kept in the user's cache directory, keyed by the content of everything they depend on.
+"""The user's cache directory (``$XDG_CACHE_HOME/sgpatch``) and the results kept in it, keyed by content.
 
 A cache is a correctness risk, so its rules live here once: an entry is JSON (never code), found by a
 sha256 over its inputs, written atomically; an entry that is missing, unreadable, truncated, too large or
@@ -11,10 +11,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 MAX_ENTRY_BYTES = 64 << 20
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sgpatch"
 
 
 def digest(*parts: str | bytes) -> str:
@@ -27,23 +33,21 @@ def digest(*parts: str | bytes) -> str:
     return h.hexdigest()
 
 
-_CODE: dict[tuple[str, ...], str] = {}
+_CODE: list[str] = []
 
 
-def code_digest(*modules: str) -> str:
-    """sgpatch's version and the source of the named files below the ``sgpatch`` package (``"anchors.py"``,
-    ``"interface"`` for every file of a subpackage): a changed checker never reads an old result."""
-    if modules not in _CODE:
+def code_digest() -> str:
+    """sgpatch's version and the source of every file of the package: a changed sgpatch never reads an old
+    result, and no list of "the modules this result depends on" has to be kept by hand."""
+    if not _CODE:
         import sgpatch
 
         root = Path(sgpatch.__file__).resolve().parent
         parts: list[str | bytes] = [sgpatch.__version__]
-        for name in modules:
-            target = root / name
-            for src in sorted(target.glob("*.py")) if target.is_dir() else [target]:
-                parts += [str(src.relative_to(root)), src.read_bytes()]
-        _CODE[modules] = digest(*parts)
-    return _CODE[modules]
+        for src in sorted(root.rglob("*.py")):
+            parts += [src.relative_to(root).as_posix(), src.read_bytes()]
+        _CODE.append(digest(*parts))
+    return _CODE[0]
 
 
 def read_entry(path: Path) -> Any | None:
