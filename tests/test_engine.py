@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 from sgpatch.errors import PatchError
 from sgpatch.git.repo import DIFF_OPTIONS
 from sgpatch.series.classify import PatchState, classify_one
-from sgpatch.series.patch import HunkFailure, apply_modes, apply_patch, describe_difference, parse_patch
+from sgpatch.series.engine import HunkFailure, apply_modes, apply_patch, describe_difference
+from sgpatch.series.patch import parse_patch
 
 from .helpers import copy_project, run_cli
 from .reliability import record

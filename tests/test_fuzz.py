@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from sgpatch.config import parse_config
 from sgpatch.errors import EXIT_BAD_INPUT, ConfigError, PatchError
 from sgpatch.series.anchors import check_anchors, load_anchors
-from sgpatch.series.patch import HunkFailure, apply_patch, parse_patch, read_series
+from sgpatch.series.engine import HunkFailure, apply_patch
+from sgpatch.series.patch import parse_patch, read_series
 from sgpatch.source.tree import DirTree
 
 from .fakeprobe import make_fake_python, set_mutation

@@ -19,7 +19,8 @@ from sgpatch.errors import CheckoutError, PatchError
 from sgpatch.git.repo import Git, object_types
 from sgpatch.lock import Notify, pause
 from sgpatch.series.classify import Files, PatchState, classify
-from sgpatch.series.patch import Patch, Series, apply_modes
+from sgpatch.series.engine import apply_modes
+from sgpatch.series.patch import Patch, Series
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ from sgpatch.pyast import parses_shared
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.anchors import Anchor, AnchorResult, LandingResult, check_anchors, check_landing
 from sgpatch.series.classify import PatchState, classify, classify_one
-from sgpatch.series.patch import FilePatch, HunkFailure, Patch, Series, apply_modes, apply_patch
+from sgpatch.series.engine import HunkFailure, apply_modes, apply_patch
+from sgpatch.series.patch import FilePatch, Patch, Series
 from sgpatch.source.tree import DirTree, SourceTree, git_blob_id
 
 

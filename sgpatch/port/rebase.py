@@ -24,16 +24,8 @@ from sgpatch.errors import SourceError
 from sgpatch.git.repo import Git
 from sgpatch.project import Project, load_project
 from sgpatch.results import Progress
-from sgpatch.series.patch import (
-    TRAILER_PATCH,
-    HunkFailure,
-    Series,
-    apply_in_order,
-    apply_modes,
-    apply_patch,
-    duplicate_definitions,
-    split_lines,
-)
+from sgpatch.series.engine import HunkFailure, apply_in_order, apply_modes, apply_patch, duplicate_definitions
+from sgpatch.series.patch import TRAILER_PATCH, Series, split_lines
 from sgpatch.series.upstream import SideBySide, judge
 from sgpatch.source.archive import open_archive
 from sgpatch.source.artifacts import fetch_artifact, verify_artifact

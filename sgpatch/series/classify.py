@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sgpatch.series.anchors import check_landing
-from sgpatch.series.patch import HunkFailure, Patch, Series, apply_modes, apply_patch, duplicate_definitions
+from sgpatch.series.engine import HunkFailure, apply_modes, apply_patch, duplicate_definitions
+from sgpatch.series.patch import Patch, Series
 
 Files = Mapping[str, bytes | None]
 

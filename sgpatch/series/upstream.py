@@ -17,7 +17,8 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sgpatch.series.patch import FilePatch, HunkFailure, Patch, apply_patch, split_lines
+from sgpatch.series.engine import HunkFailure, apply_patch
+from sgpatch.series.patch import FilePatch, Patch, split_lines
 
 Files = Mapping[str, bytes | None]
 
