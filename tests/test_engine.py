@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sgpatch.errors import PatchError
-from sgpatch.git.repo import DIFF_OPTIONS
+from sgpatch.git.diff import DIFF_OPTIONS
 from sgpatch.series.classify import PatchState, classify_one
 from sgpatch.series.engine import HunkFailure, apply_modes, apply_patch, describe_difference
 from sgpatch.series.patch import parse_patch

@@ -111,7 +111,7 @@ def test_existing_checkout_reports_the_source_it_was_made_from(template_checkout
 
 def test_clone_uses_its_tag(tmp_path: Path, template_checkout: Path) -> None:
     from sgpatch.errors import CheckoutError
-    from sgpatch.git.repo import clone
+    from sgpatch.git.clone import clone
 
     upstream = tmp_path / "upstream"
     shutil.copytree(template_checkout, upstream, symlinks=True)

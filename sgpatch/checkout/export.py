@@ -29,6 +29,7 @@ from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import base_candidates, check_base_files, open_checkout, trailers
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckFailed, CheckoutError, PatchError
+from sgpatch.git.diff import diff_patch, write_info_attributes
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.pins import FilePin, set_file_pins
 from sgpatch.results import SCHEMA_VERSION
@@ -167,13 +168,13 @@ def render_chain(
     used: Sequence[str],
 ) -> list[Rendered]:
     """Each commit's patch file: its header (kept, or made from the message) plus ``git diff``."""
-    g.write_info_attributes()
+    write_info_attributes(g)
     numbers = [int(m.group(1)) for n in used if (m := _NUMBER.match(n))]
     next_number = max(numbers, default=0) + 1
     taken = set(used)
     out: list[Rendered] = []
     for c in chain:
-        diff = g.diff_patch(c.parent, c.commit)
+        diff = diff_patch(g, c.parent, c.commit)
         if c.patch is not None:
             if not diff:
                 raise PatchError(

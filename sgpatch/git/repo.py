@@ -1,28 +1,13 @@
 """What sgpatch asks git; :mod:`sgpatch.git.run` puts every question (the only module that spawns git).
 
-Commands run as argument lists (never a shell string) with inherited ``GIT_*``
-variables scrubbed, so an outer repository cannot redirect them.  Commits
-sgpatch makes carry a fixed identity and explicit dates, so their SHAs are the
-same on every machine.
-
-A checkout is input (SPEC §13): its configuration must not run a program.
-Every command is built by ``gitrun.build_argv``, which switches off hooks (all of them:
-``core.hooksPath=/dev/null``) and fsmonitor; before the first command in a
-repository, ``Git`` reads its own configuration (``git config --list``, which
-runs nothing; included files count as the repository's) and refuses, with
-exit 2 naming the key, one that names a program git could run: filter drivers
-(``filter.<driver>.clean/smudge/process``, applied through ``.gitattributes``
-or ``.git/info/attributes``), ``diff.external``, ``diff.<driver>.textconv``
-and ``.command``, merge drivers, ``core.sshCommand``, ``core.pager``,
-``core.editor``, ``gpg.program``, credential helpers and the like.
+Commands run as argument lists (never a shell string) with inherited ``GIT_*`` variables scrubbed, so an
+outer repository cannot redirect them.  Commits sgpatch makes carry a fixed identity and explicit dates, so
+their SHAs are the same on every machine.  Before the first command in a repository its configuration is
+checked (:mod:`sgpatch.git.guard`): a checkout is input, and its configuration must not run a program.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,52 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
+from sgpatch.git.guard import refuse_programs
 from sgpatch.git.run import ALLOWED_PROTOCOLS, TEST_CONFIG_ENV, git_env, spawn
 
 __all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 
 IDENTITY_NAME = "sgpatch"
 IDENTITY_EMAIL = "sgpatch@localhost"
-
-
-# Keys of a repository's own configuration that name a program git may run; such a checkout is refused.
-_PROGRAM_KEYS = re.compile(
-    r"""^(?:
-      filter\..+\.(?:clean|smudge|process)
-    | diff\.external
-    | diff\..+\.(?:textconv|command)
-    | merge\..+\.driver
-    | core\.(?:sshcommand|pager|editor|askpass|gitproxy|alternaterefscommand)
-    | sequence\.editor
-    | pager\..+
-    | gpg\.program | gpg\..+\.program
-    | credential\.helper | credential\..+\.helper
-    | uploadpack\.packobjectshook
-    | remote\..+\.(?:uploadpack|receivepack|vcs)
-    | (?:diff|merge)tool\..+\.(?:cmd|path)
-    | ssh\.variant
-    )$""",
-    re.VERBOSE,
-)
-_OWN_SCOPES = (b"local", b"worktree")
-_BOOLEANS = ("true", "false", "yes", "no", "on", "off", "1", "0", "")
-
-# How sgpatch writes a patch (``Git.diff_patch``), whatever the user's git config says; the engine's
-# differential tests write theirs with the same options.
-DIFF_OPTIONS = (
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--no-renames",
-    "--no-relative",
-    "--src-prefix=a/",
-    "--dst-prefix=b/",
-    "--unified=3",
-    "--inter-hunk-context=0",
-    "--diff-algorithm=myers",
-    "--indent-heuristic",
-    "--abbrev=7",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,22 +88,8 @@ class Git:
 
     def _refuse_programs(self) -> None:
         """Refuse a repository whose own configuration names a program git could run (once per ``Git``)."""
-        if self._checked or not self.root.is_dir():
-            return
-        proc = spawn(["config", "--list", "-z", "--show-scope"], self.root, None)
-        if proc.returncode == 0:
-            items = proc.stdout.split(b"\0")
-            for scope, entry in zip(items[0::2], items[1::2], strict=False):
-                raw_key, _, raw_value = entry.partition(b"\n")
-                key, value = raw_key.decode("utf-8", "replace"), raw_value.decode("utf-8", "replace")
-                if key.lower().startswith("pager.") and value.strip().lower() in _BOOLEANS:
-                    continue  # paging on or off for a command names no program
-                if scope in _OWN_SCOPES and _PROGRAM_KEYS.match(key.lower()):
-                    raise CheckoutError(
-                        f"{self.root}: its git configuration sets {key!r}, which names a program git could run; "
-                        "sgpatch does not run programs a checkout configures",
-                        hint=f"remove it ('git config --unset {key}' in {self.root}), or use a fresh checkout",
-                    )
+        if not self._checked and self.root.is_dir():
+            refuse_programs(self.root)
         self._checked = True
 
     def locate(self) -> tuple[Path, Path, Path] | None:
@@ -421,23 +353,9 @@ class Git:
         self._run("init", "-q", "-b", branch, ".")
         for key, value in (("core.autocrlf", "false"), ("core.filemode", "true"), ("gc.auto", "0")):
             self._run("config", key, value)
-        self.write_info_attributes()
+        from sgpatch.git.diff import write_info_attributes
 
-    def write_info_attributes(self) -> None:
-        """Python-aware hunk headers (``@@ ... @@ def name``) for diffs sgpatch makes."""
-        info = self.git_dir() / "info"
-        info.mkdir(exist_ok=True)
-        if info.is_symlink():
-            raise CheckoutError(f"{info}: is a symbolic link; sgpatch does not write through links")
-        line = b"*.py diff=python\n"
-        try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(info / "attributes", flags, 0o644)
-        except OSError as exc:
-            raise CheckoutError(f"{info / 'attributes'}: cannot write: {exc.strerror}") from None
-        with os.fdopen(fd, "r+b") as fh:
-            if line not in fh.read(1 << 20):
-                fh.write(line)
+        write_info_attributes(self)
 
     def add_index_entries(self, entries: Sequence[tuple[str, str, str]]) -> None:
         """Stage ``(mode, blob, path)`` entries in the repository's own index."""
@@ -455,25 +373,6 @@ class Git:
 
     # ---------------------------------------------------------------- port and export
 
-    def diff_patch(self, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
-        """``git diff old new`` in the shipped patches' style, whatever the user's git config says.
-
-        ``a/`` ``b/`` prefixes, 3 lines of context, Myers, 7-digit index lines,
-        no renames, no color; Python funcname hunk headers come from
-        ``.git/info/attributes`` (``write_info_attributes``).
-        """
-        args = [
-            "diff",
-            *DIFF_OPTIONS,
-            "--end-of-options",
-            old,
-            new,
-            "--",
-            *paths,
-        ]
-        env = {"GIT_CONFIG_GLOBAL": os.devnull}
-        return self._run("-c", "diff.suppressBlankEmpty=false", "-c", "core.quotePath=true", *args, env=env).stdout
-
     def list_files(self, rev: str, prefix: str) -> list[str]:
         """Sorted paths of the files at or below directory ``prefix`` in ``rev``."""
         out = self._run("ls-tree", "-r", "-z", "--name-only", "--end-of-options", rev, "--", prefix).stdout
@@ -488,95 +387,6 @@ class Git:
     def checkout_branch(self, branch: str, commit: str) -> None:
         """Check ``commit`` out on a new branch ``branch`` (a fresh clone: no local changes to keep)."""
         self._run("checkout", "-q", "-B", branch, commit)
-
-    def merge_file(self, current: bytes, base: bytes, other: bytes, labels: tuple[str, str, str]) -> tuple[bytes, int]:
-        """Three-way merge of one file (``git merge-file --diff3``): the result and its number of conflicts.
-
-        ``current`` gains the changes ``base`` -> ``other``; conflicts are marked
-        with ``labels`` (current, base, other).
-        """
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as tmp:
-            names = []
-            for name, data in (("current", current), ("base", base), ("other", other)):
-                path = Path(tmp) / name
-                path.write_bytes(data)
-                names.append(str(path))
-            label_args = [arg for label in labels for arg in ("-L", label)]
-            proc = self._run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=Path(tmp))
-        if proc.returncode < 0 or proc.returncode > 127:
-            detail = proc.stderr.decode("utf-8", "replace").strip()
-            raise CheckoutError(f"git merge-file failed: {detail or proc.returncode}")
-        return proc.stdout, proc.returncode
-
-
-def clone(url: str, into: Path, *, tag: str) -> tuple[Git, str]:
-    """Clone ``url`` into ``into`` (which must not exist, no files checked out); the commit ``tag`` names.
-
-    CheckoutError if the repository has no such tag.
-    """
-    url = check_git_url(url, cwd=Path.cwd())  # every caller is checked here, whatever it checked itself
-    check_ref_name(tag)
-    g = Git(into)
-    proc = g._run("clone", "--quiet", "--no-checkout", "--", url, str(into), check=False, cwd=into.parent)
-    if proc.returncode != 0:
-        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        msg = detail[-1] if detail else f"exit {proc.returncode}"
-        if into.exists():
-            shutil.rmtree(into)
-        raise EnvironmentFailure(f"git clone {url} failed: {msg}")
-    commit = g.rev_parse(f"refs/tags/{tag}^{{commit}}")
-    if commit is None:
-        raise CheckoutError(f"{url}: has no tag {tag}")
-    return g, commit
-
-
-def clone_shared(source: Path, into: Path, commit: str) -> Git:
-    """``commit`` of ``source`` as a fresh work tree in ``into``: a local clone sharing its objects,
-    without its tags, index, build output or untracked files.  ``source`` is only read."""
-    g = Git(into)
-    g._run(
-        "clone",
-        "--quiet",
-        "--shared",
-        "--no-checkout",
-        "--no-tags",
-        "--config",
-        "core.autocrlf=false",
-        "--",
-        str(source.resolve()),
-        str(into),
-        cwd=into.parent,
-    )
-    g._run("checkout", "--quiet", "--detach", commit)
-    return g
-
-
-def move_export(into: Path, commit: str) -> bool:
-    """Move an export made by :func:`clone_shared` to ``commit`` incrementally (only the files that differ
-    are written), remove everything git does not track (build output, ignored and untracked files), and
-    prove the result clean: HEAD is ``commit``, no index entry is flagged assume-unchanged or
-    skip-worktree (flags that would hide an edit), and ``git status`` (ignored files included) reports
-    nothing.  False when the export cannot be proved clean (the caller makes a fresh one)."""
-    g = Git(into)
-    try:
-        g._run("checkout", "--quiet", "--force", "--detach", commit)
-        g._run("clean", "-ffdxq")
-        flags = g._run("ls-files", "-v", "-z").stdout.split(b"\0")
-        if any(entry and not entry.startswith(b"H ") for entry in flags):
-            return False
-        out = g._run("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--ignored=matching").stdout
-    except CheckoutError:
-        return False
-    entries = [e for e in out.split(b"\0") if e]
-    return entries[:1] == [f"# branch.oid {commit}".encode()] and all(e.startswith(b"# ") for e in entries)
-
-
-def clean_export(into: Path) -> None:
-    """Remove what a build left in an export (its ``build/`` and ``*.egg-info``): every untracked file."""
-    with contextlib.suppress(CheckoutError):
-        Git(into)._run("clean", "-ffdxq")
 
 
 # --------------------------------------------------------------------------- crash safety and hostile input
@@ -604,51 +414,3 @@ def object_types(g: Git, specs: Sequence[str]) -> list[str | None]:
         raise CheckoutError(f"{g.root}: a path with a newline or NUL cannot be looked up")
     lines = g._run("cat-file", "--batch-check=%(objecttype)", input=data).stdout.decode().split("\n")
     return [line if line in ("blob", "tree", "commit", "tag") else None for line in lines[: len(specs)]]
-
-
-_URL_SCHEMES = ("https", "ssh", "git+ssh", "ssh+git", "file")
-
-
-def check_git_url(url: str, *, cwd: Path) -> str:
-    """Refuse a git URL sgpatch must not hand to git; return it, with a local path made absolute.
-
-    Allowed: ``https://``, ``ssh://`` (and scp-like ``user@host:path``),
-    ``file://`` and local paths.  Refused: every other transport (``http``,
-    ``git``, ``ext::``, ``fd::``, any ``<helper>::``), option-like strings and
-    ssh hosts that git would read as options.
-    """
-    bad = CheckoutError(
-        f"refusing git URL {url!r}: only https, ssh and file transports (or a local path) are allowed",
-        hint="e.g. https://github.com/sgl-project/sglang.git",
-    )
-    if not url or url.startswith("-") or any(ord(c) < 32 or c == "\x7f" for c in url) or "::" in url:
-        raise bad
-    scheme, sep, rest = url.partition("://")
-    if sep:
-        if scheme.lower() not in _URL_SCHEMES:
-            raise bad
-        if scheme.lower() != "file":
-            authority = rest.split("/", 1)[0]
-            host = authority.rsplit("@", 1)[-1]
-            if not host or host.startswith("-") or authority.startswith("-"):
-                raise bad
-        return url
-    head, colon, _ = url.partition(":")
-    if colon and "/" not in head:  # scp-like [user@]host:path is ssh
-        host = head.rsplit("@", 1)[-1]
-        if not host or host.startswith("-") or head.startswith("-"):
-            raise bad
-        return url
-    return str((cwd / url).resolve())
-
-
-def check_ref_name(name: str, *, what: str = "tag") -> str:
-    """Refuse a tag or branch name that is option-like or not a valid git ref name."""
-    if not name or name.startswith("-") or any(ord(c) < 32 or c in " ~^:?*[\\\x7f" for c in name):
-        raise CheckoutError(f"refusing {what} {name!r}: not a valid git ref name")
-    parts = name.split("/")
-    if any(not p or p.startswith(".") or p.endswith(".lock") for p in parts) or ".." in name or "@{" in name:
-        raise CheckoutError(f"refusing {what} {name!r}: not a valid git ref name")
-    if name.endswith("."):
-        raise CheckoutError(f"refusing {what} {name!r}: not a valid git ref name")
-    return name

@@ -21,6 +21,7 @@ from sgpatch.checkout.export import ChainCommit
 from sgpatch.checkout.state import trailers
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
+from sgpatch.git.diff import merge_file
 from sgpatch.git.repo import Git
 from sgpatch.project import Project, load_project
 from sgpatch.results import Progress
@@ -183,7 +184,7 @@ def classify(
     for fp in patch.files:
         mine, base, theirs = run.current.get(fp.path), before.get(fp.path), after.get(fp.path)
         labels = (new_label, old_label, f"{patch.name} on {old_label}")
-        text, count = run.g.merge_file(mine or b"", base or b"", theirs or b"", labels)
+        text, count = merge_file(run.g, mine or b"", base or b"", theirs or b"", labels)
         merged[fp.path] = None if theirs is None and mine == base else text
         if count:
             failure = apply_patch({fp.path: mine}, dataclasses.replace(patch, files=(fp,)), allow_offset=True)

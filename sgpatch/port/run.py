@@ -42,7 +42,9 @@ from sgpatch.checkout.journal import lock_checkout, move_checkout
 from sgpatch.checkout.state import open_checkout
 from sgpatch.config import Artifact, Config, InstallRecipe, Stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
-from sgpatch.git.repo import CommitSpec, Git, clone
+from sgpatch.git.clone import clone
+from sgpatch.git.diff import write_info_attributes
+from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.pins import (
     RENAMES,
     check_build_requires,
@@ -137,7 +139,7 @@ def _make_checkout(
     if stack.commit and commit != stack.commit:
         raise SourceError(f"{url}: tag {stack.tag} is {commit}, not the given --commit {stack.commit}")
     g.checkout_branch(f"sgpatch/{stack.name}", commit)
-    g.write_info_attributes()
+    write_info_attributes(g)
     with tempfile.TemporaryDirectory(prefix="sgpatch-pypi-") as tmp:
         laid_out = Path(tmp) / "co"
         pypi_commit = create_pypi_checkout(dataclasses.replace(stack, commit=commit), path, laid_out, artifact)

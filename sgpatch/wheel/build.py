@@ -31,7 +31,8 @@ from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
 from sgpatch.errors import BuildError, CheckoutError, SgpatchError
-from sgpatch.git.repo import Git, clean_export, clone_shared, move_export
+from sgpatch.git.clone import clean_export, clone_shared, move_export
+from sgpatch.git.repo import Git
 from sgpatch.results import Progress
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive

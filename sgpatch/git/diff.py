@@ -1,0 +1,86 @@
+"""How sgpatch writes a patch and merges a file, whatever the user's git configuration says."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from sgpatch.errors import CheckoutError
+from sgpatch.git.repo import Git
+
+# How sgpatch writes a patch (``diff_patch``), whatever the user's git config says; the engine's
+# differential tests write theirs with the same options.
+DIFF_OPTIONS = (
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--no-relative",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--unified=3",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "--abbrev=7",
+)
+
+
+def write_info_attributes(g: Git) -> None:
+    """Python-aware hunk headers (``@@ ... @@ def name``) for diffs sgpatch makes."""
+    info = g.git_dir() / "info"
+    info.mkdir(exist_ok=True)
+    if info.is_symlink():
+        raise CheckoutError(f"{info}: is a symbolic link; sgpatch does not write through links")
+    line = b"*.py diff=python\n"
+    try:
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(info / "attributes", flags, 0o644)
+    except OSError as exc:
+        raise CheckoutError(f"{info / 'attributes'}: cannot write: {exc.strerror}") from None
+    with os.fdopen(fd, "r+b") as fh:
+        if line not in fh.read(1 << 20):
+            fh.write(line)
+
+
+def diff_patch(g: Git, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
+    """``git diff old new`` in the shipped patches' style, whatever the user's git config says.
+
+    ``a/`` ``b/`` prefixes, 3 lines of context, Myers, 7-digit index lines,
+    no renames, no color; Python funcname hunk headers come from
+    ``.git/info/attributes`` (``write_info_attributes``).
+    """
+    args = [
+        "diff",
+        *DIFF_OPTIONS,
+        "--end-of-options",
+        old,
+        new,
+        "--",
+        *paths,
+    ]
+    env = {"GIT_CONFIG_GLOBAL": os.devnull}
+    return g._run("-c", "diff.suppressBlankEmpty=false", "-c", "core.quotePath=true", *args, env=env).stdout
+
+
+def merge_file(g: Git, current: bytes, base: bytes, other: bytes, labels: tuple[str, str, str]) -> tuple[bytes, int]:
+    """Three-way merge of one file (``git merge-file --diff3``): the result and its number of conflicts.
+
+    ``current`` gains the changes ``base`` -> ``other``; conflicts are marked
+    with ``labels`` (current, base, other).
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as tmp:
+        names = []
+        for name, data in (("current", current), ("base", base), ("other", other)):
+            path = Path(tmp) / name
+            path.write_bytes(data)
+            names.append(str(path))
+        label_args = [arg for label in labels for arg in ("-L", label)]
+        proc = g._run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=Path(tmp))
+    if proc.returncode < 0 or proc.returncode > 127:
+        detail = proc.stderr.decode("utf-8", "replace").strip()
+        raise CheckoutError(f"git merge-file failed: {detail or proc.returncode}")
+    return proc.stdout, proc.returncode
