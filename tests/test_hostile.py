@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 
 from sgpatch.config import load_config
-from sgpatch.deployed.remote import imported_failure
+from sgpatch.deployed.answer import imported_failure
 from sgpatch.errors import SgpatchError
 from sgpatch.project import load_project
 from sgpatch.source.artifacts import fetch_artifact

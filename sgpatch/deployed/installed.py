@@ -18,15 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.checkout.verify import VerifyReport, verify_tree
-from sgpatch.deployed.remote import (
-    InstalledDist,
-    ProbeResult,
-    ProbeSession,
-    Target,
-    imported_failure,
-    run_probe,
-    target_for,
-)
+from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
+from sgpatch.deployed.remote import ProbeSession, Target, run_probe, target_for
 from sgpatch.errors import SgpatchError
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors

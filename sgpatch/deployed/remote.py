@@ -13,8 +13,6 @@ reading ``~/.ssh/config`` (tests use it for a throwaway key and known_hosts).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import json
 import os
@@ -28,6 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.deployed import probe
+from sgpatch.deployed.answer import (
+    BadField,
+    MalformedAnswer,
+    ProbeResult,
+    blob_field,
+    dist_field,
+    field_of,
+    object_field,
+    printable,
+    text_field,
+    texts_field,
+)
 from sgpatch.errors import EnvironmentFailure, SgpatchError
 
 SSH_CONFIG_ENV = "SGPATCH_SSH_CONFIG"
@@ -74,169 +84,6 @@ def target_for(*, python: str | None, host: str | None) -> Target:
             raise SgpatchError(f"{host!r} is not a host: give [USER@]HOST or a Host alias of ~/.ssh/config")
         return Target(python if python is not None else DEFAULT_REMOTE_PYTHON, host)
     return Target(python if python is not None else sys.executable)
-
-
-# --------------------------------------------------------------------------- the answer
-
-
-@dataclass(frozen=True, slots=True)
-class RecordCheck:
-    """A distribution's RECORD against its files on the target, hashed there."""
-
-    present: bool
-    paths: tuple[str, ...]
-    modified: tuple[str, ...]  # rows whose file no longer has the recorded sha256
-    missing: tuple[str, ...]  # rows whose file is gone
-    unhashed: int  # rows without a hash (RECORD itself, .pyc files, INSTALLER, ...)
-
-
-@dataclass(frozen=True, slots=True)
-class InstalledDist:
-    """One installed distribution as the probe found it."""
-
-    name: str
-    version: str
-    location: str  # the site-packages directory holding its .dist-info
-    dist_info: str | None
-    package_root: str | None  # where its package imports from (differs for editable installs)
-    shadowed: tuple[str, ...]  # other installs of the same name later on sys.path
-    files: Mapping[str, bytes | None]  # requested files, relative to package_root
-    meta: Mapping[str, str | None]  # requested .dist-info files
-    record: RecordCheck | None
-    tree: tuple[str, ...] | None = None  # every file of the package, relative to package_root, if asked
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeResult:
-    """The probe's answer: the interpreter and the requested distributions (None: not installed)."""
-
-    target: Target
-    executable: str
-    python_version: str
-    environment: Mapping[str, str]  # PEP 508 marker environment of the target
-    dists: Mapping[str, InstalledDist | None]
-    imported: tuple[str, ...]  # watched modules in the probe's sys.modules (must be empty)
-
-
-class MalformedAnswer(EnvironmentFailure):
-    """The probe's answer is not what sgpatch's probe sends: a broken or hostile target (exit 3)."""
-
-
-def printable(text: str, limit: int = 300) -> str:
-    """``text`` from the target as one safe line: control characters escaped, cut at ``limit``."""
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return shown if len(shown) <= limit else shown[:limit] + "…"
-
-
-class _Bad(Exception):
-    """Where (a dotted path into the answer) and what is wrong; ProbeSession makes it a MalformedAnswer."""
-
-    def __init__(self, where: str, what: str) -> None:
-        super().__init__(f"{where}: {what}")
-
-
-def _field(doc: Any, key: str, where: str) -> Any:
-    if not isinstance(doc, dict):
-        raise _Bad(where, f"expected an object, got {type(doc).__name__}")
-    if key not in doc:
-        raise _Bad(f"{where}.{key}", "missing")
-    return doc[key]
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise _Bad(where, f"expected a string, got {type(value).__name__}")
-    if "\0" in value:
-        raise _Bad(where, "contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _Bad(where, "is not valid Unicode") from None
-    return value
-
-
-def _opt_text(value: Any, where: str) -> str | None:
-    return None if value is None else _text(value, where)
-
-
-def _texts(value: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise _Bad(where, f"expected a list, got {type(value).__name__}")
-    return tuple(_text(v, f"{where}[{i}]") for i, v in enumerate(value))
-
-
-def _object(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _Bad(where, f"expected an object, got {type(value).__name__}")
-    return value
-
-
-def _blob(value: Any, where: str) -> bytes | None:
-    if value is None:
-        return None
-    try:
-        return base64.b64decode(_text(value, where), validate=True)
-    except binascii.Error:
-        raise _Bad(where, "is not base64") from None
-
-
-def _count(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _Bad(where, f"expected a count, got {printable(repr(value), 40)}")
-    return value
-
-
-def _record(value: Any, where: str) -> RecordCheck | None:
-    if value is None:
-        return None
-    modified = _field(value, "modified", where)
-    if not isinstance(modified, list):
-        raise _Bad(f"{where}.modified", f"expected a list, got {type(modified).__name__}")
-    return RecordCheck(
-        present=bool(_field(value, "present", where)),
-        paths=_texts(_field(value, "paths", where), f"{where}.paths"),
-        modified=tuple(
-            _text(_field(m, "path", f"{where}.modified[{i}]"), f"{where}.modified[{i}].path")
-            for i, m in enumerate(modified)
-        ),
-        missing=_texts(_field(value, "missing", where), f"{where}.missing"),
-        unhashed=_count(_field(value, "unhashed", where), f"{where}.unhashed"),
-    )
-
-
-def _dist(doc: Any, where: str = "dist") -> InstalledDist:
-    """One distribution of an ``inspect`` answer, every field checked (``_Bad`` naming the first wrong one)."""
-    _object(doc, where)
-    files = _object(doc.get("files") or {}, f"{where}.files")
-    meta = _object(doc.get("meta") or {}, f"{where}.meta")
-    tree = doc.get("tree")
-    return InstalledDist(
-        name=_text(_field(doc, "name", where), f"{where}.name"),
-        version=_text(_field(doc, "version", where), f"{where}.version"),
-        location=_text(_field(doc, "location", where), f"{where}.location"),
-        dist_info=_opt_text(doc.get("dist_info"), f"{where}.dist_info"),
-        package_root=_opt_text(doc.get("package_root"), f"{where}.package_root"),
-        shadowed=_texts(doc.get("shadowed") or [], f"{where}.shadowed"),
-        files={k: _blob(v, f"{where}.files[{k!r}]") for k, v in files.items()},
-        meta={k: _opt_text(v, f"{where}.meta[{k!r}]") for k, v in meta.items()},
-        record=_record(doc.get("record"), f"{where}.record"),
-        tree=_texts(tree, f"{where}.tree") if tree is not None else None,
-    )
-
-
-def imported_failure(imported: Sequence[str]) -> str | None:
-    """The one verdict on watched modules loaded in the probe's process, for doctor and verify alike.
-
-    The probe never imports sglang, torch, sgl_kernel or flashinfer; if its process
-    had one loaded anyway (a ``.pth`` file or sitecustomize on the target, or a bug
-    in sgpatch), code ran that the check promised not to run: the check fails.
-    """
-    if not imported:
-        return None
-    return (
-        f"the probe's process had imported {', '.join(printable(m, 80) for m in imported)} on the target "
-        "(sgpatch never imports them: a .pth file or sitecustomize there did, or a bug in sgpatch)"
-    )
 
 
 # --------------------------------------------------------------------------- running it
@@ -405,12 +252,12 @@ class ProbeSession:
             if line.startswith(probe.MARK):
                 break  # anything else is noise (a login banner, a chatty sitecustomize)
         try:
-            doc = _object(json.loads(line[len(probe.MARK) :]), "answer")
+            doc = object_field(json.loads(line[len(probe.MARK) :]), "answer")
             self.requests += 1
-            imported = _texts(doc.pop("imported", []), "answer.imported")
+            imported = texts_field(doc.pop("imported", []), "answer.imported")
         except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-            raise self._malformed(_Bad("answer", f"not JSON ({exc})")) from None
-        except _Bad as exc:
+            raise self._malformed(BadField("answer", f"not JSON ({exc})")) from None
+        except BadField as exc:
             raise self._malformed(exc) from None
         self.imported = tuple(dict.fromkeys((*self.imported, *imported)))  # every answer's, for the verdict
         if doc.get("error"):
@@ -420,7 +267,7 @@ class ProbeSession:
             )
         return doc
 
-    def _malformed(self, exc: _Bad) -> MalformedAnswer:
+    def _malformed(self, exc: BadField) -> MalformedAnswer:
         return MalformedAnswer(
             f"{self.target.label}: malformed answer from the probe: {printable(str(exc))}",
             hint="the target's python did not answer as sgpatch's probe does: check --python and the host",
@@ -430,31 +277,31 @@ class ProbeSession:
         """Inspect the named distributions (see ``probe.inspect_dist`` for what each may ask)."""
         doc = self.ask({"op": "inspect", "dists": dists})
         try:
-            python = _object(_field(doc, "python", "answer"), "answer.python")
-            environment = _object(python.get("environment") or {}, "answer.python.environment")
-            found = _object(_field(doc, "dists", "answer"), "answer.dists")
+            python = object_field(field_of(doc, "python", "answer"), "answer.python")
+            environment = object_field(python.get("environment") or {}, "answer.python.environment")
+            found = object_field(field_of(doc, "dists", "answer"), "answer.dists")
             return ProbeResult(
                 target=self.target,
-                executable=_text(_field(python, "executable", "answer.python"), "answer.python.executable"),
-                python_version=_text(_field(python, "version", "answer.python"), "answer.python.version"),
-                environment={k: _text(v, f"answer.python.environment.{k}") for k, v in environment.items()},
+                executable=text_field(field_of(python, "executable", "answer.python"), "answer.python.executable"),
+                python_version=text_field(field_of(python, "version", "answer.python"), "answer.python.version"),
+                environment={k: text_field(v, f"answer.python.environment.{k}") for k, v in environment.items()},
                 dists={
-                    name: (_dist(d, f"answer.dists.{name}") if d is not None else None)
+                    name: (dist_field(d, f"answer.dists.{name}") if d is not None else None)
                     for name, d in found.items()
                     if name in dists
                 },
                 imported=self.imported,
             )
-        except _Bad as exc:
+        except BadField as exc:
             raise self._malformed(exc) from None
 
     def read(self, dist: str, files: Sequence[str]) -> dict[str, bytes | None]:
         """Files below an inspected distribution's import root (None: no such file)."""
         doc = self.ask({"op": "read", "dist": dist, "files": list(files)})
         try:
-            found = _object(_field(doc, "files", "answer"), "answer.files")
-            return {f: _blob(_field(found, f, "answer.files"), f"answer.files[{f!r}]") for f in files}
-        except _Bad as exc:
+            found = object_field(field_of(doc, "files", "answer"), "answer.files")
+            return {f: blob_field(field_of(found, f, "answer.files"), f"answer.files[{f!r}]") for f in files}
+        except BadField as exc:
             raise self._malformed(exc) from None
 
     def close(self) -> None:
