@@ -51,7 +51,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from sgpatch.wheel.build import export_place
+from sgpatch.wheel.export import export_place
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -30,8 +28,7 @@ from sgpatch.cache import cache_root
 from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
-from sgpatch.errors import BuildError, CheckoutError, SgpatchError
-from sgpatch.git.clone import clean_export, clone_shared, move_export
+from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.git.repo import Git
 from sgpatch.results import Progress
 from sgpatch.series.patch import Series
@@ -39,6 +36,7 @@ from sgpatch.source.archive import Archive
 from sgpatch.source.artifacts import fetch_artifact, sha256_file
 from sgpatch.wheel.cache import cache_key, cached_report, cached_wheel, report_cache_key, store_report, store_wheel
 from sgpatch.wheel.check import check_wheel
+from sgpatch.wheel.export import clean_export_of, exports_root
 from sgpatch.wheel.names import DIST_NAME, wheel_filename
 from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
@@ -57,99 +55,6 @@ from sgpatch.wheel.writer import rezip_wheel
 
 def _noop(_: str) -> None:
     return None
-
-
-def export_commit(checkout: Path, commit: str, into: Path) -> None:
-    """``commit`` as a fresh git work tree in ``into``: a local clone that shares the checkout's
-    objects, without its tags (nothing for setuptools-scm to mistake for the version), and
-    without the checkout's index, build output or untracked files.  The checkout is only read."""
-    clone_shared(checkout, into, commit)
-
-
-EXPORTS_KEPT = 4  # persistent exports kept in the user's cache (one per checkout built, most recent first)
-EXPORT_MARK = "sgpatch-export.json"  # in the export's git directory: the checkout it was made from
-
-
-def exports_root() -> Path:
-    """Where persistent exports live: ``$XDG_CACHE_HOME/sgpatch/exports``."""
-    return cache_root() / "exports"
-
-
-def export_place(checkout: Path, root: Path | None = None) -> Path:
-    """Where the persistent export of ``checkout`` (an absolute path) lives under ``root``
-    (default :func:`exports_root`)."""
-    from sgpatch.cache import digest
-
-    return (root if root is not None else exports_root()) / digest(str(checkout))[:16]
-
-
-@contextlib.contextmanager
-def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[Path]:
-    """A clean export of ``commit`` (see :func:`export_commit`) for the duration of the block.
-
-    With ``root``, the export persists there between builds (one per checkout, the
-    ``EXPORTS_KEPT`` most recent kept) and is moved to ``commit`` incrementally; it is
-    owned by sgpatch: before each use everything git does not track is removed and the
-    result proved clean (:func:`sgpatch.git.repo.move_export`), and an export that cannot be
-    proved clean, or was not made from ``checkout``, is replaced by a fresh one.  Another
-    build holding it, or ``root`` None (``--no-cache``): a fresh export in a temporary directory."""
-    from sgpatch.lock import exclusive
-
-    held = None
-    if root is not None:
-        place = export_place(checkout, root)
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            held = exclusive(place.with_name(place.name + ".lock"), what=f"the export {place}", timeout=0)
-            held.__enter__()
-        except (SgpatchError, OSError):
-            held = None
-    if held is None or root is None:
-        with tempfile.TemporaryDirectory(prefix="sgpatch-export-") as tmp:
-            export_commit(checkout, commit, Path(tmp) / "src")
-            yield Path(tmp) / "src"
-        return
-    try:
-        mark = place / ".git" / EXPORT_MARK
-        expected = json.dumps({"checkout": str(checkout)})
-        try:
-            own = not place.is_symlink() and not mark.parent.is_symlink() and mark.parent.is_dir()
-            reusable = own and mark.read_text() == expected and move_export(place, commit)
-        except (OSError, UnicodeDecodeError):
-            reusable = False
-        if not reusable:
-            if place.is_symlink() or place.is_file():
-                place.unlink()  # never follow a link planted where the export lives
-            shutil.rmtree(place, ignore_errors=True)
-            export_commit(checkout, commit, place)
-            mark.write_text(expected)
-        os.utime(mark)
-        _prune_exports(root, keep=place)
-        try:
-            yield place
-        finally:
-            clean_export(place)  # the build's output goes now; anything else, before the next use
-    finally:
-        held.__exit__(None, None, None)
-
-
-def _prune_exports(root: Path, *, keep: Path) -> None:
-    """Remove all but the ``EXPORTS_KEPT`` most recently used exports (skipping any another build holds)."""
-    from sgpatch.lock import exclusive
-
-    def used(p: Path) -> float:
-        try:
-            return (p / ".git" / EXPORT_MARK).stat().st_mtime
-        except OSError:
-            return 0.0
-
-    others = sorted((p for p in root.iterdir() if p.is_dir() and p != keep), key=used, reverse=True)
-    for old in others[EXPORTS_KEPT - 1 :]:
-        with (
-            contextlib.suppress(SgpatchError, OSError),
-            exclusive(old.with_name(old.name + ".lock"), what=f"the export {old}", timeout=0),
-        ):
-            shutil.rmtree(old, ignore_errors=True)
 
 
 def build_environment(version: str, epoch: int) -> dict[str, str]:
