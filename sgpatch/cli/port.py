@@ -27,29 +27,53 @@ def port(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="classify only; write nothing")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="a superseded patch is a failure")] = False,
     force: Annotated[bool, typer.Option("--force", help="replace the new stack if port wrote it before")] = False,
+    resume: Annotated[
+        bool, typer.Option("--continue", help="go on after resolving the conflict a port stopped at")
+    ] = False,
+    abort: Annotated[bool, typer.Option("--abort", help="give up the port in progress; nothing was written")] = False,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Port the series to a new SGLang release: detect what upstream merged, regenerate the rest."""
-    from sgpatch.cli.render import dumps, render_port
-    from sgpatch.errors import SgpatchError as Bad
-    from sgpatch.port import port_stack
+    """Port the series to a new SGLang release: detect what upstream merged, carry the rest hunk by hunk.
 
-    if not to:
+    At the first patch that needs a person the port stops in the new stack's
+    checkout, as git rebase does: resolve there, then 'sgpatch port --continue'
+    (or 'sgpatch port --abort').
+    """
+    from sgpatch.cli.render import dumps, render_abort, render_port
+    from sgpatch.errors import SgpatchError as Bad
+
+    if resume and abort:
+        raise Bad("give --continue or --abort, not both")
+    if (resume or abort) and (dry_run or force or strict or commit or source != "pypi"):
+        raise Bad("--continue and --abort take only STACK, --to, --checkout and --config")
+    if not (to or resume or abort):
         raise Bad("give the release to port to: --to VERSION (e.g. --to 0.5.10)")
     cfg = _config(config)
-    result = port_stack(
-        cfg,
-        stack,
-        to,
-        source=source,
-        commit=commit,
-        checkout=checkout,
-        dry_run=dry_run,
-        strict=strict,
-        force=force,
-        progress=_progress(json_out),
-    )
+    if resume or abort:
+        from sgpatch.port import abort_port, continue_port, find_port
+
+        where = find_port(cfg, stack, to or None, checkout)
+        if abort:
+            undone = abort_port(where)
+            typer.echo(dumps(undone.as_dict()) if json_out else render_abort(undone))
+            return
+        result = continue_port(cfg, where, progress=_progress(json_out))
+    else:
+        from sgpatch.port import port_stack
+
+        result = port_stack(
+            cfg,
+            stack,
+            to,
+            source=source,
+            commit=commit,
+            checkout=checkout,
+            dry_run=dry_run,
+            strict=strict,
+            force=force,
+            progress=_progress(json_out),
+        )
     typer.echo(dumps(result.as_dict()) if json_out else render_port(result))
     if not result.ok:
         raise typer.Exit(1)

@@ -1,14 +1,17 @@
 """Upgrade day: carry a stack's series to a new SGLang release (SPEC §9).
 
-Rooms: ``run`` (classify, regenerate, verify, write; continue after a conflict),
-``outputs`` (what a port writes, checked first), ``record`` (a port stopped at a
-conflict), ``result``.
+Rooms: ``run`` (carry, regenerate, verify, write), ``carry`` (each patch, file and hunk judged),
+``rebase`` (the old series and the new checkout), ``stop`` (stopping for a person, taking the
+resolution), ``resume`` (``--continue``, ``--abort``), ``record`` (a port in progress), ``outputs``
+(what a port writes, checked first), ``stack`` (the new stack's table and checkout), ``renames``,
+``verdict``, ``result``.
 """
 
 from __future__ import annotations
 
 from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
-from sgpatch.port.run import continue_port, port_stack
+from sgpatch.port.resume import AbortResult, abort_port, continue_port, find_port
+from sgpatch.port.run import port_stack
 
-__all__ = ["PortResult", "continue_port", "port_stack", "read_record"]
+__all__ = ["AbortResult", "PortResult", "abort_port", "continue_port", "find_port", "port_stack", "read_record"]

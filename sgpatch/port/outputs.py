@@ -28,12 +28,8 @@ from sgpatch.pins import (
     release_requires,
     stack_block,
 )
-from sgpatch.port.rebase import (
-    DROPPED,
-    KEPT,
-    OldSeries,
-    PortedPatch,
-)
+from sgpatch.port.rebase import OldSeries
+from sgpatch.port.verdict import DROPPED, KEPT, PortedPatch
 from sgpatch.series.anchors import ANCHORS_FILE, Anchor, load_anchors
 from sgpatch.series.patch import (
     SERIES_FILE,
@@ -217,21 +213,32 @@ def self_check(plan: Plan, outputs: Mapping[Path, bytes], new_patches: Sequence[
     return failures
 
 
-def write_outputs(plan: Plan, outputs: Mapping[Path, bytes]) -> list[Path]:
-    """Write the series directory, then VERSIONS.toml (last: the stack exists only once its files do)."""
+def check_series_dir(plan: Plan, outputs: Mapping[Path, bytes], *, resuming: bool = False) -> None:
+    """ConfigError unless the new series directory is absent, already these files, or ours to rewrite
+    (``force``: the stack being replaced; ``resuming``: a write of these files that was cut short)."""
     series_dir = plan.series_dir
-    if series_dir.exists():
-        existing = {p for p in series_dir.iterdir() if p.is_file()}
-        ours = {p for p in outputs if p.parent == series_dir}
-        same = existing == ours and all(p.read_bytes() == outputs[p] for p in ours)
-        if not same and plan.force:  # the series of the stack being replaced: ours to rewrite
-            for stale in existing - ours:
-                stale.unlink()
-        elif not same:
-            raise ConfigError(
-                f"{series_dir}: exists with other contents",
-                hint="another stack uses it; move it away or port into an empty directory",
-            )
+    if not series_dir.exists():
+        return
+    existing = {p for p in series_dir.iterdir() if p.is_file()}
+    ours = {p for p in outputs if p.parent == series_dir}
+    same = existing == ours and all(p.read_bytes() == outputs[p] for p in ours)
+    partial = resuming and all(p in ours and p.read_bytes() == outputs[p] for p in existing)
+    if not (same or partial or plan.force):
+        raise ConfigError(
+            f"{series_dir}: exists with other contents",
+            hint="another stack uses it; move it away or port into an empty directory",
+        )
+
+
+def write_outputs(plan: Plan, outputs: Mapping[Path, bytes]) -> list[Path]:
+    """Write the series directory, then VERSIONS.toml (last: the stack exists only once its files do).
+
+    Call ``check_series_dir`` first.  Files of the series directory that are not ours go only with ``force``.
+    """
+    series_dir = plan.series_dir
+    if series_dir.exists() and plan.force:  # the series of the stack being replaced: ours to rewrite
+        for stale in {p for p in series_dir.iterdir() if p.is_file()} - set(outputs):
+            stale.unlink()
     written = []
     for path, data in outputs.items():
         if path == plan.config.path:

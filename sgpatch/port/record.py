@@ -1,94 +1,96 @@
-"""The record of a port stopped at a conflict (``.git/sgpatch-port.json``), for ``port`` to continue."""
+"""The record of a port in progress (``.git/sgpatch-port.json`` in the new stack's checkout).
+
+A port that stops for a person records there how to go on: the old and new
+stacks, the kept patches' commits, the patch being resolved and what was
+decided before it.  Each step that moves the checkout first records where it
+is going (``phase``), so a kill at any point leaves a record that the next
+``port --continue`` (or ``--abort``) finishes from, as ``apply``'s journal does:
+
+``stopped``      waiting for the person: the checkout holds the conflict;
+``stopping``     moving to a new stop (``head`` -> ``stop``, then index and HEAD to ``tip``);
+``finishing``    moving to the new series (``head`` -> ``final``), then writing the new stack's files
+                 (kept as blobs in the checkout: ``outputs``), then removing the record.
+
+Written atomically (a temporary file, fsync, rename; never through a link).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout.journal import move_checkout
-from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError
-from sgpatch.git.repo import Git
-from sgpatch.port.outputs import Plan
-from sgpatch.port.rebase import (
-    Files,
-    PortedPatch,
-    Rebase,
-)
+from sgpatch.git.repo import Git, git_dirs
 from sgpatch.results import SCHEMA_VERSION
-from sgpatch.source.release import Release
 
 RECORD = "sgpatch-port.json"
+STOP_REF = "refs/sgpatch/port-stop"  # keeps the stop commit (the conflict as it was left) reachable
+MAX_RECORD = 64 << 20
 
-
-CONFLICT_MARKER = re.compile(rb"^(<{7}|\|{7}|={7}|>{7})( |$)", re.MULTILINE)
+# A conflict marker line: "<<<<<<< x", "||||||| x", ">>>>>>> x" (or alone), and "=======" alone.
+CONFLICT_MARKER = re.compile(rb"^(?:(?:<{7}|\|{7}|>{7})(?: .*)?|={7})\r?$", re.MULTILINE)
 
 
 def record_path(g: Git) -> Path:
-    return g.git_dir() / RECORD
+    return git_dirs(g)[0] / RECORD
 
 
 def read_record(checkout: Path) -> dict[str, Any] | None:
-    """The record a conflicted port left in ``checkout``, if any."""
-    g = Git(checkout)
-    if not (checkout / ".git").exists() or not g.is_repo():
+    """The record of the port in progress in ``checkout``, if any."""
+    if not (checkout / ".git").exists():
         return None
+    g = Git(checkout)
+    if not g.is_repo():
+        return None
+    return load_record(g)
+
+
+def load_record(g: Git) -> dict[str, Any] | None:
     path = record_path(g)
+    if path.is_symlink():
+        raise CheckoutError(f"{path}: is a symbolic link; sgpatch does not read records through links")
     if not path.exists():
         return None
     try:
-        record: dict[str, Any] = json.loads(path.read_text())
-    except ValueError as exc:
-        raise CheckoutError(f"{path}: unreadable port record: {exc}") from None
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_RECORD + 1)
+        record = json.loads(raw) if len(raw) <= MAX_RECORD else None
+    except (OSError, ValueError) as exc:
+        raise CheckoutError(
+            f"{path}: unreadable port record: {exc}", hint=f"'sgpatch port --abort --checkout {g.root}' gives it up"
+        ) from None
+    if not isinstance(record, dict) or record.get("schema_version") != SCHEMA_VERSION or "phase" not in record:
+        raise CheckoutError(
+            f"{path}: not a port record sgpatch wrote",
+            hint=f"'sgpatch port --abort --checkout {g.root}' gives the port up",
+        )
     return record
 
 
-def leave_conflict(
-    plan: Plan,
-    stack: Stack,
-    release: Release,
-    run: Rebase,
-    pypi_commit: str,
-    conflict_at: int,
-    conflict_files: Files,
-    ported: Sequence[PortedPatch],
-    into: Path,
-) -> None:
-    """Put the kept commits and the conflicted merge in the checkout, and record how to continue."""
-    g = run.g
-    head = g.head()
-    assert head is not None
-    if head != run.tip:
-        move_checkout(g, old=head, new=run.tip, reason=f"sgpatch port {plan.new_name}: kept patches")
-    patch = plan.old.series.patches[conflict_at]
-    for fp in patch.files:
-        data = conflict_files.get(fp.path)
-        path = into / fp.path
-        if data is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-    record = {
-        "schema_version": SCHEMA_VERSION,
-        "from": plan.old.stack.name,
-        "stack": plan.new_name,
-        "version": plan.version,
-        "source": plan.source,
-        "commit": stack.commit,
-        "base": run.base,
-        "pypi_commit": pypi_commit,
-        "artifacts": [{"kind": a.kind, "filename": a.filename, "sha256": a.sha256} for a in release.artifacts],
-        "series": {p.name: p.sha256 for p in plan.old.series.patches},
-        "kept": list(run.kept),
-        "conflict": patch.name,
-        "decided": [
-            {"name": p.name, "state": p.state, "detail": p.detail, "proof": p.proof}
-            for p in ported[: ported.index(next(q for q in ported if q.name == patch.name))]
-        ],
-        "strict": plan.strict,
-    }
-    record_path(g).write_text(json.dumps(record, indent=2) + "\n")
+def write_record(g: Git, record: dict[str, Any]) -> None:
+    """Replace the record atomically and durably."""
+    path = record_path(g)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)  # under the checkout lock: a leftover, never followed
+    data = json.dumps({**record, "schema_version": SCHEMA_VERSION}, indent=1).encode() + b"\n"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def clear_record(g: Git) -> None:
+    path = record_path(g)
+    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
+def marker_lines(data: bytes) -> list[int]:
+    """The 1-based numbers of the lines of ``data`` that are conflict markers."""
+    return [data.count(b"\n", 0, m.start()) + 1 for m in CONFLICT_MARKER.finditer(data)]

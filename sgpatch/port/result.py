@@ -7,9 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.config import Artifact
-from sgpatch.port.rebase import (
-    PortedPatch,
-)
+from sgpatch.port.verdict import PortedPatch, counts
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.relocate import AnchorMove
 
@@ -34,6 +32,9 @@ class PortResult:
     strict: bool
     failures: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    stopped: str | None = None  # the patch the port stopped at, for a person (its checkout holds the conflict)
+    rejects: tuple[str, ...] = ()  # reject files left for files the release lacks
+    next_steps: tuple[str, ...] = ()  # what the person does next, at a stop
 
     @property
     def ok(self) -> bool:
@@ -54,6 +55,10 @@ class PortResult:
             "checkout": str(self.checkout) if self.checkout else None,
             "dry_run": self.dry_run,
             "strict": self.strict,
+            "stopped": self.stopped,
+            "rejects": list(self.rejects),
+            "next": list(self.next_steps),
+            "counts": counts(self.patches),
             "patches": [p.as_dict() for p in self.patches],
             "anchors": [m.as_dict() for m in self.anchors],
             "written": [str(p) for p in self.written],

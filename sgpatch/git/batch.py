@@ -1,0 +1,40 @@
+"""Many blobs of one revision in one ``git cat-file --batch`` (a port reads every file its series touches)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sgpatch.errors import CheckoutError
+from sgpatch.git.repo import Git
+
+
+def read_blobs(g: Git, rev: str, paths: Sequence[str]) -> dict[str, bytes | None]:
+    """``path -> bytes`` of ``paths`` in ``rev`` (None: not there, or not a file)."""
+    if rev.startswith("-") or any(c in rev for c in "\n\0:"):
+        raise CheckoutError(f"refusing revision {rev!r}")
+    return dict(zip(paths, read_objects(g, [f"{rev}:{p}" for p in paths]), strict=True))
+
+
+def read_objects(g: Git, specs: Sequence[str]) -> list[bytes | None]:
+    """The blobs ``specs`` name (``rev:path`` or an object id), in order; None: missing or not a blob."""
+    if not specs:
+        return []
+    bad = next((s for s in specs if "\n" in s or "\0" in s or s.startswith("-")), None)
+    if bad is not None:
+        raise CheckoutError(f"{g.root}: cannot look up {bad!r}")
+    data = "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")
+    out = g._run("cat-file", "--batch", input=data).stdout
+    found: list[bytes | None] = []
+    pos = 0
+    for _ in specs:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            found.append(None)  # "<spec> missing" (or ambiguous)
+            continue
+        size = int(header[2])
+        body = out[pos : pos + size]
+        pos += size + 1
+        found.append(body if header[1] == b"blob" else None)
+    return found

@@ -1,0 +1,163 @@
+"""Carry one series onto a new base, patch by patch and, inside each patch, file by file and hunk by hunk.
+
+Each patch of the old series is judged against the new base with the patches
+kept before it: first as a whole (``upstream`` or ``superseded``: dropped), then
+each file (a file whose change is upstream as a whole), then each hunk
+(``sgpatch.series.hunks``).  A patch is ``upstream`` or ``superseded`` when every
+hunk is; otherwise it keeps the rest, as one patch: ``applies`` when every kept
+hunk applies, ``merged`` when some needed the three-way merge, ``conflict`` when
+one needs a person.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from sgpatch.git.diff import merge_file
+from sgpatch.port.rebase import Files, OldSeries, Rebase
+from sgpatch.port.renames import find_rename
+from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
+from sgpatch.series.engine import apply_modes
+from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state
+from sgpatch.series.patch import FilePatch, Patch
+from sgpatch.series.upstream import VERBATIM, judge
+
+
+def _single(patch: Patch, fp: FilePatch) -> Patch:
+    return dataclasses.replace(patch, files=(fp,))
+
+
+def _whole(patch: Patch, state: str, proof: str, current: Files) -> tuple[FileVerdict, ...]:
+    return tuple(
+        carry_file(fp, None, None, current.get(fp.path), _no_merge, whole=(state, proof)).verdict for fp in patch.files
+    )
+
+
+def _no_merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
+    raise AssertionError("a whole-file verdict merges nothing")
+
+
+def _label(path: str, hunk_header: str, index: int) -> str:
+    return f"{path}: hunk #{index} ({hunk_header.split(' @@')[0]} @@)"
+
+
+def classify(
+    run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: str
+) -> tuple[PortedPatch, Files | None]:
+    """Classify patch ``k`` of the old series against ``run.current``; kept: its new file contents."""
+    patch = old.series.patches[k]
+    before, after = old.states[k], old.states[k + 1]
+    verdict = judge(patch, before, after, run.current)
+    if verdict.state == "upstream":
+        kinds = ", ".join(dict.fromkeys(part.split(":", 1)[0].strip() for part in verdict.proof.split("; ")))
+        files = _whole(patch, "upstream", verdict.proof, run.current)
+        return PortedPatch(patch.name, "upstream", f"in {new_label}: {verdict.proof}", proof=kinds, files=files), None
+    if verdict.state == "superseded":
+        detail = f"{verdict.proof} in {new_label}: dropped; review both below"
+        files = _whole(patch, "superseded", verdict.proof, run.current)
+        return PortedPatch(patch.name, "superseded", detail, side_by_side=verdict.side_by_side, files=files), None
+
+    labels = (new_label, old_label, f"{patch.name} on {old_label}")
+
+    def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
+        return merge_file(run.g, current, base, other, labels)
+
+    outcomes: list[FileOutcome] = []
+    for fp in patch.files:
+        b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
+        whole: tuple[str, str] | None = None
+        if len(patch.files) > 1 and None not in (b, a, n) and not (fp.new_file or fp.deleted):
+            one = judge(_single(patch, fp), before, after, run.current)
+            if one.state == "upstream" and not one.proof.startswith(VERBATIM):
+                whole = ("upstream", one.proof)
+            elif one.state == "superseded":
+                whole = ("superseded", one.proof)
+        outcome = carry_file(fp, b, a, n, merge, whole=whole)
+        if outcome.verdict.gone:
+            outcome = _where_it_went(run, outcome, b, new_label)
+        outcomes.append(outcome)
+    return _verdict(patch, outcomes, old_label, new_label)
+
+
+def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_label: str) -> FileOutcome:
+    """A file the release lacks: name the release file it seems to have become."""
+    path = outcome.verdict.path
+    files = run.g.list_files(run.tip, path.split("/", 1)[0])
+    found = find_rename(path, old, files, lambda f: run.current[f] if f in run.current else run.g.read_blob(run.tip, f))
+    detail = f"not in {new_label}"
+    renamed = ""
+    if found is not None:
+        renamed = found[0]
+        detail += f"; moved to {renamed}? ({found[1]:.0%} of its lines are there)"
+    hunks = tuple(dataclasses.replace(h, detail=detail) for h in outcome.verdict.hunks)
+    return dataclasses.replace(
+        outcome, verdict=dataclasses.replace(outcome.verdict, detail=detail, renamed=renamed, hunks=hunks)
+    )
+
+
+def _verdict(
+    patch: Patch, outcomes: list[FileOutcome], old_label: str, new_label: str
+) -> tuple[PortedPatch, Files | None]:
+    files = tuple(o.verdict for o in outcomes)
+    states = [h.state for f in files for h in f.hunks] + [f.state for f in files if not f.hunks]
+    tally = Counter(states)
+    summary = ", ".join(f"{tally[s]} {s}" for s in STATES if tally[s])
+    state = file_state(states)
+    if state in ("upstream", "superseded"):
+        proofs = sorted({h.proof for f in files for h in f.hunks if h.proof})
+        detail = f"every hunk is in {new_label} ({summary})"
+        return PortedPatch(patch.name, state, detail, proof=", ".join(proofs), files=files), None
+    texts: Files = {o.verdict.path: o.text for o in outcomes}
+    dropped = tally["upstream"] + tally["superseded"]
+    tail = f"; {dropped} of {len(states)} hunk(s) already in {new_label}: dropped ({summary})" if dropped else ""
+    if state == "applies":
+        return PortedPatch(
+            patch.name, "applies", f"applies to {new_label} with exact context{tail}", files=files
+        ), texts
+    if state == "merged":
+        moved = tally["merged"]
+        detail = f"the 3-way merge against {old_label} is clean ({moved} hunk(s) do not apply as they are){tail}"
+        return PortedPatch(patch.name, "merged", detail, files=files), texts
+    conflicts = []
+    for f in files:
+        if f.state != "conflict":
+            continue
+        first = next((h for h in f.hunks if h.state == "conflict"), None)
+        failure = f"{_label(f.path, first.header, first.index)}: {first.detail}" if first else f"{f.path}: {f.detail}"
+        conflicts.append(ConflictHunk(f.path, failure, f.regions))
+    detail = (
+        f"{conflicts[0].failure}; the 3-way merge against {old_label} conflicts in {len(conflicts)} file(s) ({summary})"
+    )
+    return PortedPatch(patch.name, "conflict", detail, conflicts=tuple(conflicts), files=files), texts
+
+
+def advance(
+    run: Rebase, old: OldSeries, start: int, *, old_version: str, new_version: str, date: str
+) -> tuple[int | None, Files | None]:
+    """Classify patches ``start..``; returns the first conflicting index and its merge result.
+
+    Patches after the first conflict are still judged (without it), for the report."""
+    first_conflict: int | None = None
+    conflict_files: Files | None = None
+    for k in range(start, len(old.series.patches)):
+        patch = old.series.patches[k]
+        ported, files = classify(run, old, k, old_label=f"sglang {old_version}", new_label=f"sglang {new_version}")
+        if ported.state == "conflict":
+            if first_conflict is None:
+                first_conflict, conflict_files = k, files
+            run.ported.append(ported)
+            continue
+        if ported.state in KEPT and files is not None:
+            if first_conflict is None:
+                run.tip = run.g.commit_files(
+                    run.tip, files, run.current, patch.commit_message(), date, modes=apply_modes({}, patch)
+                )
+                run.kept.append(patch.name)
+            else:
+                ported = dataclasses.replace(
+                    ported, detail=f"{ported.detail} (without the conflicting patch before it)"
+                )
+            run.current = {**run.current, **files}
+        run.ported.append(ported)
+    return first_conflict, conflict_files

@@ -1,0 +1,297 @@
+"""``port --continue`` and ``port --abort``: after a port stopped for a person (SPEC §9).
+
+``--continue`` takes the checkout as the person left it as the stopped patch
+(``stop.take_resolution``: it refuses while a conflict marker or reject file
+remains), carries the rest of the series, and either stops at the next
+conflict or writes the new stack exactly as a port without conflicts does.
+``--abort`` removes the new stack's checkout (and puts back the one a
+``--force`` port was replacing): nothing of the project was written yet.
+Both first finish a step a kill interrupted, from the record (``record``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sgpatch.atomic import write_atomic
+from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
+from sgpatch.checkout.state import open_checkout
+from sgpatch.config import Artifact, Config
+from sgpatch.errors import CheckoutError, ConfigError
+from sgpatch.git.batch import read_blobs, read_objects
+from sgpatch.git.repo import Git
+from sgpatch.port.carry import advance
+from sgpatch.port.outputs import Plan, check_series_dir, new_stack_name
+from sgpatch.port.rebase import Rebase, load_old
+from sgpatch.port.record import STOP_REF, clear_record, load_record, read_record, write_record
+from sgpatch.port.result import PortResult
+from sgpatch.port.run import base_result, prepare_in_place, replace_stack_text
+from sgpatch.port.stack import new_stack
+from sgpatch.port.stop import new_record, settle_stop, stop_at, take_resolution
+from sgpatch.port.verdict import PortedPatch
+from sgpatch.results import SCHEMA_VERSION, Progress
+from sgpatch.source.release import pinned_release
+
+_PLAIN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,99}$")
+_OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+def find_port(config: Config, stack_name: str | None, version: str | None, checkout: Path | None) -> Path:
+    """The checkout of the port in progress: ``checkout``, the default one for ``version``, or the only one."""
+    if checkout is not None:
+        return checkout
+    root = config.root / ".sgpatch" / "checkouts"
+    if version:
+        return root / new_stack_name(config.stack(stack_name), version)
+    found = []
+    for d in sorted(root.iterdir()) if root.is_dir() else ():
+        if d.is_dir() and not d.is_symlink():
+            record = read_record(d)
+            if record is not None and (stack_name is None or record.get("from") == stack_name):
+                found.append(d)
+    if not found:
+        raise CheckoutError(
+            f"no port in progress under {root}", hint="pass --checkout DIR for a port into another directory"
+        )
+    if len(found) > 1:
+        raise CheckoutError(
+            f"{len(found)} ports in progress: {', '.join(d.name for d in found)}", hint="name one with --to VERSION"
+        )
+    return found[0]
+
+
+def _checked(record: dict[str, Any], where: Path) -> dict[str, Any]:
+    """The record's fields that name things, checked: it lives in a checkout, and a checkout is input."""
+    ok = (
+        all(isinstance(record.get(k), str) and _PLAIN.match(record[k]) for k in ("from", "stack", "version"))
+        and all(isinstance(record.get(k), str) and _OID.match(record[k]) for k in ("base", "pypi_commit"))
+        and isinstance(record.get("kept"), list)
+        and isinstance(record.get("decided"), list)
+        and isinstance(record.get("series"), dict)
+        and record.get("source") in ("pypi", "git")
+    )
+    if not ok:
+        raise CheckoutError(f"{where}: the port record is malformed", hint="'sgpatch port --abort' gives the port up")
+    return record
+
+
+def continue_port(config: Config, checkout: Path, *, progress: Progress | None = None) -> PortResult:
+    """Go on with the port stopped in ``checkout`` (see the module docstring)."""
+    g = open_checkout(checkout)
+    with lock_checkout(g, command="port --continue"):
+        record = load_record(g)
+        if record is None:
+            raise CheckoutError(f"{checkout}: no port in progress here", hint="'sgpatch port --to VERSION' starts one")
+        record = _checked(record, checkout)
+        if record["phase"] == "finishing":
+            written = settle_finish(config, g, record)
+            return _finished_result(record, g.root, written)
+        if record["phase"] == "stopping":
+            settle_stop(g, record)
+        return _continue(config, g, record, progress=progress)
+
+
+def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progress | None) -> PortResult:
+    old, project = load_old(config, record["from"], progress=progress)
+    if {p.name: p.sha256 for p in old.series.patches} != record["series"]:
+        raise CheckoutError(
+            f"{g.root}: the series of {old.stack.name} changed since the port started",
+            hint="'sgpatch port --abort', then port again",
+        )
+    config, config_text = replace_stack_text(config, record["stack"], force=bool(record.get("force")))
+    names = [p.name for p in old.series.patches]
+    patch = old.series.patches[names.index(record["conflict"])]
+    version = record["version"]
+    base = record["base"]
+    new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
+    conflicted = PortedPatch.from_record(record["conflicted"])
+    previous = [PortedPatch.from_record(d) for d in record["decided"]]
+    kept = [str(k) for k in record["kept"]]
+    if carries:
+        kept.append(patch.name)
+        how = f"resolved by hand in {g.root}"
+    else:
+        how = f"resolved to the text of sglang {version}: dropped"
+    previous.append(dataclasses.replace(conflicted, state="resolved", detail=how, conflicts=()))
+
+    artifacts = tuple(Artifact(a["kind"], a["filename"], a["sha256"]) for a in record["artifacts"])
+    release = pinned_release(version, artifacts, progress=progress)
+    series_dir = old.series.directory.parent / version
+    stack, pin_changes = new_stack(
+        old.stack, version, release, record["commit"], series_dir, (config.path, config_text)
+    )
+    plan = Plan(
+        config,
+        old,
+        project.anchors,
+        version,
+        record["stack"],
+        series_dir,
+        record["source"],
+        bool(record["strict"]),
+        False,
+        config_text,
+        bool(record.get("force")),
+        pin_changes=pin_changes,
+    )
+    run = Rebase(g, base, new_head, read_blobs(g, new_head, old.series.touched), [], kept)
+    conflict_at, files = advance(
+        run,
+        old,
+        names.index(patch.name) + 1,
+        date=g.commit_date(base),
+        old_version=old.stack.sglang_version,
+        new_version=version,
+    )
+    result = base_result(plan, stack, release, run, record["pypi_commit"], tuple(previous))
+    if conflict_at is not None:
+        failures = tuple(f"{p.name}: conflict: {p.detail}" for p in run.ported if p.state == "conflict")
+        stopped = new_record(plan, stack, release, run, record["pypi_commit"], conflict_at, existed_empty=False)
+        stopped["decided"] = [p.record() for p in previous] + stopped["decided"]
+        stopped.update(existed_empty=record.get("existed_empty", False), replaced=record.get("replaced"))
+        result = dataclasses.replace(result, failures=failures)
+        return stop_at(plan, stopped, run, conflict_at, files or {}, result, head=new_head, into=g.root, target=g.root)
+    ready = prepare_in_place(plan, stack, release, run, record["pypi_commit"], result)
+    if ready.result.failures:
+        return dataclasses.replace(ready.result, checkout=g.root)
+    check_series_dir(plan, ready.outputs)
+    outputs = {str(p.relative_to(config.root)): g.hash_blob(data) for p, data in ready.outputs.items()}
+    record.update(
+        phase="finishing",
+        head=new_head,
+        final=ready.final,
+        outputs=outputs,
+        config_before=hashlib.sha256(config.path.read_bytes()).hexdigest(),
+        decided=[p.record() for p in ready.result.patches],
+    )
+    write_record(g, record)
+    written = settle_finish(config, g, record)
+    return dataclasses.replace(ready.result, checkout=g.root, written=tuple(written))
+
+
+def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
+    """Move the checkout to the new series and write the new stack's files (again, after a kill)."""
+    recover(g)
+    final, head = str(record["final"]), g.head()
+    if head != final:
+        if head != record["head"]:
+            raise CheckoutError(
+                f"{g.root}: HEAD {str(head)[:12]} moved while the port was finishing",
+                hint="check the checkout with 'git status'; 'sgpatch port --continue' finishes from the record",
+            )
+        move_checkout(g, old=str(record["head"]), new=final, reason=f"sgpatch port {record['stack']}")
+    series_dir = config.stack(record["from"]).series_dir.parent / record["version"]
+    outputs: dict[Path, str] = {}
+    for rel, blob in record["outputs"].items():
+        path = config.root / rel
+        if not (path == config.path or path.parent == series_dir) or not _OID.match(str(blob)):
+            raise CheckoutError(f"{g.root}: the port record names {rel!r} to write", hint="'sgpatch port --abort'")
+        outputs[path] = str(blob)
+    data = dict(zip(outputs, read_objects(g, list(outputs.values())), strict=True))
+    if any(v is None for v in data.values()) or config.path not in data:
+        raise CheckoutError(f"{g.root}: the new stack's files are missing from the checkout's objects")
+    new_config = data[config.path]
+    assert new_config is not None
+    now = config.path.read_bytes()
+    if now != new_config and hashlib.sha256(now).hexdigest() != record["config_before"]:
+        raise ConfigError(
+            f"{config.path}: changed while the port to {record['version']} was finishing",
+            hint=f"put it back, then run 'sgpatch port --continue' to finish writing {record['stack']}",
+        )
+    written = []
+    if record.get("force") and series_dir.is_dir():
+        for stale in {p for p in series_dir.iterdir() if p.is_file()} - set(data):
+            stale.unlink()
+    for path, content in data.items():
+        assert content is not None
+        if path != config.path and (not path.exists() or path.read_bytes() != content):
+            write_atomic(path, content)
+            written.append(path)
+    if now != new_config:
+        write_atomic(config.path, new_config)
+    written.append(config.path)
+    replaced = record.get("replaced")
+    aside = _aside(g.root)
+    mine = isinstance(replaced, str) and _aside(Path(replaced).parent / g.root.name) == aside
+    if mine and aside.is_dir() and not aside.is_symlink():
+        shutil.rmtree(aside)
+    if g.rev_parse(STOP_REF) is not None:
+        g.delete_ref(STOP_REF)
+    clear_record(g)
+    return written
+
+
+def _finished_result(record: dict[str, Any], checkout: Path, written: list[Path]) -> PortResult:
+    """What a ``--continue`` that only finished an interrupted write reports."""
+    artifacts = tuple(Artifact(a["kind"], a["filename"], a["sha256"]) for a in record["artifacts"])
+    return PortResult(
+        old_stack=record["from"],
+        new_stack=record["stack"],
+        version=record["version"],
+        source=record["source"],
+        artifacts=artifacts,
+        pypi_commit=record["pypi_commit"],
+        commit=record.get("commit"),
+        base=record["base"],
+        checkout=checkout,
+        patches=tuple(PortedPatch.from_record(d) for d in record["decided"]),
+        anchors=(),
+        written=tuple(written),
+        dry_run=False,
+        strict=bool(record.get("strict")),
+        notes=("finished writing the new stack, which an interrupted 'port --continue' had started",),
+    )
+
+
+def _aside(checkout: Path) -> Path:
+    """Where a ``--force`` port keeps the checkout it replaces until the new one is finished (``stop.stop_at``)."""
+    real = checkout.resolve()
+    return real.parent / f".{real.name}.sgpatch-replaced"
+
+
+@dataclass(frozen=True, slots=True)
+class AbortResult:
+    """What ``port --abort`` undid."""
+
+    stack: str
+    checkout: Path
+    restored: Path | None  # the checkout a --force port was replacing, put back
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "aborted": self.stack,
+            "checkout": str(self.checkout),
+            "restored": str(self.restored) if self.restored else None,
+        }
+
+
+def abort_port(checkout: Path) -> AbortResult:
+    """Give up the port in progress in ``checkout``: remove its checkout; the project was never written."""
+    g = open_checkout(checkout)
+    root = g.root
+    with lock_checkout(g, command="port --abort"):
+        record = load_record(g)
+        if record is None:
+            raise CheckoutError(f"{checkout}: no port in progress here")
+        if record.get("phase") == "finishing":
+            raise CheckoutError(
+                f"{checkout}: the port to {record.get('version')} is writing the new stack",
+                hint="run 'sgpatch port --continue' to finish it; remove the stack afterwards if you do not want it",
+            )
+        aside = _aside(root)
+        named = record.get("replaced")
+        replaced = aside if isinstance(named, str) and _aside(Path(named).parent / root.name) == aside else None
+        replaced = replaced if replaced is not None and replaced.is_dir() and not replaced.is_symlink() else None
+        shutil.rmtree(root)
+        if record.get("existed_empty"):
+            root.mkdir()
+        if replaced is not None:
+            replaced.rename(root)
+    return AbortResult(str(record.get("stack")), root, root if replaced is not None else None)

@@ -1,0 +1,92 @@
+"""The new stack's table and its checkout: what a port starts from."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout
+from sgpatch.config import InstallRecipe, Stack
+from sgpatch.errors import SourceError
+from sgpatch.git.clone import clone
+from sgpatch.git.diff import write_info_attributes
+from sgpatch.git.repo import Git
+from sgpatch.pins import RENAMES, check_build_requires, port_pins
+from sgpatch.port.outputs import new_stack_name
+from sgpatch.results import Progress
+from sgpatch.source.release import Release
+
+
+def new_stack(
+    old: Stack, version: str, release: Release, commit: str | None, series_dir: Path, config: tuple[Path, str]
+) -> tuple[Stack, tuple[str, ...]]:
+    """The new stack's table: the old one's with the release's own pins (install, overrides, build backend),
+    and how those pins changed."""
+    name = new_stack_name(old, version)
+    carried = port_pins(old, version, release.metadata(), config=config)
+    declared = release.build_system_requires()
+    if declared is not None:  # a source build: the pinned backend must be one the release accepts
+        check_build_requires(old.build_requires, declared, where=f"{release.source[0].filename}: pyproject.toml")
+    note = old.install.note
+    for before, after in RENAMES.items():
+        if any(c.startswith(f"{before} renamed") for c in carried.changes):
+            note = note.replace(before, after)
+    new = dataclasses.replace(
+        old,
+        name=name,
+        sglang_version=version,
+        tag=f"v{version}",
+        commit=commit,
+        series_dir=series_dir,
+        pypi_commit=None,
+        artifacts=release.artifacts,
+        files=(),
+        requires=carried.requires,
+        install=InstallRecipe(old.install.extra_index_urls, carried.pins, note),
+        build_requires=old.build_requires if declared is not None else (),
+        # Without upstream's commit a git checkout cannot be checked: the new stack defaults to PyPI.
+        default_source=old.default_source if commit else "pypi",
+    )
+    return new, carried.changes
+
+
+def make_checkout(
+    stack: Stack, release: Release, into: Path, paths: Sequence[str], *, source: str, progress: Progress | None
+) -> tuple[str, str, str | None]:
+    """The new release as a git checkout in ``into``: (base commit, pypi commit, upstream commit).
+
+    With the git source the base is upstream's tag; the PyPI artifact is still
+    laid out (the new stack pins it) and must hold the same ``paths``.
+    """
+    artifact, path = release.source
+    if artifact.kind == "wheel":  # every pinned wheel must make the same checkout
+        check_wheels_agree(stack, progress=progress)
+    if source == "pypi":
+        if progress:
+            progress(f"laying out {artifact.filename} as a git checkout")
+        pypi_commit = create_pypi_checkout(stack, path, into, artifact)
+        return pypi_commit, pypi_commit, stack.commit
+    url = stack.git_url
+    if not url:
+        raise SourceError(f"stack {stack.name} has no git_url for --source git")
+    if progress:
+        progress(f"cloning {url} at {stack.tag}")
+    into.parent.mkdir(parents=True, exist_ok=True)
+    g, commit = clone(url, into, tag=stack.tag)
+    if stack.commit and commit != stack.commit:
+        raise SourceError(f"{url}: tag {stack.tag} is {commit}, not the given --commit {stack.commit}")
+    g.checkout_branch(f"sgpatch/{stack.name}", commit)
+    write_info_attributes(g)
+    with tempfile.TemporaryDirectory(prefix="sgpatch-pypi-") as tmp:
+        laid_out = Path(tmp) / "co"
+        pypi_commit = create_pypi_checkout(dataclasses.replace(stack, commit=commit), path, laid_out, artifact)
+        other = Git(laid_out)
+        for p in paths:
+            if other.blob_id(pypi_commit, p) != g.blob_id(commit, p):
+                raise SourceError(
+                    f"{p}: {artifact.filename} and {url} at {stack.tag} differ",
+                    hint="the new stack would pin two different sources; port with --source pypi",
+                )
+    return commit, pypi_commit, commit

@@ -1,0 +1,280 @@
+"""Stopping for a person, and taking the person's resolution back (``port``, ``port --continue``).
+
+At a stop the new checkout's HEAD is the last kept patch (``tip``), its index
+too, and its files are the conflicting patch carried as far as it goes: clean
+hunks applied, upstream hunks dropped, conflicts marked diff3-style against the
+old base, and for each file the release lacks a reject file
+(``<path>.rej``) holding that file's hunks.  The stop is a commit of its own
+(``stop``, kept reachable by ``refs/sgpatch/port-stop``), so the move to it is
+one journalled ``move_checkout`` and a killed run is finished from the record.
+
+The resolution is the checkout as the person leaves it: what ``git add -A``
+would take (committed or not), with no conflict marker and no reject file left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from sgpatch.checkout.journal import move_checkout, recover
+from sgpatch.config import Stack
+from sgpatch.errors import CheckFailed, CheckoutError
+from sgpatch.git.batch import read_blobs
+from sgpatch.git.repo import CommitSpec, Git
+from sgpatch.port.outputs import Plan, move_checkout_into_place
+from sgpatch.port.rebase import Files, Rebase
+from sgpatch.port.record import STOP_REF, marker_lines, write_record
+from sgpatch.port.result import PortResult
+from sgpatch.port.verdict import PortedPatch
+from sgpatch.series.engine import apply_modes
+from sgpatch.series.hunks import reject_text
+from sgpatch.series.patch import Patch
+from sgpatch.source.release import Release
+from sgpatch.source.tree import DirTree, LinkInPath
+
+# Left out of a resolution: what running Python or a merge tool leaves beside the files.
+EXCLUDES = ("__pycache__/", "*.py[cod]", "*.orig")
+
+
+def exclude_droppings(g: Git) -> None:
+    """List in ``.git/info/exclude`` what a resolution never takes (the port made this checkout)."""
+    info = g.git_dir() / "info"
+    info.mkdir(exist_ok=True)
+    path = info / "exclude"
+    if info.is_symlink() or path.is_symlink():
+        raise CheckoutError(f"{path}: is a symbolic link; sgpatch does not write through links")
+    have = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    missing = [e for e in EXCLUDES if e not in have.splitlines()]
+    if missing:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write("# sgpatch port: never part of a resolution\n" + "".join(f"{e}\n" for e in missing))
+
+
+def _section(patch: Patch, index: int) -> bytes:
+    """The bytes of the ``index``-th file section of the patch file (from its ``diff --git`` line)."""
+    lines = patch.path.read_bytes().split(b"\n")
+    start = patch.files[index].patch_line - 1
+    end = patch.files[index + 1].patch_line - 1 if index + 1 < len(patch.files) else len(lines)
+    body = b"\n".join(lines[start:end])
+    return body if body.endswith(b"\n") else body + b"\n"
+
+
+def stop_commit(
+    g: Git, patch: Patch, ported: PortedPatch, files: Files, current: Files, tip: str, *, release: str, date: str
+) -> tuple[str, list[str]]:
+    """The commit of the conflict as left for the person (on ``tip``), and its reject files."""
+    texts: dict[str, bytes | None] = dict(files)
+    rejects: list[str] = []
+    verdicts = {f.path: f for f in ported.files}
+    for i, fp in enumerate(patch.files):
+        verdict = verdicts.get(fp.path)
+        if verdict is None or not verdict.gone:
+            continue
+        reject = f"{fp.path}.rej"
+        texts[reject] = reject_text(fp, _section(patch, i), release=release, renamed=verdict.renamed)
+        rejects.append(reject)
+    message = f"sgpatch port: {patch.name} stopped for a person\n"
+    commit = g.commit_files(tip, texts, current, message, date, modes=apply_modes({}, patch))
+    return commit, rejects
+
+
+def enter_stop(g: Git, record: dict[str, Any], *, head: str, tip: str, stop: str, rejects: list[str]) -> None:
+    """Move the checkout from ``head`` to the stop (recorded first, so a kill is finished by ``settle``)."""
+    record.update(phase="stopping", head=head, tip=tip, stop=stop, rejects=rejects, moved=False)
+    write_record(g, record)
+    settle_stop(g, record)
+
+
+def settle_stop(g: Git, record: dict[str, Any]) -> None:
+    """Finish the move to a stop, from wherever a kill left it."""
+    recover(g)
+    head, stop, tip = g.head(), str(record["stop"]), str(record["tip"])
+    if not record.get("moved"):
+        if head == record["head"]:
+            move_checkout(g, old=str(record["head"]), new=stop, reason=f"sgpatch port: stop at {record['conflict']}")
+        elif head != stop:
+            raise CheckoutError(
+                f"{g.root}: HEAD {str(head)[:12]} moved while the port was stopping at {record['conflict']}",
+                hint=f"'sgpatch port --abort --checkout {g.root}' gives the port up",
+            )
+        record["moved"] = True
+        write_record(g, record)
+    g.set_ref(STOP_REF, stop)
+    g.reset_index(tip)
+    if g.head() == stop:
+        g.update_head(tip, old=stop, reason=f"sgpatch port: stop at {record['conflict']}")
+    record["phase"] = "stopped"
+    write_record(g, record)
+
+
+def _above(g: Git, head: str, tip: str, limit: int = 200) -> bool:
+    commit = head
+    for _ in range(limit + 1):
+        if commit == tip:
+            return True
+        parents = g.parents(commit)
+        if len(parents) != 1:
+            return False
+        commit = parents[0]
+    return False
+
+
+def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) -> tuple[str, bool]:
+    """The checkout as the person left it, as the commit of ``patch`` on the stop's tip (HEAD and index moved
+    there, files untouched); and whether it carries anything (False: resolved to the release's text)."""
+    tip = str(record["tip"])
+    head = g.head()
+    if head is None or not _above(g, head, tip):
+        raise CheckoutError(
+            f"{g.root}: HEAD {str(head)[:12]} is not the stop's {tip[:12]} or a commit on top of it",
+            hint="put the resolution on top of the kept patches (or 'sgpatch port --abort')",
+        )
+    left = [r for r in record.get("rejects", []) if os.path.lexists(g.root / r)]
+    if left:
+        raise CheckFailed(
+            f"{g.root / left[0]}: the reject file is still there ({len(left)} left)",
+            hint="move its hunks, recreate the file or leave it absent; then delete the reject file",
+        )
+    tree = g.tree_of(head)
+    local = DirTree(g.root)
+    changes: dict[str, tuple[str, str]] = {}
+    removed: list[str] = []
+    for path in g.worktree_changes(head):
+        full = g.root / path
+        if full.is_symlink() or (full.exists() and not full.is_file()):
+            raise CheckoutError(f"{full}: is not a regular file; a resolution holds regular files only")
+        try:
+            data = local.read(path)
+        except LinkInPath as exc:
+            raise CheckoutError(f"{full}: {exc.message}; a resolution holds regular files only") from None
+        if data is None:
+            removed.append(path)
+            continue
+        mode = "100755" if os.stat(full).st_mode & 0o100 else "100644"
+        changes[path] = (mode, g.hash_blob(data))
+    if removed:
+        tree = g.tree_without(tree, removed)
+    if changes:
+        tree = g.tree_with(tree, changes)
+    _refuse_markers(g, tip, tree)
+    carries = tree != g.tree_of(tip)
+    new = g.commit_tree(CommitSpec(tree, (tip,), patch.commit_message(), date)) if carries else tip
+    g.reset_index(new)
+    if new != head:
+        g.update_head(new, old=head, reason=f"sgpatch port --continue: {patch.name} resolved")
+    return new, carries
+
+
+def _refuse_markers(g: Git, tip: str, tree: str) -> None:
+    """CheckFailed naming the first conflict marker the resolution still holds (one the release had is fine)."""
+    paths = sorted(g.changed_paths(tip, tree))
+    before = read_blobs(g, tip, paths)
+    after = read_blobs(g, tree, paths)
+    for path in paths:
+        data = after[path]
+        if data is None or b"\0" in data[:8000]:
+            continue
+        lines = marker_lines(data)
+        if len(lines) > len(marker_lines(before[path] or b"")):
+            raise CheckFailed(
+                f"{Path(g.root) / path}:{lines[0]}: a conflict marker is still there ({len(lines)} marker line(s))",
+                hint="resolve every conflict, then run 'sgpatch port --continue' again",
+            )
+
+
+# --------------------------------------------------------------------------- the stop, as the port reports it
+
+
+def new_record(
+    plan: Plan,
+    stack: Stack,
+    release: Release,
+    run: Rebase,
+    pypi_commit: str,
+    conflict_at: int,
+    *,
+    existed_empty: bool,
+) -> dict[str, Any]:
+    """What the record of a port stopped at patch ``conflict_at`` holds (``enter_stop`` adds where it is)."""
+    patch = plan.old.series.patches[conflict_at]
+    names = [p.name for p in run.ported]
+    decided = run.ported[: names.index(patch.name)]
+    return {
+        "from": plan.old.stack.name,
+        "stack": plan.new_name,
+        "version": plan.version,
+        "source": plan.source,
+        "commit": stack.commit,
+        "base": run.base,
+        "pypi_commit": pypi_commit,
+        "artifacts": [{"kind": a.kind, "filename": a.filename, "sha256": a.sha256} for a in release.artifacts],
+        "series": {p.name: p.sha256 for p in plan.old.series.patches},
+        "kept": list(run.kept),
+        "conflict": patch.name,
+        "decided": [p.record() for p in decided],
+        "conflicted": run.ported[names.index(patch.name)].record(),
+        "strict": plan.strict,
+        "force": plan.force,
+        "existed_empty": existed_empty,
+        "replaced": None,
+    }
+
+
+def next_steps(checkout: Path, result: PortResult, rejects: list[str]) -> tuple[str, ...]:
+    stopped = next(p for p in result.patches if p.name == result.stopped)
+    marked = [f for f in stopped.files if f.regions]
+    steps = [f"cd {shlex.quote(str(checkout))}  (git status and git diff show where {stopped.name} stands)"]
+    if marked:
+        regions = sum(len(f.regions) for f in marked)
+        steps.append(
+            f"resolve the {regions} conflict(s) marked in {len(marked)} file(s) (diff3 style: <<<<<<< the "
+            "release, ||||||| the old base, ======= the patch, >>>>>>>)"
+        )
+    if rejects:
+        steps.append(
+            f"for each of the {len(rejects)} reject file(s) (*.rej: a file the release lacks): move its hunks, "
+            "recreate the file, or leave it absent; then delete the reject file"
+        )
+    steps.append("then run 'sgpatch port --continue' (or 'sgpatch port --abort' to give the port up)")
+    return tuple(steps)
+
+
+def stop_at(
+    plan: Plan,
+    record: dict[str, Any],
+    run: Rebase,
+    conflict_at: int,
+    files: Files,
+    result: PortResult,
+    *,
+    head: str,
+    into: Path,
+    target: Path,
+) -> PortResult:
+    """Leave the checkout at the conflict of patch ``conflict_at`` for a person, and report it."""
+    g = run.g
+    patch = plan.old.series.patches[conflict_at]
+    ported = next(p for p in result.patches if p.name == patch.name)
+    exclude_droppings(g)
+    date = g.commit_date(run.base)
+    stop, rejects = stop_commit(
+        g, patch, ported, files, run.current, run.tip, release=f"sglang {plan.version}", date=date
+    )
+    if into != target and target.exists() and not (target.is_dir() and not any(target.iterdir())):
+        real = target.resolve()
+        aside = real.parent / f".{real.name}.sgpatch-replaced"  # the stack --force replaces: back on --abort
+        if os.path.lexists(aside):
+            raise CheckoutError(f"{aside}: exists (left by an earlier port?)", hint="remove it and port again")
+        record["replaced"] = str(aside)
+    enter_stop(g, record, head=head, tip=run.tip, stop=stop, rejects=rejects)
+    if into != target:
+        if record["replaced"]:
+            target.rename(record["replaced"])
+        move_checkout_into_place(into, target)
+    result = dataclasses.replace(result, checkout=target, stopped=patch.name, rejects=tuple(rejects))
+    return dataclasses.replace(result, next_steps=next_steps(target, result, rejects))
