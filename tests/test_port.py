@@ -360,9 +360,10 @@ def test_conflict_is_left_in_a_checkout_and_export_finishes_the_port(
     assert "||||||| sglang 0.5.9" in region and MLP_NEW.rstrip("\n") in region
     assert "nn.LayerNorm(hidden_dim, eps=1e-6)" in text  # 0003 merged cleanly above it
 
-    # Exporting before the resolution is committed is refused; the markers stay.
+    # Finishing before the conflict is resolved is refused (exit 1: the conflict is still there); the markers stay.
     early = run_cli("export", "--config", str(config), "--checkout", str(co))
-    assert early.exit_code == 2 and "uncommitted" in early.stderr
+    assert early.exit_code == 1 and "conflict marker is still there" in early.stderr
+    assert f"{KIMI}:{start}:" in early.stderr and (co / KIMI).read_text() == text
     # Resolve: keep upstream's call (it names the weights already) and say so; commit; export finishes.
     lines = text.splitlines(keepends=True)
     ours = lines[start : lines.index("||||||| sglang 0.5.9\n")]
