@@ -18,8 +18,9 @@ from sgpatch.git.diff import merge_file
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import find_rename
 from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
-from sgpatch.series.engine import apply_modes
-from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state
+from sgpatch.pyast import parses_shared
+from sgpatch.series.engine import HunkFailure, apply_file, apply_modes
+from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state, only
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
 
@@ -66,18 +67,30 @@ def classify(
     outcomes: list[FileOutcome] = []
     for fp in patch.files:
         b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
-        whole: tuple[str, str] | None = None
-        if len(patch.files) > 1 and None not in (b, a, n) and not (fp.new_file or fp.deleted):
-            one = judge(_single(patch, fp), before, after, run.current)
-            if one.state == "upstream" and not one.proof.startswith(VERBATIM):
-                whole = ("upstream", one.proof)
-            elif one.state == "superseded":
-                whole = ("superseded", one.proof)
-        outcome = carry_file(fp, b, a, n, merge, whole=whole)
+        with parses_shared():  # the file-level tests, the hunk tests and the duplicate check parse each text once
+            outcome = carry_file(fp, b, a, n, merge, whole=_whole_file(patch, fp, before, after, run.current))
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
         outcomes.append(outcome)
     return _verdict(patch, outcomes, old_label, new_label)
+
+
+def _whole_file(patch: Patch, fp: FilePatch, before: Files, after: Files, new: Files) -> tuple[str, str] | None:
+    """(state, proof) when the file's change is upstream (or superseded) as a whole, proved across its hunks.
+
+    A section whose hunks all still apply has not been made upstream (their old lines stand), and a
+    verbatim proof is left to the hunks, which also check that the lines they remove are gone."""
+    b, a, n = before.get(fp.path), after.get(fp.path), new.get(fp.path)
+    if len(patch.files) == 1 or b is None or a is None or n is None or fp.new_file or fp.deleted:
+        return None
+    if not isinstance(apply_file(n, only(fp, fp.hunks), allow_offset=True), HunkFailure):
+        return None
+    one = judge(_single(patch, fp), before, after, new)
+    if one.state == "upstream" and not one.proof.startswith(VERBATIM):
+        return ("upstream", one.proof)
+    if one.state == "superseded":
+        return ("superseded", one.proof)
+    return None
 
 
 def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_label: str) -> FileOutcome:

@@ -53,7 +53,7 @@ from sgpatch.port.outputs import (
 from sgpatch.port.rebase import CommitTree, Rebase, load_old, series_chain
 from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
-from sgpatch.port.stack import make_checkout, new_stack
+from sgpatch.port.stack import WheelsAgree, make_checkout, new_stack
 from sgpatch.port.stop import new_record, stop_at
 from sgpatch.port.verdict import PortedPatch
 from sgpatch.results import Progress
@@ -141,6 +141,7 @@ def port_stack(
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
     into = work / "checkout"
+    wheels = WheelsAgree(stack) if release.source[0].kind == "wheel" else None  # every pinned wheel: one checkout
     try:
         base, pypi_commit, upstream_commit = make_checkout(
             stack, release, into, old.series.touched, source=source, progress=progress
@@ -154,6 +155,8 @@ def port_stack(
         conflict_at, conflict_files = advance(
             run, old, 0, date=g.commit_date(base), old_version=old.stack.sglang_version, new_version=version
         )
+        if wheels is not None:
+            wheels.result()
         result = base_result(plan, stack, release, run, pypi_commit)
         if conflict_at is None:
             return _finish_fresh(plan, stack, release, run, pypi_commit, result, into, target)

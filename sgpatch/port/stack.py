@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,17 +53,41 @@ def new_stack(
     return new, carried.changes
 
 
+class WheelsAgree:
+    """``check_wheels_agree`` in a thread of its own: it reads every pinned wheel whole (zlib and sha256 let
+    go of the interpreter lock), while the port lays out the checkout and judges the series.  ``result``
+    waits for it and raises what it raised."""
+
+    def __init__(self, stack: Stack) -> None:
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if len(stack.wheels) > 1:
+            self._thread = threading.Thread(target=self._run, args=(stack,), name="sgpatch-wheels", daemon=True)
+            self._thread.start()
+
+    def _run(self, stack: Stack) -> None:
+        try:
+            check_wheels_agree(stack)
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 def make_checkout(
     stack: Stack, release: Release, into: Path, paths: Sequence[str], *, source: str, progress: Progress | None
 ) -> tuple[str, str, str | None]:
     """The new release as a git checkout in ``into``: (base commit, pypi commit, upstream commit).
 
     With the git source the base is upstream's tag; the PyPI artifact is still
-    laid out (the new stack pins it) and must hold the same ``paths``.
+    laid out (the new stack pins it) and must hold the same ``paths``.  That the
+    pinned wheels agree is the caller's to check (``WheelsAgree``).
     """
     artifact, path = release.source
-    if artifact.kind == "wheel":  # every pinned wheel must make the same checkout
-        check_wheels_agree(stack, progress=progress)
     if source == "pypi":
         if progress:
             progress(f"laying out {artifact.filename} as a git checkout")

@@ -6,9 +6,11 @@ Pure: it transforms file contents; git is never involved (see ``sgpatch.checkout
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sgpatch.pyast import parse_python
 from sgpatch.series.patch import INVISIBLE, FilePatch, Hunk, Patch, split_lines
 
 # --------------------------------------------------------------------------- applying
@@ -168,32 +170,32 @@ def apply_file(
 
 def duplicate_definitions(before: bytes | None, after: bytes) -> list[str]:
     """Names a change newly defines twice in one scope (Python keeps only the later one)."""
-
-    def dups(source: bytes | None) -> set[tuple[str, str]]:
-        if source is None:
-            return set()
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            return set()
-        found: set[tuple[str, str]] = set()
-        scopes: list[tuple[str, Sequence[ast.stmt]]] = [("module", tree.body)]
-        while scopes:
-            scope, body = scopes.pop()
-            names: dict[str, int] = {}
-            for node in body:
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                    if _is_accessor_or_overload(node):
-                        continue
-                    if node.name in names:
-                        found.add((scope, node.name))
-                    names[node.name] = node.lineno
-                if isinstance(node, ast.ClassDef):
-                    scopes.append((f"class {node.name}", node.body))
-        return found
-
-    new = dups(after) - dups(before)
+    new = _duplicates(after) - (_duplicates(before) if before is not None else frozenset())
     return sorted(f"{name} in {scope}" for scope, name in new)
+
+
+@functools.lru_cache(maxsize=64)
+def _duplicates(source: bytes) -> frozenset[tuple[str, str]]:
+    """(scope, name) of every name ``source`` defines twice in one scope (a port asks of each file often)."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return frozenset()
+    found: set[tuple[str, str]] = set()
+    scopes: list[tuple[str, Sequence[ast.stmt]]] = [("module", tree.body)]
+    while scopes:
+        scope, body = scopes.pop()
+        names: dict[str, int] = {}
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if _is_accessor_or_overload(node):
+                    continue
+                if node.name in names:
+                    found.add((scope, node.name))
+                names[node.name] = node.lineno
+            if isinstance(node, ast.ClassDef):
+                scopes.append((f"class {node.name}", node.body))
+    return frozenset(found)
 
 
 def _is_accessor_or_overload(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:

@@ -19,6 +19,7 @@ but for ``Merge``, which the caller makes (``git merge-file``).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -241,7 +242,7 @@ def _combine(fp: FilePatch, verdicts: list[HunkVerdict], before: bytes, new: byt
                 else v
                 for v in verdicts
             ]
-    if fp.path.endswith(".py") and kept:
+    if fp.path.endswith(".py") and any(_may_define(h) for h in kept):
         dups = duplicate_definitions(new, text)
         if dups:
             text, verdicts = _mark_duplicates(fp, verdicts, text, new, dups)
@@ -249,6 +250,15 @@ def _combine(fp: FilePatch, verdicts: list[HunkVerdict], before: bytes, new: byt
     counts = Counter(v.state for v in verdicts)
     detail = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])
     return FileOutcome(FileVerdict(fp.path, state, tuple(verdicts), detail, conflict_regions(text)), text)
+
+
+_DEFINING = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class|@)[ \t]*\S")
+
+
+def _may_define(hunk: Hunk) -> bool:
+    """Whether a hunk changes a ``def``, ``class`` or decorator line: only then can it define a name twice."""
+    changed = set(hunk.old).symmetric_difference(hunk.new)
+    return any(_DEFINING.match(ln) for ln in changed)
 
 
 def _mark_duplicates(

@@ -218,6 +218,9 @@ def render_anchors(original: str, moves: Sequence[AnchorMove], *, where: Path) -
     if "schema_version" not in doc:
         doc["schema_version"] = 1
     aot = doc.get("anchor")
+    if isinstance(aot, list) and not isinstance(aot, AoT) and not aot:  # "anchor = []": no anchors
+        del doc["anchor"]
+        aot = None
     if aot is None:
         aot = tomlkit.aot()
         doc.append("anchor", aot)
@@ -235,6 +238,8 @@ def render_anchors(original: str, moves: Sequence[AnchorMove], *, where: Path) -
             else:
                 tables.append(_new_table(anchor))
     if [id(t) for t in aot] == [id(t) for t in tables]:
+        if not tables:
+            del doc["anchor"]  # an empty array of tables would read back as "anchor = []"
         return doc.as_string()
     while len(aot):
         del aot[0]

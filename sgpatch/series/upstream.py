@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from sgpatch.pyast import parse_python
 from sgpatch.series.engine import HunkFailure, apply_patch
 from sgpatch.series.patch import FilePatch, Patch, split_lines
 
@@ -29,7 +30,7 @@ AST_EQUAL = "ast-equal"
 VERBATIM = "verbatim"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Definition:
     """A function or class and where it stands in one file."""
 
@@ -37,8 +38,13 @@ class Definition:
     kind: str  # "def" or "class"
     start: int  # first line (decorators included), 1-based
     end: int  # last line, inclusive
-    dump: str  # ast.dump: what the code does, without comments, formatting or line numbers
     text: str  # the exact source lines
+    node: ast.AST = field(compare=False, repr=False)
+
+    @functools.cached_property
+    def dump(self) -> str:
+        """``ast.dump``: what the code does, without comments, formatting or line numbers (made when asked)."""
+        return ast.dump(self.node)
 
     @property
     def scope(self) -> str:
@@ -50,12 +56,32 @@ class Definition:
         return self.qualname.rpartition(".")[2]
 
 
+class Statements(Mapping[str, tuple[str, ...]]):
+    """Per scope qualname ("" = module): the sorted ``ast.dump`` of its non-def statements, made when asked."""
+
+    def __init__(self, nodes: dict[str, list[tuple[str, ast.stmt]]]) -> None:
+        self._nodes = nodes
+        self._dumps: dict[str, tuple[str, ...]] = {}
+        self.texts = {scope: tuple(sorted(t for t, _ in found)) for scope, found in nodes.items()}
+
+    def __getitem__(self, scope: str) -> tuple[str, ...]:
+        if scope not in self._dumps:
+            self._dumps[scope] = tuple(sorted(ast.dump(n) for _, n in self._nodes[scope]))
+        return self._dumps[scope]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
 @dataclass(frozen=True, slots=True)
 class Outline:
     """A parsed Python file: its definitions and, per scope, its other statements."""
 
     definitions: dict[str, tuple[Definition, ...]]
-    statements: dict[str, tuple[str, ...]]  # scope qualname ("" = module) -> dumps of non-def statements
+    statements: Statements
 
 
 def outline(source: bytes | None) -> Outline | None:
@@ -65,15 +91,15 @@ def outline(source: bytes | None) -> Outline | None:
     return _outline(source)
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=16)
 def _outline(source: bytes) -> Outline | None:
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        tree = parse_python(source)
+    except (SyntaxError, ValueError, RecursionError):
         return None
     lines = split_lines(source)
     defs: dict[str, list[Definition]] = {}
-    stmts: dict[str, list[str]] = {}
+    stmts: dict[str, list[tuple[str, ast.stmt]]] = {}
     pending: list[tuple[str, Sequence[ast.stmt]]] = [("", tree.body)]
     while pending:
         scope, body = pending.pop()
@@ -85,15 +111,13 @@ def _outline(source: bytes) -> Outline | None:
                 end = node.end_lineno or node.lineno
                 kind = "class" if isinstance(node, ast.ClassDef) else "def"
                 text = b"".join(lines[start - 1 : end]).decode("utf-8", "replace")
-                defs.setdefault(qual, []).append(Definition(qual, kind, start, end, ast.dump(node), text))
+                defs.setdefault(qual, []).append(Definition(qual, kind, start, end, text, node))
                 if isinstance(node, ast.ClassDef):
                     pending.append((qual, node.body))
             else:
-                stmts[scope].append(ast.dump(node))
-    return Outline(
-        definitions={k: tuple(v) for k, v in defs.items()},
-        statements={k: tuple(sorted(v)) for k, v in stmts.items()},
-    )
+                text = b"".join(lines[node.lineno - 1 : node.end_lineno or node.lineno]).decode("utf-8", "replace")
+                stmts[scope].append((text, node))
+    return Outline(definitions={k: tuple(v) for k, v in defs.items()}, statements=Statements(stmts))
 
 
 def group_names(qualnames: Sequence[str]) -> str:
@@ -113,6 +137,13 @@ def _dumps(defs: tuple[Definition, ...] | None) -> tuple[str, ...]:
     return tuple(d.dump for d in defs or ())
 
 
+def _same(a: tuple[Definition, ...] | None, b: tuple[Definition, ...] | None) -> bool:
+    """Whether two lists of definitions are equal as ASTs (the same source text is, without parsing a dump)."""
+    if [d.text for d in a or ()] == [d.text for d in b or ()]:
+        return True
+    return _dumps(a) == _dumps(b)
+
+
 def _functions_changed(before: Outline, after: Outline) -> list[str]:
     """Qualified names of the functions (and whole classes) the change adds, removes or alters.
 
@@ -125,7 +156,7 @@ def _functions_changed(before: Outline, after: Outline) -> list[str]:
         both_classes = b and a and all(d.kind == "class" for d in (*b, *a))
         if both_classes:
             continue
-        if _dumps(b) != _dumps(a) and not _inside_new_class(qual, before, after):
+        if not _same(b, a) and not _inside_new_class(qual, before, after):
             changed.append(qual)
     return changed
 
@@ -144,6 +175,8 @@ def _statements_changed(before: Outline, after: Outline) -> dict[str, tuple[list
     """Per scope present on both sides: the non-def statements added and removed."""
     out: dict[str, tuple[list[str], list[str]]] = {}
     for scope in set(before.statements) & set(after.statements):
+        if before.statements.texts[scope] == after.statements.texts[scope]:
+            continue  # the same source text: the same statements
         b, a = list(before.statements[scope]), list(after.statements[scope])
         added = [s for s in a if s not in b]
         removed = [s for s in b if s not in a]
@@ -187,7 +220,7 @@ def _ast_equal(path: str, before: Outline, after: Outline, new: Outline) -> str 
     if not units and not stmt_changes:
         return None  # nothing the AST can see (comments only): no proof either way
     for qual in units:
-        if _dumps(after.definitions.get(qual)) != _dumps(new.definitions.get(qual)):
+        if not _same(after.definitions.get(qual), new.definitions.get(qual)):
             return None
     for scope, (added, removed) in stmt_changes.items():
         have = new.statements.get(scope)
@@ -336,7 +369,7 @@ def _superseded(patch: Patch, old_before: Files, old_after: Files, new: Files) -
             pairs.append(SideBySide(fp.path, qual, o_after.definitions[qual][-1], theirs[-1]))
         # Whatever else the patch changes must already be upstream, or dropping it would lose it.
         for qual in _functions_changed(o_before, o_after):
-            if qual not in added and _dumps(o_after.definitions.get(qual)) != _dumps(o_new.definitions.get(qual)):
+            if qual not in added and not _same(o_after.definitions.get(qual), o_new.definitions.get(qual)):
                 rest.append(qual)
         for scope, (stmt_added, _) in _statements_changed(o_before, o_after).items():
             have = o_new.statements.get(scope, ())
