@@ -814,3 +814,53 @@ case(
     "is pinned twice",
     "nothing read past the config; file:line named",
 )
+UPGRADE = "upgrade day"
+_STOPPED = "the stopped checkout byte for byte (HEAD, index, status, files, refs); VERSIONS.toml and patches/ unchanged"
+for _id, _fault, _exit, _expect, _kept in [
+    (
+        "port-continue-marker-left",
+        "`sgpatch port --continue` of slime's series on 0.5.12.post1 while conflict markers remain",
+        1,
+        "a conflict marker is still there",
+        _STOPPED,
+    ),
+    (
+        "port-continue-reject-left",
+        "`sgpatch port --continue` with every marker resolved but the reject files of the 4 files 0.5.12.post1 "
+        "lacks still there",
+        1,
+        "the reject file is still there",
+        _STOPPED,
+    ),
+    (
+        "port-again-while-stopped",
+        "`sgpatch port --to 0.5.12.post1` again while that port is stopped for a person",
+        2,
+        "in progress here, stopped at",
+        _STOPPED,
+    ),
+    (
+        "port-abort",
+        "`sgpatch port --abort` half-way through resolving slime's conflicts",
+        0,
+        "gave up the port to 0.5.12.post1-cu130",
+        "VERSIONS.toml and patches/ byte for byte as before the port; the new stack's checkout gone; "
+        "a second --abort: 'no port in progress' (exit 2)",
+    ),
+    (
+        "port-continue-killed",
+        "SIGKILL of `sgpatch port --continue` after the new series is written, before VERSIONS.toml",
+        0,
+        "next `port --continue`: finished writing the new stack",
+        "VERSIONS.toml, patches/ and the checkout's HEAD exactly as an uninterrupted --continue writes them; "
+        "no record left; git fsck --strict clean",
+    ),
+    (
+        "port-abort-while-finishing",
+        "`sgpatch port --abort` of a --continue killed while writing the new stack",
+        2,
+        "is writing the new stack",
+        "the half-written stack left for --continue to finish (it then matches an uninterrupted one)",
+    ),
+]:
+    case(_id, UPGRADE, _fault, _exit, _expect, _kept)

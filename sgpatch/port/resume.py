@@ -26,6 +26,7 @@ from sgpatch.config import Artifact, Config
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.batch import read_blobs, read_objects
 from sgpatch.git.repo import Git
+from sgpatch.lock import pause
 from sgpatch.port.carry import advance
 from sgpatch.port.outputs import Plan, check_series_dir, new_stack_name
 from sgpatch.port.rebase import Rebase, load_old
@@ -171,6 +172,7 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
         decided=[p.record() for p in ready.result.patches],
     )
     write_record(g, record)
+    pause("port:finishing")
     written = settle_finish(config, g, record)
     return dataclasses.replace(ready.result, checkout=g.root, written=tuple(written))
 
@@ -186,6 +188,7 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
                 hint="check the checkout with 'git status'; 'sgpatch port --continue' finishes from the record",
             )
         move_checkout(g, old=str(record["head"]), new=final, reason=f"sgpatch port {record['stack']}")
+    pause("port:finish-moved")
     series_dir = config.stack(record["from"]).series_dir.parent / record["version"]
     outputs: dict[Path, str] = {}
     for rel, blob in record["outputs"].items():
@@ -213,6 +216,7 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
         if path != config.path and (not path.exists() or path.read_bytes() != content):
             write_atomic(path, content)
             written.append(path)
+    pause("port:finish-series")
     if now != new_config:
         write_atomic(config.path, new_config)
     written.append(config.path)

@@ -25,6 +25,7 @@ from sgpatch.config import Stack
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import CommitSpec, Git
+from sgpatch.lock import pause
 from sgpatch.port.outputs import Plan, move_checkout_into_place
 from sgpatch.port.rebase import Files, Rebase
 from sgpatch.port.record import STOP_REF, marker_lines, write_record
@@ -87,6 +88,7 @@ def enter_stop(g: Git, record: dict[str, Any], *, head: str, tip: str, stop: str
     """Move the checkout from ``head`` to the stop (recorded first, so a kill is finished by ``settle``)."""
     record.update(phase="stopping", head=head, tip=tip, stop=stop, rejects=rejects, moved=False)
     write_record(g, record)
+    pause("port:stopping")
     settle_stop(g, record)
 
 
@@ -165,6 +167,7 @@ def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) 
     carries = tree != g.tree_of(tip)
     new = g.commit_tree(CommitSpec(tree, (tip,), patch.commit_message(), date)) if carries else tip
     g.reset_index(new)
+    pause("port:resolved")
     if new != head:
         g.update_head(new, old=head, reason=f"sgpatch port --continue: {patch.name} resolved")
     return new, carries
