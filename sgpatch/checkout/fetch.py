@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, SourceError
+from sgpatch.git.batch import write_blobs
 from sgpatch.git.clone import check_git_url, check_ref_name, clone
 from sgpatch.git.diff import write_info_attributes
 from sgpatch.git.repo import CommitSpec, Git
@@ -106,9 +107,15 @@ def wheel_tree(path: Path) -> dict[str, bytes]:
         return {e.name: archive.digest(e.name) for e in archive.entries if _keep(PurePosixPath(e.name), wheel=True)}
 
 
-def check_wheels_agree(stack: Stack, *, progress: Progress | None = None, show_pip: bool = False) -> tuple[str, ...]:
+TreeOf = Callable[[Artifact, Path], dict[str, bytes]]
+
+
+def check_wheels_agree(
+    stack: Stack, *, progress: Progress | None = None, show_pip: bool = False, tree_of: TreeOf | None = None
+) -> tuple[str, ...]:
     """Every pinned wheel downloaded (through pip, sha256-checked) and compared: their files other than
     compiled extensions must be the same, so the checkout is one whichever wheel a host makes it from.
+    ``tree_of`` reads a wheel's ``wheel_tree`` (a cache may keep it, keyed by the wheel's sha256).
 
     Returns the wheels compared; SourceError naming the first file that differs (or is missing)."""
     wheels = sorted(stack.wheels, key=lambda a: a.filename)
@@ -119,7 +126,7 @@ def check_wheels_agree(stack: Stack, *, progress: Progress | None = None, show_p
         path = fetch_artifact(artifact, stack.sglang_version, progress=progress, show_pip=show_pip)
         if progress:
             progress(f"comparing the files of {artifact.filename}")
-        tree = wheel_tree(path)
+        tree = tree_of(artifact, path) if tree_of is not None else wheel_tree(path)
         if first is None:
             first = (artifact, tree)
             continue
@@ -252,16 +259,19 @@ def create_pypi_checkout(
         _prepare_target(into)
         g = Git(staging)
         g.init(branch=f"sgpatch/{stack.name}")
+        made: set[Path] = set()
         try:
             for m in members:
                 target = staging / m.path
-                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.parent not in made:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    made.add(target.parent)
                 target.write_bytes(m.data)
                 if m.executable:
                     target.chmod(0o755)
         except OSError as exc:
             raise SourceError(f"{archive}: cannot lay out {artifact.filename}: {exc}") from None
-        blobs = g.hash_files([m.path for m in members])
+        blobs = write_blobs(g, [m.data for m in members])  # one pack: the same ids as a loose object per file
         g.add_index_entries(
             [("100755" if m.executable else "100644", blob, m.path) for m, blob in zip(members, blobs, strict=True)]
         )

@@ -14,13 +14,14 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from sgpatch.git.batch import read_blobs
 from sgpatch.git.diff import merge_file
 from sgpatch.port.rebase import Files, OldSeries, Rebase
-from sgpatch.port.renames import find_rename
+from sgpatch.port.renames import candidates, find_rename
 from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
 from sgpatch.pyast import parses_shared
-from sgpatch.series.engine import HunkFailure, apply_file, apply_modes
-from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state, only
+from sgpatch.series.engine import apply_modes
+from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
 
@@ -67,8 +68,13 @@ def classify(
     outcomes: list[FileOutcome] = []
     for fp in patch.files:
         b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
-        with parses_shared():  # the file-level tests, the hunk tests and the duplicate check parse each text once
-            outcome = carry_file(fp, b, a, n, merge, whole=_whole_file(patch, fp, before, after, run.current))
+        with parses_shared():  # the hunk tests, the file-level tests and the duplicate check parse each text once
+            outcome = carry_file(fp, b, a, n, merge)
+            states = {h.state for h in outcome.verdict.hunks}
+            if states - {"upstream"} and "applies" not in states:  # a hunk that applies is not upstream
+                whole = _whole_file(patch, fp, before, after, run.current)
+                if whole is not None:
+                    outcome = carry_file(fp, b, a, n, merge, whole=whole)
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
         outcomes.append(outcome)
@@ -76,14 +82,12 @@ def classify(
 
 
 def _whole_file(patch: Patch, fp: FilePatch, before: Files, after: Files, new: Files) -> tuple[str, str] | None:
-    """(state, proof) when the file's change is upstream (or superseded) as a whole, proved across its hunks.
-
-    A section whose hunks all still apply has not been made upstream (their old lines stand), and a
-    verbatim proof is left to the hunks, which also check that the lines they remove are gone."""
+    """(state, proof) when the file's change is upstream (or superseded) as a whole, proved across its hunks
+    (two hunks may change one definition: neither alone is upstream).  Asked only where no hunk applies (the
+    old lines of one that does still stand); a verbatim proof is left to the hunks, which also check that the
+    lines they remove are gone."""
     b, a, n = before.get(fp.path), after.get(fp.path), new.get(fp.path)
     if len(patch.files) == 1 or b is None or a is None or n is None or fp.new_file or fp.deleted:
-        return None
-    if not isinstance(apply_file(n, only(fp, fp.hunks), allow_offset=True), HunkFailure):
         return None
     one = judge(_single(patch, fp), before, after, new)
     if one.state == "upstream" and not one.proof.startswith(VERBATIM):
@@ -97,7 +101,10 @@ def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_lab
     """A file the release lacks: name the release file it seems to have become."""
     path = outcome.verdict.path
     files = run.g.list_files(run.tip, path.split("/", 1)[0])
-    found = find_rename(path, old, files, lambda f: run.current[f] if f in run.current else run.g.read_blob(run.tip, f))
+    wanted = candidates(path, files)
+    found = find_rename(
+        old, {**read_blobs(run.g, run.tip, wanted), **{f: run.current[f] for f in wanted if f in run.current}}
+    )
     detail = f"not in {new_label}"
     renamed = ""
     if found is not None:

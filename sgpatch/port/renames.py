@@ -7,7 +7,7 @@ name, or one name contains the other, and must share at least half of the old fi
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 MIN_SHARED = 0.5
@@ -25,12 +25,9 @@ def shared(old: bytes, new: bytes) -> float:
     return sum((a & b).values()) / total if total else 0.0
 
 
-def find_rename(
-    path: str, old: bytes | None, files: Sequence[str], read: Callable[[str], bytes | None]
-) -> tuple[str, float] | None:
-    """The release file (of ``files``) that ``path`` most likely became, and the share of its lines there."""
-    if old is None:
-        return None
+def candidates(path: str, files: Sequence[str]) -> list[str]:
+    """The files of the release ``path`` may have become: the same name first, then names that contain
+    the other (``collector.py`` and ``metrics_collector.py``); at most ``MAX_CANDIDATES``."""
     name = PurePosixPath(path)
     stem = name.stem
     same = [f for f in files if PurePosixPath(f).name == name.name and f != path]
@@ -43,9 +40,15 @@ def find_rename(
         and len(PurePosixPath(f).stem) >= 5
         and (stem in PurePosixPath(f).stem or PurePosixPath(f).stem in stem)
     ]
+    return [*same, *near][:MAX_CANDIDATES]
+
+
+def find_rename(old: bytes | None, found: Mapping[str, bytes | None]) -> tuple[str, float] | None:
+    """Of the ``candidates`` (read: ``found``), the one that shares most of ``old``'s lines, and the share."""
+    if old is None:
+        return None
     best: tuple[str, float] | None = None
-    for candidate in [*same, *near][:MAX_CANDIDATES]:
-        data = read(candidate)
+    for candidate, data in found.items():
         if data is None:
             continue
         score = shared(old, data)

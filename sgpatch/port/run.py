@@ -141,7 +141,9 @@ def port_stack(
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
     into = work / "checkout"
-    wheels = WheelsAgree(stack) if release.source[0].kind == "wheel" else None  # every pinned wheel: one checkout
+    wheels = (
+        WheelsAgree(stack, progress=progress) if release.source[0].kind == "wheel" else None
+    )  # every pinned wheel: one checkout
     try:
         base, pypi_commit, upstream_commit = make_checkout(
             stack, release, into, old.series.touched, source=source, progress=progress

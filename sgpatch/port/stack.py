@@ -8,8 +8,9 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout
-from sgpatch.config import InstallRecipe, Stack
+from sgpatch.cache import cache_root, code_digest, digest, read_entry, write_entry
+from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout, wheel_tree
+from sgpatch.config import Artifact, InstallRecipe, Stack
 from sgpatch.errors import SourceError
 from sgpatch.git.clone import clone
 from sgpatch.git.diff import write_info_attributes
@@ -17,6 +18,7 @@ from sgpatch.git.repo import Git
 from sgpatch.pins import RENAMES, check_build_requires, port_pins
 from sgpatch.port.outputs import new_stack_name
 from sgpatch.results import Progress
+from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.release import Release
 
 
@@ -54,20 +56,24 @@ def new_stack(
 
 
 class WheelsAgree:
-    """``check_wheels_agree`` in a thread of its own: it reads every pinned wheel whole (zlib and sha256 let
-    go of the interpreter lock), while the port lays out the checkout and judges the series.  ``result``
-    waits for it and raises what it raised."""
+    """``check_wheels_agree`` in a thread of its own, while the port lays out the checkout and judges the
+    series: it reads every pinned wheel whole (zlib and sha256 let go of the interpreter lock).  The wheels
+    are downloaded first, here (pip runs from the main thread only), and each wheel's file digests are kept
+    in the cache under its sha256 (work, not an answer: the comparison runs every time).  ``result`` waits
+    for it and raises what it raised."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: Stack, *, progress: Progress | None = None) -> None:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         if len(stack.wheels) > 1:
+            for artifact in stack.wheels:
+                fetch_artifact(artifact, stack.sglang_version, progress=progress)
             self._thread = threading.Thread(target=self._run, args=(stack,), name="sgpatch-wheels", daemon=True)
             self._thread.start()
 
     def _run(self, stack: Stack) -> None:
         try:
-            check_wheels_agree(stack)
+            check_wheels_agree(stack, tree_of=_cached_tree)
         except BaseException as exc:  # handed to the caller by result()
             self._error = exc
 
@@ -76,6 +82,21 @@ class WheelsAgree:
             self._thread.join()
         if self._error is not None:
             raise self._error
+
+
+def _cached_tree(artifact: Artifact, path: Path) -> dict[str, bytes]:
+    """``wheel_tree`` of a pinned wheel, kept in the cache under its sha256 and sgpatch's own digest."""
+    key = digest(artifact.sha256, code_digest())
+    slot = cache_root() / "wheel-trees" / f"{key}.json"
+    doc = read_entry(slot)
+    try:
+        if isinstance(doc, dict) and doc["key"] == key:
+            return {str(name): bytes.fromhex(value) for name, value in doc["members"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        pass  # an entry of another shape: read the wheel, rewrite it
+    tree = wheel_tree(path)
+    write_entry(slot, {"key": key, "members": {name: value.hex() for name, value in tree.items()}})
+    return tree
 
 
 def make_checkout(

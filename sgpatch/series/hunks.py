@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sgpatch.series.engine import HunkFailure, apply_file, duplicate_definitions
+from sgpatch.series.hunkproof import hunk_superseded, hunk_upstream
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
-from sgpatch.series.upstream import REVERSE_APPLY, hunk_superseded, hunk_upstream
+from sgpatch.series.upstream import REVERSE_APPLY
 
 # (current, base, other) -> (the merged text, the number of conflicts): ``git merge-file --diff3``.
 Merge = Callable[[bytes, bytes, bytes], tuple[bytes, int]]
@@ -176,11 +177,12 @@ def _judge_hunk(fp: FilePatch, hunk: Hunk, before: bytes, after: bytes, new: byt
     if proof is not None:
         kind, _, why = proof.partition(": ")
         return HunkVerdict(hunk.index, header, "upstream", why, kind)
-    verdict = hunk_superseded(one, before, after_hunk, new)
-    if verdict.state == "superseded":
-        return HunkVerdict(hunk.index, header, "superseded", f"{verdict.proof}: dropped; review both")
-    if verdict.duplicates:
-        return HunkVerdict(hunk.index, header, "conflict", f"would define {verdict.duplicates[0]} twice")
+    if _may_define(hunk):  # only a hunk that adds a definition can be superseded or define a name twice
+        verdict = hunk_superseded(one, before, after_hunk, new)
+        if verdict.state == "superseded":
+            return HunkVerdict(hunk.index, header, "superseded", f"{verdict.proof}: dropped; review both")
+        if verdict.duplicates:
+            return HunkVerdict(hunk.index, header, "conflict", f"would define {verdict.duplicates[0]} twice")
     _, conflicts = merge(new, before, after_hunk)
     if conflicts:
         return HunkVerdict(hunk.index, header, "conflict", f"{failure}; the 3-way merge conflicts")

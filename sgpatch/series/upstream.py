@@ -16,7 +16,6 @@ import ast
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sgpatch.pyast import parse_python
 from sgpatch.series.engine import HunkFailure, apply_patch
@@ -300,50 +299,6 @@ def judge(patch: Patch, old_before: Files, old_after: Files, new: Files) -> Verd
     else:
         return Verdict("upstream", "; ".join(proofs))
     return _superseded(patch, old_before, old_after, new)
-
-
-def hunk_upstream(one: FilePatch, before: bytes, after_hunk: bytes, after: bytes, new: bytes) -> str | None:
-    """Why one hunk's change is already in ``new``: as Python ASTs or verbatim; None if neither proves it.
-
-    ``one`` is the file section with that hunk only; ``after_hunk`` is ``before`` with it applied, and
-    ``after`` the file after the whole patch (the hunk's added line numbers are that file's).  Exact reverse
-    apply, the strongest test, is the caller's.  A verbatim proof also needs every line the hunk removes
-    to be gone from the definition it stood in: the added lines alone may stand anywhere.
-    """
-    o_before, o_after, o_new = outline(before), outline(after_hunk), outline(new)
-    if o_before is not None and o_after is not None and o_new is not None:
-        proof = _ast_equal(one.path, o_before, o_after, o_new)
-        if proof is not None:
-            return f"{AST_EQUAL}: {proof}"
-    found = _verbatim(one, after, new)
-    if found is None or _removed_lines_remain(one, before, new, o_before, o_new):
-        return None
-    return f"{VERBATIM}: {found}"
-
-
-def _removed_lines_remain(
-    one: FilePatch, before: bytes, new: bytes, o_before: Outline | None, o_new: Outline | None
-) -> bool:
-    """Whether a non-blank line the hunk removes still stands in the definition it was removed from."""
-    (hunk,) = one.hunks
-    kept = set(hunk.new)
-    removed = [ln for ln in hunk.old if ln not in kept and ln.strip()]
-    if not removed:
-        return False
-    lines = split_lines(new)
-    scope = _enclosing(o_before, hunk.old_start) if o_before is not None else ""
-    where = o_new.definitions.get(scope) if o_new is not None and scope else None
-    if where:
-        lines = lines[where[-1].start - 1 : where[-1].end]
-    present = set(lines)
-    return any(ln in present for ln in removed)
-
-
-def hunk_superseded(one: FilePatch, before: bytes, after_hunk: bytes, new: bytes) -> Verdict:
-    """``superseded`` when every definition one hunk adds exists in ``new``, in its scope, with another body
-    (and the rest of the hunk is upstream); ``duplicates`` names what the hunk would define twice."""
-    path = one.path
-    return _superseded(Patch("hunk", Path(path), "", (), (one,)), {path: before}, {path: after_hunk}, {path: new})
 
 
 def _superseded(patch: Patch, old_before: Files, old_after: Files, new: Files) -> Verdict:
