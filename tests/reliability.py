@@ -864,3 +864,12 @@ for _id, _fault, _exit, _expect, _kept in [
     ),
 ]:
     case(_id, UPGRADE, _fault, _exit, _expect, _kept)
+case(
+    "port-continue-killed-stopping",
+    UPGRADE,
+    "SIGKILL of `sgpatch port --continue` after it recorded the next stop (0005 conflicts too), before moving there",
+    1,
+    "next `port --continue`: the move finished, then 'a conflict marker is still there'",
+    "0004's resolution committed, 0005's conflict in the files, the record at 'stopped'; git fsck --strict clean; "
+    "a further --continue changes nothing",
+)

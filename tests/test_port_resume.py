@@ -1,0 +1,126 @@
+"""port --continue across several stops: a series whose 0004 and 0005 both conflict on 0.5.10, a kill while
+the port moves to its second stop, and the resolution of each, as whole ``sgpatch`` processes."""
+
+# ruff: noqa: F811  (pytest fixtures imported from port_fixtures are used as arguments)
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV
+from sgpatch.series.patch import read_series
+
+from .helpers import git, snapshot
+from .port_fixtures import KIMI, commit, edit, edited_project, export  # noqa: F401
+from .reliability import first_error, record
+
+SGPATCH = [sys.executable, "-m", "sgpatch.cli"]
+CONV_OLD = "        self.proj = nn.Conv2d(\n"  # 0.5.10 made it Conv2dLayer: a second conflict
+CONV_NEW = "        self.proj = nn.Conv2d(  # the patch embedding\n"
+
+
+def sg(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("SGPATCH_TEST_")} | env
+    full.pop("CI", None)
+    return subprocess.run([*SGPATCH, *args], env=full, capture_output=True, text=True, check=False)
+
+
+def _release_side(path: Path) -> None:
+    """Resolve every conflict of ``path`` to the release's side."""
+    out, side = [], None
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith("<<<<<<< "):
+            side = "ours"
+        elif side and line.startswith("||||||| "):
+            side = "base"
+        elif side and line == "=======\n":
+            side = "theirs"
+        elif side and line.startswith(">>>>>>> "):
+            side = None
+        elif side in (None, "ours"):
+            out.append(line)
+    path.write_text("".join(out))
+
+
+@pytest.fixture
+def two_conflicts(edited_project: Callable[[], tuple[Path, Path]]) -> Path:
+    """The project of ``edited_project`` with 0005, a comment on a line 0.5.10 rewrote."""
+    proj, co = edited_project()
+    edit(co / KIMI, CONV_OLD, CONV_NEW)
+    commit(co, "kimi_k25: say what the MoonViT projection is")
+    assert export(proj / "VERSIONS.toml", "--checkout", str(co)).exit_code == 0
+    return proj
+
+
+def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: Path, tmp_path: Path) -> None:
+    proj = two_conflicts
+    config = str(proj / "VERSIONS.toml")
+    first = sg("port", "--to", "0.5.10", "--json", "--config", config)
+    assert first.returncode == 1, first.stderr
+    doc = json.loads(first.stdout)
+    assert doc["stopped"].startswith("0004-") and [p["state"] for p in doc["patches"]] == [
+        "upstream",
+        "applies",
+        "merged",
+        "conflict",
+        "conflict",
+    ]
+    co = Path(doc["checkout"])
+    assert git(co, "log", "--format=%s", f"{doc['base']}..HEAD").count("\n") == 1  # 0002, 0003 committed
+    _release_side(co / KIMI)  # 0004: the release's call, which names the weights already; say so
+    mlp = '            prefix=add_prefix("mlp", prefix),'
+    edit(co / KIMI, f"{mlp}\n", f"{mlp}  # 0004\n")
+
+    # --continue takes 0004's resolution and stops at 0005; killed after recording the stop, before moving.
+    marker = tmp_path / "paused"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGPATCH_TEST_")}
+    env.update({PAUSE_ENV: "port:stopping", PAUSE_FILE_ENV: str(marker)})
+    proc = subprocess.Popen([*SGPATCH, "port", "--continue", "--config", config], env=env, stderr=subprocess.PIPE)
+    end = time.monotonic() + 300
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < end
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((co / ".git/sgpatch-port.json").read_text())["phase"] == "stopping"
+
+    # The next --continue finishes the move to the stop, then refuses: 0005's conflict is there to resolve.
+    again = sg("port", "--continue", "--config", config)
+    record("port-continue-killed-stopping", exit=again.returncode, shown=first_error(again.stderr), roots=(proj,))
+    assert again.returncode == 1 and "a conflict marker is still there" in again.stderr
+    assert json.loads((co / ".git/sgpatch-port.json").read_text())["phase"] == "stopped"
+    log = git(co, "log", "--format=%s", f"{doc['base']}..HEAD").splitlines()
+    assert log[0] == "kimi_k25: name the MoonViT MLP weights" and len(log) == 3  # 0004 resolved, committed
+    text = (co / KIMI).read_text()
+    assert "<<<<<<< sglang 0.5.10" in text and CONV_NEW in text and "Conv2dLayer(" in text
+    assert subprocess.run(["git", "fsck", "--strict"], cwd=co, capture_output=True).returncode == 0
+    stopped = snapshot(co)
+    assert sg("port", "--continue", "--config", config).returncode == 1 and snapshot(co) == stopped
+
+    # 0005 resolved (the release's call, with the patch's comment): the port finishes and verifies.
+    _release_side(co / KIMI)
+    edit(co / KIMI, "        self.proj = Conv2dLayer(\n", "        self.proj = Conv2dLayer(  # the patch embedding\n")
+    done = sg("port", "--continue", "--json", "--config", config)
+    assert done.returncode == 0, done.stderr
+    assert [p["state"] for p in json.loads(done.stdout)["patches"]] == [
+        "upstream",
+        "applies",
+        "merged",
+        "resolved",
+        "resolved",
+    ]
+    series = read_series(proj / "patches/0.5.10")
+    assert [p.name[:4] for p in series.patches] == ["0002", "0003", "0004", "0005"]
+    assert b"+        self.proj = Conv2dLayer(  # the patch embedding\n" in series.patches[3].path.read_bytes()
+    assert sg("verify", "0.5.10-cu130", "--config", config).returncode == 0
+    assert git(co, "for-each-ref", "refs/sgpatch") == "" and not (co / ".git/sgpatch-port.json").exists()
