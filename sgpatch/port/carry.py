@@ -14,13 +14,11 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from sgpatch.git.batch import read_blobs
 from sgpatch.git.diff import merge_file
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
 from sgpatch.pyast import parses_shared
-from sgpatch.series.engine import apply_modes
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -100,11 +98,11 @@ def _whole_file(patch: Patch, fp: FilePatch, before: Files, after: Files, new: F
 def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_label: str) -> FileOutcome:
     """A file the release lacks: name the release file it seems to have become."""
     path = outcome.verdict.path
-    files = run.g.list_files(run.tip, path.split("/", 1)[0])
-    wanted = candidates(path, files)
-    found = find_rename(
-        old, {**read_blobs(run.g, run.tip, wanted), **{f: run.current[f] for f in wanted if f in run.current}}
-    )
+    found = None
+    if run.release is not None:
+        wanted = candidates(path, run.release.names(path.split("/", 1)[0]))
+        read = {**run.release.read([f for f in wanted if f not in run.current])}
+        found = find_rename(old, {**read, **{f: run.current[f] for f in wanted if f in run.current}})
     detail = f"not in {new_label}"
     renamed = ""
     if found is not None:
@@ -153,11 +151,12 @@ def _verdict(
 
 
 def advance(
-    run: Rebase, old: OldSeries, start: int, *, old_version: str, new_version: str, date: str
+    run: Rebase, old: OldSeries, start: int, *, old_version: str, new_version: str
 ) -> tuple[int | None, Files | None]:
     """Classify patches ``start..``; returns the first conflicting index and its merge result.
 
-    Patches after the first conflict are still judged (without it), for the report."""
+    The patches kept before the first conflict wait in ``run.pending`` (``commit_kept`` commits them);
+    patches after it are still judged (without it), for the report."""
     first_conflict: int | None = None
     conflict_files: Files | None = None
     for k in range(start, len(old.series.patches)):
@@ -170,9 +169,7 @@ def advance(
             continue
         if ported.state in KEPT and files is not None:
             if first_conflict is None:
-                run.tip = run.g.commit_files(
-                    run.tip, files, run.current, patch.commit_message(), date, modes=apply_modes({}, patch)
-                )
+                run.pending.append((patch, files, run.current))
                 run.kept.append(patch.name)
             else:
                 ported = dataclasses.replace(

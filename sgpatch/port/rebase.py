@@ -9,19 +9,20 @@ commits between the new base and ``Rebase.tip`` are the new series.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sgpatch.checkout.export import ChainCommit
 from sgpatch.checkout.state import trailers
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
+from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
 from sgpatch.project import Project, load_project
 from sgpatch.results import Progress
-from sgpatch.series.engine import apply_in_order
-from sgpatch.series.patch import TRAILER_PATCH, Series
+from sgpatch.series.engine import apply_in_order, apply_modes
+from sgpatch.series.patch import TRAILER_PATCH, Patch, Series
 from sgpatch.source.archive import open_archive
 from sgpatch.source.artifacts import fetch_artifact, verify_artifact
 from sgpatch.source.tree import git_blob_id
@@ -83,9 +84,51 @@ def load_old(config: Config, stack_name: str | None, *, progress: Progress | Non
 # --------------------------------------------------------------------------- classification
 
 
+class ReleaseFiles(Protocol):
+    """The new release's files, where a port looks for a file the series touches that the release moved."""
+
+    def names(self, top: str) -> list[str]: ...
+
+    def read(self, paths: Sequence[str]) -> Files: ...
+
+
+class CheckoutFiles:
+    """The files of one commit of the new checkout."""
+
+    def __init__(self, g: Git, rev: str) -> None:
+        self.g, self.rev = g, rev
+
+    def names(self, top: str) -> list[str]:
+        return self.g.list_files(self.rev, top)
+
+    def read(self, paths: Sequence[str]) -> Files:
+        return read_blobs(self.g, self.rev, paths)
+
+
+class ArchiveFiles:
+    """The files of the pinned artifact the new checkout is being made from (checked by its sha256 first)."""
+
+    def __init__(self, path: Path, artifact: Artifact) -> None:
+        self.path, self.artifact = path, artifact
+        self._names: list[str] | None = None
+
+    def names(self, top: str) -> list[str]:
+        if self._names is None:
+            verify_artifact(self.path, self.artifact)
+            with open_archive(self.path, "sdist" if self.artifact.kind == "sdist" else "wheel") as archive:
+                self._names = sorted(f"python/{e.name}" for e in archive.entries)
+        return [n for n in self._names if n.startswith(f"{top}/")]
+
+    def read(self, paths: Sequence[str]) -> Files:
+        return read_files(self.path, self.artifact, paths)
+
+
 @dataclass
 class Rebase:
-    """Mutable state of one port run over the new checkout."""
+    """Mutable state of one port run over the new checkout.
+
+    Kept patches wait in ``pending`` until ``commit_kept`` commits them on ``tip`` (the checkout may still
+    be in the making while the series is judged)."""
 
     g: Git
     base: str
@@ -93,6 +136,15 @@ class Rebase:
     current: Files
     ported: list[PortedPatch]
     kept: list[str]
+    release: ReleaseFiles | None = None
+    pending: list[tuple[Patch, Files, Files]] = field(default_factory=list)  # (patch, its files, the files before)
+
+
+def commit_kept(run: Rebase, *, date: str) -> None:
+    """Commit the patches kept so far on ``run.tip``, in order (objects only: the checkout does not move)."""
+    for patch, files, before in run.pending:
+        run.tip = run.g.commit_files(run.tip, files, before, patch.commit_message(), date, modes=apply_modes({}, patch))
+    run.pending.clear()
 
 
 class CommitTree:

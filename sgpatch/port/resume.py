@@ -29,7 +29,7 @@ from sgpatch.git.repo import Git
 from sgpatch.lock import pause
 from sgpatch.port.carry import advance
 from sgpatch.port.outputs import Plan, check_series_dir, new_stack_name
-from sgpatch.port.rebase import Rebase, load_old
+from sgpatch.port.rebase import CheckoutFiles, Rebase, commit_kept, load_old
 from sgpatch.port.record import STOP_REF, clear_record, load_record, read_record, write_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.run import base_result, prepare_in_place, replace_stack_text
@@ -141,15 +141,11 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
         bool(record.get("force")),
         pin_changes=pin_changes,
     )
-    run = Rebase(g, base, new_head, read_blobs(g, new_head, old.series.touched), [], kept)
-    conflict_at, files = advance(
-        run,
-        old,
-        names.index(patch.name) + 1,
-        date=g.commit_date(base),
-        old_version=old.stack.sglang_version,
-        new_version=version,
-    )
+    current = read_blobs(g, new_head, old.series.touched)
+    run = Rebase(g, base, new_head, current, [], kept, CheckoutFiles(g, new_head))
+    start = names.index(patch.name) + 1
+    conflict_at, files = advance(run, old, start, old_version=old.stack.sglang_version, new_version=version)
+    commit_kept(run, date=g.commit_date(base))
     result = base_result(plan, stack, release, run, record["pypi_commit"], tuple(previous))
     if conflict_at is not None:
         failures = tuple(f"{p.name}: conflict: {p.detail}" for p in run.ported if p.state == "conflict")

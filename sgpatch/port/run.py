@@ -50,10 +50,19 @@ from sgpatch.port.outputs import (
     with_hunks,
     write_outputs,
 )
-from sgpatch.port.rebase import CommitTree, Rebase, load_old, series_chain
+from sgpatch.port.rebase import (
+    ArchiveFiles,
+    CheckoutFiles,
+    CommitTree,
+    Rebase,
+    commit_kept,
+    load_old,
+    read_files,
+    series_chain,
+)
 from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
-from sgpatch.port.stack import WheelsAgree, make_checkout, new_stack
+from sgpatch.port.stack import Background, WheelsAgree, make_checkout, new_stack
 from sgpatch.port.stop import new_record, stop_at
 from sgpatch.port.verdict import PortedPatch
 from sgpatch.results import Progress
@@ -141,22 +150,40 @@ def port_stack(
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
     into = work / "checkout"
-    wheels = (
-        WheelsAgree(stack, progress=progress) if release.source[0].kind == "wheel" else None
-    )  # every pinned wheel: one checkout
+    # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
+    wheels = WheelsAgree(stack, progress=progress) if release.source[0].kind == "wheel" else None
+    touched = old.series.touched
+    laying = None
+    if source == "pypi":  # the series is judged from the artifact while the checkout is laid out from it
+        if progress:
+            progress(f"laying out {release.source[0].filename} as a git checkout")
+        laying = Background(make_checkout, stack, release, into, touched, source=source, progress=None)
     try:
-        base, pypi_commit, upstream_commit = make_checkout(
-            stack, release, into, old.series.touched, source=source, progress=progress
-        )
-        source_kind = old.stack.default_source if upstream_commit else "pypi"
-        stack = dataclasses.replace(stack, commit=upstream_commit, default_source=source_kind)
-        g = Git(into)
-        run = Rebase(g, base, base, read_blobs(g, base, old.series.touched), [], [])
+        if laying is None:  # a clone of upstream: its files are the release's
+            base, pypi_commit, upstream_commit = make_checkout(
+                stack, release, into, touched, source=source, progress=progress
+            )
+            g = Git(into)
+            run = Rebase(g, base, base, read_blobs(g, base, touched), [], [], CheckoutFiles(g, base))
+        else:
+            artifact, path = release.source
+            run = Rebase(Git(into), "", "", read_files(path, artifact, touched), [], [], ArchiveFiles(path, artifact))
+        judged = dict(run.current)
         if progress:
             progress(f"carrying {len(old.series.patches)} patch(es) to {version}, hunk by hunk")
-        conflict_at, conflict_files = advance(
-            run, old, 0, date=g.commit_date(base), old_version=old.stack.sglang_version, new_version=version
-        )
+        labels = {"old_version": old.stack.sglang_version, "new_version": version}
+        conflict_at, conflict_files = advance(run, old, 0, **labels)
+        g = run.g
+        if laying is not None:
+            base, pypi_commit, upstream_commit = laying.result()
+            laid_out = read_blobs(g, base, touched)
+            if laid_out != judged:  # a file the checkout leaves out (packaging output): judge it as it is there
+                run = Rebase(g, base, base, laid_out, [], [], CheckoutFiles(g, base))
+                conflict_at, conflict_files = advance(run, old, 0, **labels)
+            run.base = run.tip = base
+        commit_kept(run, date=g.commit_date(base))
+        source_kind = old.stack.default_source if upstream_commit else "pypi"
+        stack = dataclasses.replace(stack, commit=upstream_commit, default_source=source_kind)
         if wheels is not None:
             wheels.result()
         result = base_result(plan, stack, release, run, pypi_commit)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from sgpatch.cache import cache_root, code_digest, digest, read_entry, write_entry
 from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout, wheel_tree
@@ -55,33 +56,52 @@ def new_stack(
     return new, carried.changes
 
 
+T = TypeVar("T")
+
+
+class Background(Generic[T]):
+    """``func(*args, **kwargs)`` in a daemon thread; ``result`` waits for it and returns or raises what it did.
+
+    Only for work that takes no lock another thread may take and runs no git command that moves a checkout
+    (those have a ``preexec_fn``, unsafe beside threads)."""
+
+    def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._value = func(*args, **kwargs)
+            except BaseException as exc:  # handed to the caller by result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name=f"sgpatch-{func.__name__}", daemon=True)
+        self._thread.start()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
 class WheelsAgree:
     """``check_wheels_agree`` in a thread of its own, while the port lays out the checkout and judges the
     series: it reads every pinned wheel whole (zlib and sha256 let go of the interpreter lock).  The wheels
     are downloaded first, here (pip runs from the main thread only), and each wheel's file digests are kept
-    in the cache under its sha256 (work, not an answer: the comparison runs every time).  ``result`` waits
-    for it and raises what it raised."""
+    in the cache under its sha256 (work, not an answer: the comparison runs every time)."""
 
     def __init__(self, stack: Stack, *, progress: Progress | None = None) -> None:
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
+        self._check: Background[tuple[str, ...]] | None = None
         if len(stack.wheels) > 1:
             for artifact in stack.wheels:
                 fetch_artifact(artifact, stack.sglang_version, progress=progress)
-            self._thread = threading.Thread(target=self._run, args=(stack,), name="sgpatch-wheels", daemon=True)
-            self._thread.start()
-
-    def _run(self, stack: Stack) -> None:
-        try:
-            check_wheels_agree(stack, tree_of=_cached_tree)
-        except BaseException as exc:  # handed to the caller by result()
-            self._error = exc
+            self._check = Background(check_wheels_agree, stack, tree_of=_cached_tree)
 
     def result(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise self._error
+        """Wait for the comparison; SourceError if two wheels differ."""
+        if self._check is not None:
+            self._check.result()
 
 
 def _cached_tree(artifact: Artifact, path: Path) -> dict[str, bytes]:
