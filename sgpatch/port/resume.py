@@ -39,7 +39,7 @@ from sgpatch.port.verdict import PortedPatch
 from sgpatch.results import SCHEMA_VERSION, Progress
 from sgpatch.source.release import pinned_release
 
-_PLAIN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,99}$")
+_PLAIN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,199}$")
 _OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
@@ -67,19 +67,46 @@ def find_port(config: Config, stack_name: str | None, version: str | None, check
     return found[0]
 
 
-def _checked(record: dict[str, Any], where: Path) -> dict[str, Any]:
-    """The record's fields that name things, checked: it lives in a checkout, and a checkout is input."""
-    ok = (
-        all(isinstance(record.get(k), str) and _PLAIN.match(record[k]) for k in ("from", "stack", "version"))
-        and all(isinstance(record.get(k), str) and _OID.match(record[k]) for k in ("base", "pypi_commit"))
-        and isinstance(record.get("kept"), list)
-        and isinstance(record.get("decided"), list)
-        and isinstance(record.get("series"), dict)
-        and record.get("source") in ("pypi", "git")
+def _checked(record: dict[str, Any], where: Path) -> list[PortedPatch]:
+    """The record's fields checked before any is used (it lives in a checkout, and a checkout is input);
+    the patches decided before the stop, and the stopped one last."""
+
+    def oid(key: str) -> bool:
+        return isinstance(record.get(key), str) and bool(_OID.match(record[key]))
+
+    phase = record.get("phase")
+    artifacts = record.get("artifacts")
+    ok = all(isinstance(record.get(k), str) and _PLAIN.match(record[k]) for k in ("from", "stack", "version"))
+    ok = ok and all(oid(k) for k in ("base", "pypi_commit")) and (record.get("commit") is None or oid("commit"))
+    ok = ok and phase in ("stopped", "stopping", "finishing") and all(oid(k) for k in ("head", "tip", "stop"))
+    ok = ok and (phase != "finishing" or (oid("final") and isinstance(record.get("outputs"), dict)))
+    ok = ok and isinstance(artifacts, list) and all(_artifact(a) for a in artifacts)
+    ok = ok and record.get("source") in ("pypi", "git") and isinstance(record.get("series"), dict)
+    ok = ok and all(isinstance(record.get(k), list) for k in ("kept", "decided", "rejects"))
+    ok = ok and all(
+        isinstance(r, str) and r.endswith(".rej") and not r.startswith("/") and ".." not in r.split("/")
+        for r in record["rejects"]
     )
+    ok = ok and all(isinstance(n, str) and n in record["series"] for n in [*record["kept"], record.get("conflict")])
+    ported: list[PortedPatch] = []
+    try:
+        ported = [PortedPatch.from_record(d) for d in [*record["decided"], record["conflicted"]]]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        ok = False
     if not ok:
         raise CheckoutError(f"{where}: the port record is malformed", hint="'sgpatch port --abort' gives the port up")
-    return record
+    return ported
+
+
+def _artifact(a: object) -> bool:
+    return (
+        isinstance(a, dict)
+        and a.get("kind") in ("sdist", "wheel")
+        and isinstance(a.get("filename"), str)
+        and bool(_PLAIN.match(a["filename"]))
+        and isinstance(a.get("sha256"), str)
+        and bool(re.fullmatch(r"[0-9a-f]{64}", a["sha256"]))
+    )
 
 
 def continue_port(config: Config, checkout: Path, *, progress: Progress | None = None) -> PortResult:
@@ -89,16 +116,18 @@ def continue_port(config: Config, checkout: Path, *, progress: Progress | None =
         record = load_record(g)
         if record is None:
             raise CheckoutError(f"{checkout}: no port in progress here", hint="'sgpatch port --to VERSION' starts one")
-        record = _checked(record, checkout)
+        ported = _checked(record, checkout)
         if record["phase"] == "finishing":
             written = settle_finish(config, g, record)
-            return _finished_result(record, g.root, written)
+            return _finished_result(record, ported, g.root, written)
         if record["phase"] == "stopping":
             settle_stop(g, record)
-        return _continue(config, g, record, progress=progress)
+        return _continue(config, g, record, ported, progress=progress)
 
 
-def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progress | None) -> PortResult:
+def _continue(
+    config: Config, g: Git, record: dict[str, Any], ported: list[PortedPatch], *, progress: Progress | None
+) -> PortResult:
     old, project = load_old(config, record["from"], progress=progress)
     if {p.name: p.sha256 for p in old.series.patches} != record["series"]:
         raise CheckoutError(
@@ -111,8 +140,7 @@ def _continue(config: Config, g: Git, record: dict[str, Any], *, progress: Progr
     version = record["version"]
     base = record["base"]
     new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
-    conflicted = PortedPatch.from_record(record["conflicted"])
-    previous = [PortedPatch.from_record(d) for d in record["decided"]]
+    *previous, conflicted = ported
     kept = [str(k) for k in record["kept"]]
     if carries:
         kept.append(patch.name)
@@ -227,7 +255,9 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
     return written
 
 
-def _finished_result(record: dict[str, Any], checkout: Path, written: list[Path]) -> PortResult:
+def _finished_result(
+    record: dict[str, Any], ported: list[PortedPatch], checkout: Path, written: list[Path]
+) -> PortResult:
     """What a ``--continue`` that only finished an interrupted write reports."""
     artifacts = tuple(Artifact(a["kind"], a["filename"], a["sha256"]) for a in record["artifacts"])
     return PortResult(
@@ -240,7 +270,7 @@ def _finished_result(record: dict[str, Any], checkout: Path, written: list[Path]
         commit=record.get("commit"),
         base=record["base"],
         checkout=checkout,
-        patches=tuple(PortedPatch.from_record(d) for d in record["decided"]),
+        patches=tuple(ported[:-1]),
         anchors=(),
         written=tuple(written),
         dry_run=False,
