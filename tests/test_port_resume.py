@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,17 @@ from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV
 from sgpatch.series.patch import read_series
 
 from .helpers import git, snapshot
-from .port_fixtures import KIMI, commit, edit, edited_project, export  # noqa: F401
+from .port_fixtures import (  # noqa: F401  (fixtures)
+    KIMI,
+    MLP_NEW,
+    MLP_OLD,
+    commit,
+    edit,
+    edited_project,
+    export,
+    ported_0510,
+    releases_cached,
+)
 from .reliability import first_error, record
 
 SGPATCH = [sys.executable, "-m", "sgpatch.cli"]
@@ -49,6 +60,10 @@ def _release_side(path: Path) -> None:
         elif side in (None, "ours"):
             out.append(line)
     path.write_text("".join(out))
+
+
+def _project(proj: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in proj.rglob("*") if p.is_file() and ".sgpatch" not in p.parts}
 
 
 @pytest.fixture
@@ -124,3 +139,40 @@ def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: P
     assert b"+        self.proj = Conv2dLayer(  # the patch embedding\n" in series.patches[3].path.read_bytes()
     assert sg("verify", "0.5.10-cu130", "--config", config).returncode == 0
     assert git(co, "for-each-ref", "refs/sgpatch") == "" and not (co / ".git/sgpatch-port.json").exists()
+
+
+def test_force_port_that_stops_keeps_the_replaced_checkout_until_it_finishes(
+    ported_0510: tuple[Path, dict[str, object], bytes], patched_checkout: Callable[[], Path], tmp_path: Path
+) -> None:
+    """--force over a stack port made: at a stop the checkout it replaces is kept aside; --abort puts it back,
+    --continue removes it once the new stack is written."""
+    proj = tmp_path / "proj"
+    shutil.copytree(ported_0510[0], proj, symlinks=True)
+    config = str(proj / "VERSIONS.toml")
+    co = patched_checkout()
+    edit(co / KIMI, MLP_OLD, MLP_NEW)
+    commit(co, "kimi_k25: name the MoonViT MLP weights")
+    assert export(proj / "VERSIONS.toml", "--checkout", str(co)).exit_code == 0
+    target = proj / ".sgpatch/checkouts/0.5.10-cu130"
+    aside = target.parent / ".0.5.10-cu130.sgpatch-replaced"
+    before, files = snapshot(target), _project(proj)
+
+    stopped = sg("port", "--to", "0.5.10", "--force", "--json", "--config", config)
+    assert stopped.returncode == 1, stopped.stderr
+    assert json.loads(stopped.stdout)["stopped"].startswith("0003-")
+    assert snapshot(aside) == before and (target / ".git/sgpatch-port.json").exists()
+    aborted = sg("port", "--abort", "--config", config)
+    assert aborted.returncode == 0 and "put back the checkout it was replacing" in aborted.stdout
+    assert snapshot(target) == before and not aside.exists()
+    assert _project(proj) == files
+
+    assert sg("port", "--to", "0.5.10", "--force", "--config", config).returncode == 1
+    _release_side(target / KIMI)
+    mlp = '            prefix=add_prefix("mlp", prefix),'
+    edit(target / KIMI, f"{mlp}\n", f"{mlp}  # 0003\n")
+    done = sg("port", "--continue", "--config", config)
+    assert done.returncode == 0, done.stderr
+    assert not aside.exists() and not (target / ".git/sgpatch-port.json").exists()
+    assert [p.name[:4] for p in read_series(proj / "patches/0.5.10").patches] == ["0002", "0003"]
+    assert (proj / "VERSIONS.toml").read_text().count('[stacks."0.5.10-cu130"]') == 1
+    assert sg("verify", "0.5.10-cu130", "--config", config).returncode == 0

@@ -41,6 +41,7 @@ GONE = {  # the files 0.5.12.post1 no longer has, and where their code went (Non
     "python/sglang/srt/managers/tokenizer_communicator_mixin.py": None,
     "python/sglang/srt/metrics/collector.py": "python/sglang/srt/observability/metrics_collector.py",
 }
+MOVED_TO = "python/sglang/srt/observability/metrics_collector.py"
 MESSAGE = (
     "slime: the RL framework's changes to SGLang 0.5.9\n\nFrom THUDM/slime docker/patch/v0.5.9/sglang.patch.\n\n"
     "Origin: vendor, https://github.com/THUDM/slime\nUpstream-Status: Inappropriate [RL framework integration]\n"
@@ -268,11 +269,13 @@ def test_abort_leaves_everything_as_before(
 
 def _resolve_by_hand(co: Path, old_checkout: Path) -> None:
     """The test's own resolution: the patch's side of environ.py's conflict, the release's elsewhere; the
-    renamed scheduler_metrics_mixin.py recreated as 0.5.9 had it with the patch; the other gone files left
-    absent; every reject file deleted."""
+    renamed scheduler_metrics_mixin.py recreated as 0.5.9 had it with the patch; collector.py's hunks "moved"
+    to the file it became (a line saying so); the other gone files left absent; every reject file deleted."""
     resolve(co, theirs=lambda path, n: path.endswith("/environ.py"))
     recreated = "python/sglang/srt/managers/scheduler_metrics_mixin.py"
     (co / recreated).write_bytes((old_checkout / recreated).read_bytes())
+    with (co / MOVED_TO).open("a") as fh:
+        fh.write("# slime: the hunks of metrics/collector.py belong here\n")
     for rej in co.rglob("*.rej"):
         rej.unlink()
 
@@ -298,6 +301,9 @@ def test_resolve_continue_then_verify_and_apply_on_a_fresh_checkout(
     paths = {f.path: f for f in patch.files}
     assert "python/sglang/srt/configs/model_config.py" not in paths  # upstream: dropped
     assert paths["python/sglang/srt/managers/scheduler_metrics_mixin.py"].new_file  # recreated
+    assert [h.added[-1][1] for h in paths[MOVED_TO].hunks] == [
+        b"# slime: the hunks of metrics/collector.py belong here\n"
+    ]
     assert not {p for p in GONE if p != "python/sglang/srt/managers/scheduler_metrics_mixin.py"} & set(paths)
     assert b"SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE" in data  # environ.py: the patch's side
     # The stack is in VERSIONS.toml, pinned; the record is gone; the checkout is the new series.
