@@ -144,9 +144,7 @@ def _verdict(
         first = next((h for h in f.hunks if h.state == "conflict"), None)
         failure = f"{_label(f.path, first.header, first.index)}: {first.detail}" if first else f"{f.path}: {f.detail}"
         conflicts.append(ConflictHunk(f.path, failure, f.regions))
-    detail = (
-        f"{conflicts[0].failure}; the 3-way merge against {old_label} conflicts in {len(conflicts)} file(s) ({summary})"
-    )
+    detail = f"{len(conflicts)} file(s) need a person ({summary}); the first: {conflicts[0].failure}"
     return PortedPatch(patch.name, "conflict", detail, conflicts=tuple(conflicts), files=files), texts
 
 

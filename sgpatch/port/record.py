@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.errors import CheckoutError
-from sgpatch.git.repo import Git, git_dirs
+from sgpatch.git.repo import Git
 from sgpatch.results import SCHEMA_VERSION
 
 RECORD = "sgpatch-port.json"
@@ -35,7 +35,9 @@ CONFLICT_MARKER = re.compile(rb"^(?:(?:<{7}|\|{7}|>{7})(?: .*)?|={7})\r?$", re.M
 
 
 def record_path(g: Git) -> Path:
-    return git_dirs(g)[0] / RECORD
+    """Where the record lives; asking git runs its guard first (a checkout whose config names a program is
+    refused before anything of it is read)."""
+    return g.git_dir() / RECORD
 
 
 def read_record(checkout: Path) -> dict[str, Any] | None:
