@@ -213,6 +213,8 @@ def carry_file(
     if new is None:
         hunks = tuple(HunkVerdict(h.index, h.header, "conflict", "the file is not in the release") for h in fp.hunks)
         return FileOutcome(FileVerdict(fp.path, "conflict", hunks, "not in the release", gone=True), None)
+    if not fp.hunks:  # a mode change alone: the commit that carries the patch sets it
+        return FileOutcome(FileVerdict(fp.path, "applies", (), f"mode {fp.old_mode} -> {fp.new_mode}"), new)
     verdicts = [_judge_hunk(fp, h, before, after, new, merge) for h in fp.hunks]
     return _combine(fp, verdicts, before, new, merge)
 
@@ -259,8 +261,8 @@ _DEFINING = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class|@)[ \t]*\S")
 
 def _may_define(hunk: Hunk) -> bool:
     """Whether a hunk changes a ``def``, ``class`` or decorator line: only then can it define a name twice."""
-    changed = set(hunk.old).symmetric_difference(hunk.new)
-    return any(_DEFINING.match(ln) for ln in changed)
+    removed = (Counter(hunk.old) - Counter(hunk.new)).elements()
+    return any(_DEFINING.match(ln) for ln in [*(text for _, text in hunk.added), *removed])
 
 
 def _mark_duplicates(
