@@ -323,7 +323,7 @@ def _side_by_side(item: SideBySide) -> list[str]:
 
 
 def _hunk_cell(h: HunkVerdict) -> str:
-    extra = h.proof if h.state == "upstream" else (f"{h.offset:+d}" if h.offset else "")
+    extra = h.proof if h.state == "upstream" else (f"{h.offset:+d}" if h.offset and h.state == "applies" else "")
     return f"#{h.index} {h.state}" + (f" ({extra})" if extra else "")
 
 
