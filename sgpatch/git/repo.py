@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
 from sgpatch.git.guard import refuse_programs
-from sgpatch.git.run import ALLOWED_PROTOCOLS, TEST_CONFIG_ENV, git_env, spawn
+from sgpatch.git.run import ALLOWED_PROTOCOLS, NO_SUBMODULE_WORK_TREE, TEST_CONFIG_ENV, git_env, spawn
 
 __all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 
@@ -125,8 +125,9 @@ class Git:
         return self.rev_parse("HEAD^{commit}")
 
     def status(self) -> list[str]:
-        """``git status --porcelain`` entries (untracked included, ignored excluded)."""
-        out = self._run("status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
+        """``git status --porcelain`` entries (untracked included, ignored excluded).  A submodule counts
+        as changed when its gitlink does (staged, or its HEAD moved); git never looks into its work tree."""
+        out = self._run("status", "--porcelain=v1", "-z", "--untracked-files=all", NO_SUBMODULE_WORK_TREE).stdout
         entries: list[str] = []
         parts = out.split(b"\0")
         i = 0
@@ -138,6 +139,17 @@ class Git:
                     i += 1  # the rename source follows
             i += 1
         return entries
+
+    def gitlinks(self) -> list[tuple[str, str]]:
+        """The submodules of the repository's own index: ``(path, commit)`` of each gitlink (mode 160000).
+        Read from the index alone: git is not run in any of them."""
+        out = self._run("ls-files", "--stage", "-z").stdout
+        found = []
+        for entry in out.split(b"\0"):
+            if entry.startswith(b"160000 "):
+                meta, _, path = entry.partition(b"\t")
+                found.append((path.decode("utf-8", "surrogateescape"), meta.split(b" ")[1].decode()))
+        return found
 
     def blob_id(self, rev: str, path: str) -> str | None:
         return self.rev_parse(f"{rev}:{path}")
