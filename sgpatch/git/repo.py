@@ -8,6 +8,8 @@ checked (:mod:`sgpatch.git.guard`): a checkout is input, and its configuration m
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -78,6 +80,7 @@ class Git:
         except OSError as exc:
             raise EnvironmentFailure(f"cannot run git: {exc}") from exc
         if check and proc.returncode != 0:
+            refuse_dubious_ownership(self.root, proc.stderr)
             stderr = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             detail = stderr[-1] if stderr else f"exit {proc.returncode}"
             raise CheckoutError(f"{self.root}: git {args[0]} failed: {detail}")
@@ -100,6 +103,8 @@ class Git:
             proc = self._run(
                 "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir", check=False, cwd=self.root
             )
+            if proc.returncode != 0:
+                refuse_dubious_ownership(self.root, proc.stderr)
             lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
             if proc.returncode == 0 and len(lines) == 3:
                 common = Path(lines[2])
@@ -402,6 +407,21 @@ class Git:
 
 
 # --------------------------------------------------------------------------- crash safety and hostile input
+
+_DUBIOUS = re.compile(rb"detected dubious ownership in repository at '([^'\n]*)'")
+
+
+def refuse_dubious_ownership(root: Path, stderr: bytes) -> None:
+    """CheckoutError (exit 2) when git refused the repository for belonging to another user
+    (``safe.directory``), said as such, with the command that trusts it."""
+    found = _DUBIOUS.search(stderr)
+    if found is None:
+        return
+    where = found.group(1).decode("utf-8", "replace")
+    raise CheckoutError(
+        f"{root}: git refuses the repository at {where}: it belongs to another user (detected dubious ownership)",
+        hint=f"if you trust it: git config --global --add safe.directory {shlex.quote(where)}",
+    )
 
 
 def git_dirs(g: Git) -> tuple[Path, Path]:
