@@ -115,7 +115,14 @@ def verify(
         from sgpatch.wheel import check_wheel, upstream_wheel_for
 
         upstream = upstream_wheel_for(project.stack, wheel, _progress(json_out))  # same tags: compared file by file
-        report = check_wheel(project.stack, project.series, wheel, upstream_wheel=upstream, cache=_cache(no_cache))
+        report = check_wheel(
+            project.stack,
+            project.series,
+            wheel,
+            upstream_wheel=upstream,
+            cache=_cache(no_cache),
+            anchors=project.anchors,  # read once, with the series
+        )
     elif installed:
         from sgpatch.deployed.installed import verify_installed
 
