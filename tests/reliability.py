@@ -833,7 +833,8 @@ case(
 case(
     "checkout-dubious-ownership",
     CLI,
-    "`verify`, `apply` and `export` of a checkout owned by another user (git's `safe.directory` refusal)",
+    "`verify`, `apply`, `export` and `fetch --into` of a checkout owned by another user (git's `safe.directory` "
+    "refusal)",
     2,
     "detected dubious ownership",
     "one line saying so, with the hint `git config --global --add safe.directory DIR`; not 'not the top of a git "

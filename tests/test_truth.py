@@ -580,8 +580,14 @@ def test_a_repository_of_another_user_is_said_as_such(pristine_checkout: Callabl
     proj = copy_project(tmp_path / "proj")
     sg = Sgpatch(tmp_path, cwd=proj)
     case = CASES["checkout-dubious-ownership"]
-    for command in ("verify", "apply", "check-interface", "export"):
-        run = sg(command, "--checkout", str(co))
+    for command, where in [
+        ("verify", "--checkout"),
+        ("apply", "--checkout"),
+        ("check-interface", "--checkout"),
+        ("export", "--checkout"),
+        ("fetch", "--into"),
+    ]:
+        run = sg(command, where, str(co))
         if command == "check-interface":
             assert run.code == 1, run  # reads files only: no git, no ownership question
             continue
