@@ -814,3 +814,137 @@ case(
     "is pinned twice",
     "nothing read past the config; file:line named",
 )
+
+# --------------------------------------------------------------------------- issue 17: a plain run tells the truth
+# Each row of the issue's table (what a careless user or an attacker did, compared with `--no-cache` in the
+# same state), as real `python -m sgpatch` processes in tests/test_truth.py.
+
+_AS_NO_CACHE = "stdout, stderr and exit code of the plain run byte-identical to a `--no-cache` run, before and after"
+case(
+    "truth-closed-stream",
+    CLI,
+    "`verify --checkout /nonexistent/x`, `verify` of a checkout, `fetch --into` an existing checkout and "
+    "`verify --wheel` of a missing file, each with stderr (`2>&-`) or stdout (`>&-`) closed",
+    0,
+    "exit 0",
+    "the documented exit code (2 or 0), never 4; no traceback file; the next runs as `--no-cache` runs, "
+    "with their usual message",
+)
+case(
+    "checkout-dubious-ownership",
+    CLI,
+    "`verify`, `apply`, `export` and `fetch --into` of a checkout owned by another user (git's `safe.directory` "
+    "refusal)",
+    2,
+    "detected dubious ownership",
+    "one line saying so, with the hint `git config --global --add safe.directory DIR`; not 'not the top of a git "
+    "work tree'",
+)
+for _where, _fault in [
+    ("anchor", "an anchor whose `file` holds `ESC[31m` and a carriage return"),
+    ("file-path", "an untracked file in the checkout whose name holds `ESC[31m` and a carriage return"),
+    ("commit-message", "a commit in the checkout whose `Sgpatch-Patch` trailer holds `ESC[31m`"),
+    ("patch-description", "a patch whose DEP-3 description line holds `ESC[31m` and a carriage return"),
+]:
+    case(
+        f"cli-escape-{_where}",
+        CLI,
+        _fault,
+        {"anchor": 1, "patch-description": 2}.get(_where, 2),
+        "\\x1b[31m",
+        "no control byte on stdout or stderr (`verify` and `apply`); `--json` escapes it as JSON does",
+    )
+_NORUN_REPOINT = (
+    "the marker never appears, in `verify` (plain and `--no-cache`) or `apply`; plain `git status` there creates it"
+)
+for _how, _fault in [
+    ("gitdir-file", "a checkout whose `.git` is a `gitdir:` file"),
+    ("symlink", "`--checkout LINK`, a symlink to a checkout"),
+]:
+    case(
+        f"truth-{_how}-repointed",
+        HOSTILE,
+        f"{_fault}, re-pointed after a `verify` to a repository whose config names a `clean` filter",
+        2,
+        "'filter.evil.clean'",
+        _NORUN_REPOINT,
+    )
+case(
+    "truth-submodule-filter",
+    HOSTILE,
+    "a staged submodule (`ignore = none` in `.gitmodules` and `.git/config`) whose own `.git/config` names a "
+    "`clean` filter for a file git must read again",
+    0,
+    "python/sub is a submodule",
+    "the marker never appears (verify, verify --no-cache, verify again, apply: exit 2, uncommitted changes); "
+    "plain `git status` enters the submodule and creates it",
+)
+case(
+    "truth-gitlink-on-patched-path",
+    HOSTILE,
+    "a gitlink in the index at `python/sglang/srt/models` (a directory on the way to a patched file), or at "
+    "`kimi_k25.py` itself",
+    2,
+    "sgpatch never enters a submodule",
+    "verify and apply refuse with one line (and a hint); nothing runs",
+)
+for _which, _file in [("versions", "VERSIONS.toml"), ("series", "the series file"), ("anchors", "anchors.toml")]:
+    for _kind, _what, _expect in [
+        ("fifo", "a FIFO no one writes to", "it is a FIFO, not a regular file"),
+        ("directory", "a directory", "it is a directory, not a regular file"),
+        ("device", "a link to /dev/zero", "it is a character device, not a regular file"),
+    ]:
+        case(
+            f"truth-nonregular-{_which}-{_kind}",
+            HOSTILE,
+            f"{_file} replaced by {_what} after a `verify`",
+            2,
+            _expect,
+            "one line naming the file, at once (nothing blocks); the same with `--no-cache`",
+        )
+case(
+    "truth-pycache",
+    CACHED,
+    "project and checkout under a directory named `__pycache__`; an anchor edited, then a file of the checkout",
+    1,
+    "deepseek-embed-and-head: moved",
+    _AS_NO_CACHE,
+)
+case(
+    "truth-config-through-link",
+    CACHED,
+    "`--config LINK/../VERSIONS.toml` through a symlink; an anchor edited, then LINK re-pointed into another project",
+    1,
+    "deepseek-embed-and-head: moved",
+    _AS_NO_CACHE,
+)
+case(
+    "truth-series-link-outside",
+    CACHED,
+    "`patches/0.5.9` a symlink inside the project, re-pointed outside it to identical content",
+    2,
+    "resolves outside the project",
+    _AS_NO_CACHE,
+)
+case(
+    "truth-anchors-swapped",
+    CACHED,
+    "anchors.toml swapped back and forth (renames) during 12 plain `verify` runs; then rewritten in place "
+    "(same inode, same size) with its modification time put back",
+    1,
+    "deepseek-embed-and-head: moved",
+    f"each run's output exactly one file's `--no-cache` answer; {_AS_NO_CACHE} after the swapping",
+)
+for _how, _fault in [
+    ("pythonpath", "a torch put in a folder on `PYTHONPATH`"),
+    ("pth", "a torch put in a folder a `.pth` file names"),
+]:
+    case(
+        f"truth-torch-{_how}",
+        CACHED,
+        f"`check-interface` of pristine 0.5.9, then {_fault} (on the path from the start, the environment "
+        "unchanged) whose `nn.Module` defines the two missing methods",
+        0,
+        "check-interface: ok",
+        f"{_AS_NO_CACHE}: the gaps close while that torch is found, and come back without it",
+    )

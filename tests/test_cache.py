@@ -318,8 +318,9 @@ def test_verify_runs_at_most_three_git_processes(
         r = run_cli("verify", "--checkout", str(patched), "--config", str(project.config.path), "--json", *extra)
         assert r.exit_code == 0
         counts.append(len(log.read_text().splitlines()))
-    # every run asks the same: rev-parse, the config check, cat-file, status (no verdict is remembered)
-    assert counts == [4, 4, 4]
+    # every run asks the same: rev-parse, the config check, cat-file, status, ls-files (the submodules in the
+    # index; no verdict is remembered)
+    assert counts == [5, 5, 5]
 
 
 def test_a_config_changed_after_a_verify_is_refused(patched: Path, project: Project, tmp_path: Path) -> None:

@@ -299,6 +299,10 @@ def verify_checkout(project: Project, checkout: Path, *, cache: Path | None = No
         notes.append(f"git: {state.problem}")
     if state.dirty:
         notes.append(f"git: {len(state.dirty)} uncommitted change(s), e.g. {state.dirty[0][3:]}")
+    notes.extend(
+        f"git: {path} is a submodule (gitlink {commit[:12]}); sgpatch does not look inside it"
+        for path, commit in state.gitlinks
+    )
     tree = DirTree(checkout)
     found = {p: tree.mode(p) for p in project.series.touched}
     return verify_tree(

@@ -67,12 +67,43 @@ NoCacheOpt = Annotated[
 ]
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127) if chr(c) not in "\n\t"}
+def echo(text: str, *, err: bool = False) -> None:
+    """A line (or lines) for people, on stdout or stderr: every character a terminal would act on or hide is
+    shown escaped (:func:`sgpatch.cli.render.visible`), whatever file, archive, git or host it came from."""
+    from sgpatch.cli.render import visible
+
+    typer.echo(visible(text), err=err)
+
+
+def echo_json(text: str) -> None:
+    """``--json``'s one document on stdout, as ``json.dumps`` wrote it (which escaped every control character)."""
+    typer.echo(text)
 
 
 def _err(message: str) -> None:
-    """One message on stderr; control characters (text a target or a file sent) are shown escaped."""
-    typer.echo(message.translate(_CONTROL), err=True)
+    """One message on stderr, shown as :func:`echo` shows everything."""
+    echo(message, err=True)
+
+
+def open_std_streams() -> None:
+    """Before anything else runs: a standard descriptor the caller closed (``2>&-``, ``>&-``) is opened on
+    /dev/null, as git does, so no file sgpatch opens later takes its number and receives what was meant for
+    the terminal, and no child inherits it as one; ``sys.stdout`` and ``sys.stderr`` exist (Python leaves
+    them None for a closed descriptor); and what they cannot encode is written escaped, never an error."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:  # not the lowest free number: the descriptors below it are open
+                os.dup2(null, fd)
+                os.close(null)
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False))  # noqa: SIM115
+        elif hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def stdout_closed() -> bool:

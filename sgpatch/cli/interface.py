@@ -17,6 +17,8 @@ from sgpatch.cli.base import (
     _checkout,
     _config,
     app,
+    echo,
+    echo_json,
     handled,
 )
 
@@ -66,6 +68,6 @@ def check_interface_cmd(
     finally:
         if isinstance(tree, ZipTree):
             tree.close()
-    typer.echo(dumps(report.as_dict()) if json_out else render_interface(report))
+    echo_json(dumps(report.as_dict())) if json_out else echo(render_interface(report))
     if not report.ok:
         raise typer.Exit(1)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from sgpatch.cli.base import ConfigOpt, JsonOpt, StackArg, _config, _progress, app, handled
+from sgpatch.cli.base import ConfigOpt, JsonOpt, StackArg, _config, _progress, app, echo, echo_json, handled
 
 PortCheckoutOpt = Annotated[
     Path | None, typer.Option("--checkout", help="checkout of the new stack (default: .sgpatch/checkouts/NEW-STACK)")
@@ -50,7 +50,7 @@ def port(
         force=force,
         progress=_progress(json_out),
     )
-    typer.echo(dumps(result.as_dict()) if json_out else render_port(result))
+    echo_json(dumps(result.as_dict())) if json_out else echo(render_port(result))
     if not result.ok:
         raise typer.Exit(1)
 
@@ -87,7 +87,7 @@ def export(
         if check:
             raise Bad(f"{checkout}: a port is in progress here; finish it first (export without --check)")
         ported = continue_port(cfg, checkout, progress=_progress(json_out))
-        typer.echo(dumps(ported.as_dict()) if json_out else render_port(ported))
+        echo_json(dumps(ported.as_dict())) if json_out else echo(render_port(ported))
         if not ported.ok:
             raise typer.Exit(1)
         return
@@ -99,6 +99,6 @@ def export(
         result = export_fresh(cfg, project.stack, project.series, check=check)
     else:
         result = export_series(cfg, project.stack, project.series, target, check=check)
-    typer.echo(dumps(result.as_dict()) if json_out else render_export(result, cfg.root))
+    echo_json(dumps(result.as_dict())) if json_out else echo(render_export(result, cfg.root))
     if check and result.stale:
         raise typer.Exit(1)

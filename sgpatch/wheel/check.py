@@ -16,7 +16,7 @@ from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Stack, wheel_tags
 from sgpatch.errors import BuildError, SgpatchError
 from sgpatch.git.repo import Git
-from sgpatch.series.anchors import check_anchors, load_anchors
+from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
 from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
@@ -287,10 +287,14 @@ def check_wheel(
     upstream_wheel: Path | None = None,
     checkout: Path | None = None,
     cache: Path | None = None,
+    anchors: Sequence[Anchor] | None = None,
 ) -> WheelReport:
     """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
     patched anchors, verify's report on its files; with ``upstream_wheel`` the file set and
     the unpatched bytes; with ``checkout`` the patched files' bytes.
+
+    ``anchors``: the stack's, as the caller read them with its series (``Project.anchors``), so that one
+    run reads anchors.toml once; None: read here.
 
     The wheel is read through sgpatch.source.archive: a member that is unsafe, over a limit,
     encrypted, compressed with another method than deflate, or corrupt is an
@@ -315,7 +319,8 @@ def check_wheel(
             _check_requires(stack, contents.read(f"{dist_info}/METADATA"), upstream_metadata),
             _check_provenance(stack, series, version, contents, dist_info),
         ]
-        anchors = load_anchors(stack.series_dir / "anchors.toml")
+        if anchors is None:
+            anchors = load_anchors(stack.series_dir / "anchors.toml")
         patched = check_anchors(anchors, tree, "patched")
         checks.append(
             _check(
