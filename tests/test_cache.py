@@ -4,6 +4,9 @@
 - The module: one key (kind, content, sgpatch itself), a bounded reader that takes anything odd as a miss,
   atomic writes whose failure is silent, pruning that removes only its own entries and never through a link,
   a directory trusted only when it is the user's own, not a link and not writable by others.
+- The interface facts: a second check reads every part from the cache; any one changed input (a byte of a
+  file the check read, a file created where it found none, a file added to a directory it listed, a file
+  removed, the stack's interface table, the torch found) gives the uncached answer.
 - The CLI: byte-identical output to ``--no-cache`` with entries that are truncated, garbage, of another shape.
 """
 
@@ -12,23 +15,36 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
 
 import sgpatch.cache
 from sgpatch.cache import MAX_ENTRY_BYTES, Cache, key, open_cache
 from sgpatch.checkout.verify import verify_checkout
+from sgpatch.errors import ConfigError
 from sgpatch.git.repo import Git
-from sgpatch.interface import ClassRef
+from sgpatch.interface import ClassRef, ExternalBases, InterfaceReport, check_interface
+from sgpatch.interface.external import kept_nn_module
 from sgpatch.project import Project
+from sgpatch.source.tree import DirTree, SourceTree
 
 from .conftest import USER_RESULTS_ROOT
-from .helpers import git, git_shim, run_cli
+from .helpers import copy_project, git, git_shim, run_cli
 from .reliability import record
 
 KIMI = ClassRef.parse("python/sglang/srt/models/kimi_k25.py:KimiK25ForConditionalGeneration")
+LLAMA_EAGLE3 = ClassRef.parse("python/sglang/srt/models/llama_eagle3.py:LlamaForCausalLMEagle3")
+KEPT = ExternalBases(kept_nn_module())
+ARGS: dict[str, Any] = {"target": KIMI, "draft": LLAMA_EAGLE3, "externals": KEPT}
+FACTS = "interface-facts"
 
 
 def _warnings() -> tuple[list[str], Callable[[str], None]]:
@@ -228,6 +244,182 @@ def test_a_write_that_fails_is_silent(tmp_path: Path) -> None:
     assert not gone.root.exists()
 
 
+# ---------------------------------------------------------------------------------------- interface facts
+
+
+class RecordingTree:
+    """A tree that remembers what the check read from it (sha256, or None: missing) and what it listed."""
+
+    def __init__(self, tree: SourceTree) -> None:
+        self.tree = tree
+        self.reads: dict[str, bool] = {}
+        self.lists: set[str] = set()
+
+    @property
+    def label(self) -> str:
+        return self.tree.label
+
+    def read(self, path: str) -> bytes | None:
+        data = self.tree.read(path)
+        self.reads[path] = data is not None
+        return data
+
+    def list(self, prefix: str) -> list[str]:
+        self.lists.add(prefix)
+        return self.tree.list(prefix)
+
+
+@pytest.fixture(scope="module")
+def tree(release_tree: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of pristine 0.5.9's python/sglang/srt (the hypothesis test edits it and restores it)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("cache-tree")
+    shutil.copytree(release_tree("0.5.9") / "python" / "sglang" / "srt", root / "python" / "sglang" / "srt")
+    return root
+
+
+@pytest.fixture(scope="module")
+def recorded(tree: Path) -> RecordingTree:
+    rec = RecordingTree(DirTree(tree))
+    check_interface(rec, **ARGS)
+    return rec
+
+
+def outcome(run: Callable[[], InterfaceReport]) -> tuple[str, object]:
+    try:
+        return "report", run().as_dict()
+    except ConfigError as exc:
+        return "error", exc.message
+
+
+def test_a_second_check_reads_every_part_from_the_cache(tree: Path, tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    first = check_interface(DirTree(tree), cache=cache, **ARGS)
+    computed = cache.misses
+    assert computed > 30 and cache.hits == 0  # the modules, classes, scans and methods the check needed
+    assert len(list((tmp_path / FACTS).iterdir())) == computed
+    second = check_interface(DirTree(tree), cache=cache, **ARGS)
+    assert cache.misses == computed and cache.hits == computed  # nothing parsed: every part was kept
+    assert first == second == check_interface(DirTree(tree), **ARGS)
+    assert first.gaps  # pristine 0.5.9 lacks two target methods: a report with every part filled
+
+
+@contextmanager
+def changed(tree: Path, kind: str, path: str, pos: int, value: int) -> Iterator[None]:
+    """One input changed, then put back: a byte of a file read, a file created where the check found none,
+    a file added to a directory it listed, or a file it read removed."""
+    target = tree / path
+    saved = target.read_bytes() if target.is_file() else None
+    made: list[Path] = []
+    if kind == "byte":
+        assert saved is not None
+        at = pos % len(saved) if saved else 0
+        old = saved[at] if saved else None
+        if old is not None and chr(old).isalpha():  # a letter becomes another: the file still parses, mostly
+            new = b"abcdefghijklmnopqrstuvwxyz"[value % 26]
+            new = new if new != old else new ^ 0x01
+        else:
+            new = value if value != old else (value + 1) % 256
+        target.write_bytes(saved[:at] + bytes([new]) + saved[at + 1 :])
+    elif kind == "create":
+        missing = [p for p in target.parents if not p.exists()]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        made = [target, *missing]
+        target.write_bytes(b"x = 1\n" if value % 2 else bytes([value]) * (pos % 7))
+    elif kind == "listing":  # ``path`` is a directory the check listed
+        target = tree / path / f"zz_added_{pos}.py"
+        made = [target]
+        target.write_bytes(b"x = 1\n")
+    else:  # remove
+        target.unlink()
+    try:
+        yield
+    finally:
+        for p in made:
+            if p.is_dir():
+                p.rmdir()
+            else:
+                p.unlink(missing_ok=True)
+        if saved is not None:
+            target = tree / path
+            target.write_bytes(saved)
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Cache:
+    return Cache(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def baseline(tree: Path, shared_cache: Cache) -> InterfaceReport:
+    """The report on the unchanged tree; its parts are in ``shared_cache``."""
+    return check_interface(DirTree(tree), cache=shared_cache, **ARGS)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],  # each example is four full checks: no shrinking
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_any_one_changed_input_gives_the_uncached_answer(
+    tree: Path, recorded: RecordingTree, baseline: InterfaceReport, shared_cache: Cache, data: st.DataObject
+) -> None:
+    kind = data.draw(st.sampled_from(["byte", "byte", "byte", "create", "listing", "remove"]), label="kind")
+    present = sorted(p for p, found in recorded.reads.items() if found)
+    absent = sorted(p for p, found in recorded.reads.items() if not found and not p.endswith("/__init__.py"))
+    choices = {"create": absent, "listing": sorted(recorded.lists)}.get(kind, present)
+    path = data.draw(st.sampled_from(choices), label="path")
+    pos, value = data.draw(st.integers(0, 1 << 20), label="pos"), data.draw(st.integers(0, 255), label="value")
+
+    def cached() -> InterfaceReport:
+        return check_interface(DirTree(tree), cache=shared_cache, **ARGS)
+
+    with changed(tree, kind, path, pos, value):
+        got = outcome(cached)
+        want = outcome(lambda: check_interface(DirTree(tree), **ARGS))
+        again = outcome(cached)  # now from the parts kept for the changed tree
+    event(f"{kind}: {got[0]}")
+    assert got == want
+    assert again == want
+    misses = shared_cache.misses
+    assert check_interface(DirTree(tree), cache=shared_cache, **ARGS) == baseline
+    assert shared_cache.misses == misses  # the parts of the original bytes were kept, not replaced
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"declared_target": ("get_embed_and_head", "not_used_anywhere")},
+        {"declared_draft": ("load_lm_head_from_target",)},
+        {"draft": None},
+        {"target": ClassRef.parse("python/sglang/srt/models/deepseek_v2.py:DeepseekV2ForCausalLM")},
+        {"algorithm": "eagle"},
+        {"externals": ExternalBases(None)},  # torch here if installed, else the kept list
+    ],
+    ids=["declared-target", "declared-draft", "no-draft", "target", "algorithm", "externals"],
+)
+def test_a_changed_interface_table_gives_the_uncached_answer(
+    tree: Path, tmp_path: Path, change: dict[str, object]
+) -> None:
+    cache = Cache(tmp_path)
+    check_interface(DirTree(tree), cache=cache, **ARGS)
+    args = {**ARGS, **change}
+    assert check_interface(DirTree(tree), cache=cache, **args) == check_interface(DirTree(tree), **args)
+
+
+def test_fewer_torch_members_give_the_uncached_answer(tree: Path, tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    check_interface(DirTree(tree), cache=cache, **ARGS)
+    kept = kept_nn_module()
+    fewer = type(kept)(kept.name, kept.source, kept.origin, {k: v for k, v in kept.members.items() if k != "modules"})
+    args = {**ARGS, "externals": ExternalBases(fewer)}
+    assert check_interface(DirTree(tree), cache=cache, **args) == check_interface(DirTree(tree), **args)
+
+
 # ---------------------------------------------------------------------------------------- the CLI, in-process
 
 
@@ -255,7 +447,7 @@ def test_cached_output_is_byte_identical_to_no_cache(patched: Path, project: Pro
     assert [code for code, _, _ in full] == [0, 0, 0, 0]
     first = _runs(patched, project.config.path)
     kinds = sorted({p.parent.name for p in entries(xdg)})
-    assert kinds == ["landing"]
+    assert kinds == [FACTS, "landing"]
     assert first == full
     assert _runs(patched, project.config.path) == full  # every entry read this time
 
@@ -370,3 +562,46 @@ def test_landing_results_from_the_cache_follow_the_file(patched: Path, project: 
     cached, full = verify_checkout(project, patched, cache=cache), verify_checkout(project, patched)
     assert cached.as_dict() == full.as_dict()
     assert not cached.ok
+
+
+# ---------------------------------------------------------------------------------------- real processes
+
+
+def sgpatch_run(*args: str, xdg: Path, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``python -m sgpatch ARGS`` as its own process, with ``$XDG_CACHE_HOME`` at ``xdg``."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    full.update({"XDG_CACHE_HOME": str(xdg), **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", "sgpatch", *args], env=full, capture_output=True, text=True, timeout=300, check=False
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_the_torch_found_now_is_what_counts(tree: Path, tmp_path: Path) -> None:
+    """torch.nn.Module's members come from the torch this process finds (here on PYTHONPATH), read every
+    run: cached and --no-cache agree when it appears, changes and goes."""
+    site = tmp_path / "site"
+    module = site / "torch" / "nn" / "modules" / "module.py"
+    module.parent.mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("raise ImportError('never imported')\n")
+    config = copy_project(tmp_path / "proj") / "VERSIONS.toml"
+    check = ["check-interface", "--checkout", str(tree), "--config", str(config), "--json"]
+
+    def both(env: dict[str, str]) -> tuple[int, str, str]:
+        cached = sgpatch_run(*check, xdg=tmp_path / "xdg", env=env)
+        assert cached == sgpatch_run(*check, "--no-cache", xdg=tmp_path / "none", env=env)
+        return cached
+
+    without = both({})
+    assert without[0] == 1
+    module.write_text("class Module:\n    def get_embed_and_head(self):\n        pass\n")
+    one = both({"PYTHONPATH": str(site)})
+    module.write_text("class Module:\n    def set_eagle3_layers_to_capture(self, ids):\n        pass\n")
+    other = both({"PYTHONPATH": str(site)})
+    gaps = [sorted(g["name"] for g in json.loads(out)["gaps"]) for _, out, _ in (without, one, other)]
+    assert gaps == [
+        ["get_embed_and_head", "set_eagle3_layers_to_capture"],
+        ["set_eagle3_layers_to_capture"],
+        ["get_embed_and_head"],
+    ]
+    assert both({}) == without

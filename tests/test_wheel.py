@@ -635,7 +635,7 @@ def test_a_rebuild_reuses_the_wheel_and_checks_it_again(builds: Builds, config: 
     assert first.cached and first.checks.ok
     assert first.checks.as_dict() == {**builds.cu130.checks.as_dict(), "wheel": str(first.wheel)}
     entries = sorted(p for p in kept.root.glob("*/*.json"))
-    assert {p.parent.name for p in entries} == {"landing", "wheel-digests"}
+    assert {p.parent.name for p in entries} == {"interface-facts", "landing", "wheel-digests"}
     good = {p: p.read_bytes() for p in entries}
     for damage in (b"", b"{not json", b'{"key": "x", "report": {}}', b"[[1, 2]]"):
         for p in entries:

@@ -138,7 +138,7 @@ def verify_tree(
 
     ``modes`` (path -> git mode of the touched files) where the tree has them (a checkout).
     ``cache`` (None: none) keeps the expensive parts by the bytes they come from: each file's landing
-    results.  Every check runs each time, over those parts.
+    results and each source file's interface facts.  Every check runs each time, over those parts.
     """
     with parses_shared():  # the landing check and the interface check parse each file once between them
         return _verify_tree(stack, series, anchors, tree, require_patched, notes, modes, cache)
@@ -195,7 +195,7 @@ def _verify_tree(
         from sgpatch.interface import interface_of
         from sgpatch.interface.check import check_interface
 
-        found = check_interface(tree, **interface_of(stack.interface))
+        found = check_interface(tree, cache=cache, **interface_of(stack.interface))
         interface = found.as_dict()
         gaps = [f"{g.role} {g.class_name} lacks {g.name}" for g in found.gaps]
         gaps += [

@@ -13,6 +13,7 @@ from sgpatch.cli.base import (
     JsonOpt,
     NoCacheOpt,
     StackArg,
+    _cache,
     _checkout,
     _config,
     app,
@@ -61,7 +62,7 @@ def check_interface_cmd(
             raise Bad(f"{root}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
         tree = DirTree(root)
     try:
-        report: Any = check_interface(tree, **interface_of(st.interface))
+        report: Any = check_interface(tree, cache=_cache(no_cache), **interface_of(st.interface))
     finally:
         if isinstance(tree, ZipTree):
             tree.close()

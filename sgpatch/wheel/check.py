@@ -313,7 +313,8 @@ def check_wheel(
     files the checks read whole (METADATA, RECORD, provenance, patched files) are.
 
     Every check runs each time; ``cache`` (None: none) keeps only expensive parts by the bytes they come
-    from: the upstream wheel's member digests (by its sha256), each file's landing results."""
+    from: the upstream wheel's member digests (by its sha256), each source file's interface facts, each
+    file's landing results."""
     if not wheel.is_file():
         raise BuildError(f"{wheel}: no such wheel file")
     version = wheel_version(stack, series)
