@@ -7,7 +7,9 @@
 - The interface facts: a second check reads every part from the cache; any one changed input (a byte of a
   file the check read, a file created where it found none, a file added to a directory it listed, a file
   removed, the stack's interface table, the torch found) gives the uncached answer.
-- The CLI: byte-identical output to ``--no-cache`` with entries that are truncated, garbage, of another shape.
+- The CLI, in-process and as real processes: byte-identical output to ``--no-cache`` with entries that are
+  truncated, garbage, of another shape or crafted to break the reader, with a cache that cannot be written,
+  a cache directory that is a link, another user's or writable by others (refused in one warning line).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 import sgpatch.cache
-from sgpatch.cache import MAX_ENTRY_BYTES, Cache, key, open_cache
+from sgpatch.cache import KEEP, MAX_ENTRY_BYTES, Cache, key, open_cache
 from sgpatch.checkout.verify import verify_checkout
 from sgpatch.errors import ConfigError
 from sgpatch.git.repo import Git
@@ -231,6 +233,7 @@ def test_a_kind_directory_that_is_a_link_is_never_used(tmp_path: Path) -> None:
     assert cache.get("landing", names[0].removesuffix(".json")) is None
     cache.put("landing", key("landing", "new"), [])
     assert {n: (victim / n).read_bytes() for n in sorted(p.name for p in victim.iterdir())} == before
+    record("cache-link-prune", exit=0, shown="prune(keep=0) through the link: 0 removed", roots=(tmp_path,))
 
 
 def test_a_write_that_fails_is_silent(tmp_path: Path) -> None:
@@ -575,6 +578,198 @@ def sgpatch_run(*args: str, xdg: Path, env: dict[str, str] | None = None) -> tup
         [sys.executable, "-m", "sgpatch", *args], env=full, capture_output=True, text=True, timeout=300, check=False
     )
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def _commands(co: Path, project: Project) -> list[list[str]]:
+    where = ["--checkout", str(co), "--config", str(project.config.path)]
+    return [["verify", *where, "--json"], ["check-interface", *where], ["verify", *where]]
+
+
+@pytest.fixture
+def real(patched_checkout: Callable[[], Path], project: Project, tmp_path: Path) -> tuple[Path, list[tuple]]:
+    """A patched checkout, and what each command says with --no-cache (as a real process)."""
+    co = patched_checkout()
+    full = [sgpatch_run(*cmd, "--no-cache", xdg=tmp_path / "unused") for cmd in _commands(co, project)]
+    assert [code for code, _, _ in full] == [0, 0, 0]
+    assert not (tmp_path / "unused").exists()
+    return co, full
+
+
+def _files_below(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@pytest.mark.parametrize("where", ["sgpatch", "results", "kinds"])
+def test_an_unwritable_cache_changes_nothing_but_time(
+    real: tuple[Path, list[tuple]], project: Project, tmp_path: Path, where: str
+) -> None:
+    co, full = real
+    xdg = tmp_path / "xdg"
+    spot = {"sgpatch": xdg / "sgpatch", "results": xdg / "sgpatch" / "results"}.get(where)
+    if spot is not None:
+        spot.parent.mkdir(parents=True, mode=0o700)
+        spot.write_text("a file where the cache directory would be")
+    else:
+        for kind in KEEP:
+            (xdg / "sgpatch" / "results").mkdir(parents=True, mode=0o700, exist_ok=True)
+            (xdg / "sgpatch" / "results" / kind).write_text("a file where the kind's directory would be")
+    (xdg / "sgpatch").chmod(0o700) if (xdg / "sgpatch").is_dir() else None
+    before = _files_below(xdg)
+    got = [sgpatch_run(*cmd, xdg=xdg) for cmd in _commands(co, project)]
+    assert got == full  # nothing claims a result was kept: the output is --no-cache's, byte for byte
+    assert _files_below(xdg) == before
+    record("cache-unwritable", exit=got[0][0], shown="same output as --no-cache; nothing written", roots=(tmp_path,))
+
+
+def _victim(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    _entries(victim, 300)
+    return victim, {p.name: p.read_bytes() for p in victim.iterdir()}
+
+
+def test_a_linked_kind_directory_is_neither_used_nor_pruned(
+    real: tuple[Path, list[tuple]], project: Project, tmp_path: Path
+) -> None:
+    co, full = real
+    victim, before = _victim(tmp_path)
+    results = tmp_path / "xdg" / "sgpatch" / "results"
+    results.mkdir(parents=True, mode=0o700)
+    (results.parent).chmod(0o700)
+    for kind in KEEP:
+        (results / kind).symlink_to(victim, target_is_directory=True)
+    got = [sgpatch_run(*cmd, xdg=tmp_path / "xdg") for cmd in _commands(co, project)]
+    assert got == full
+    assert {p.name: p.read_bytes() for p in victim.iterdir()} == before
+
+
+def test_a_linked_cache_directory_is_refused_and_left_alone(
+    real: tuple[Path, list[tuple]], project: Project, tmp_path: Path
+) -> None:
+    co, full = real
+    victim, before = _victim(tmp_path)
+    top = tmp_path / "xdg" / "sgpatch"
+    top.mkdir(parents=True, mode=0o700)
+    (top / "results").symlink_to(victim, target_is_directory=True)
+    got = [sgpatch_run(*cmd, xdg=tmp_path / "xdg") for cmd in _commands(co, project)]
+    warning = (
+        f"sgpatch: warning: the cache directory {top / 'results'} is a symbolic link: "
+        "not used, running without a cache\n"
+    )
+    assert got == [(code, out, warning + err) for code, out, err in full]
+    assert {p.name: p.read_bytes() for p in victim.iterdir()} == before
+    record("cache-link-prune", exit=got[0][0], shown=warning.strip(), roots=(tmp_path,))
+
+
+@pytest.mark.parametrize("how", list(UNTRUSTED))
+def test_an_untrusted_cache_directory_is_not_used_by_a_command(
+    real: tuple[Path, list[tuple]], project: Project, tmp_path: Path, how: str
+) -> None:
+    co, full = real
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    root = tmp_path / "xdg" / "sgpatch" / "results"
+    root.mkdir(parents=True, mode=0o700)
+    root.parent.chmod(0o700)
+    UNTRUSTED[how](root, elsewhere)
+    got = [sgpatch_run(*cmd, xdg=tmp_path / "xdg") for cmd in _commands(co, project)]
+    for (code, out, err), (want_code, want_out, want_err) in zip(got, full, strict=True):
+        assert (code, out) == (want_code, want_out)
+        first, _, rest = err.partition("\n")
+        assert first.startswith("sgpatch: warning: the cache directory ") and first.endswith(
+            ": not used, running without a cache"
+        )
+        assert rest == want_err
+    assert list(elsewhere.iterdir()) == [] and (how == "a-link" or list(root.iterdir()) == [])
+    record("cache-untrusted-root", exit=got[0][0], shown=got[0][2].splitlines()[0], roots=(tmp_path,))
+
+
+def _crafted(path: Path, n: int, others: list[Path]) -> str:
+    """Replace the entry at ``path`` by the ``n``-th kind of crafted entry; its name."""
+    try:
+        doc: Any = json.loads(path.read_bytes())
+    except (ValueError, RecursionError):
+        doc = None  # crafted for an earlier command, and not read since
+    kinds = ["a-link", "a-fifo", "oversize", "deep", "not-python", "out-of-range", "wrong-types"]
+    how = kinds[n % len(kinds)]
+    path.unlink()
+    if how == "a-link":
+        path.symlink_to(others[(n + 1) % len(others)])  # another entry: a valid one, but a link
+    elif how == "a-fifo":
+        os.mkfifo(path)
+    elif how == "oversize":
+        with path.open("wb") as fh:
+            fh.write(b"[" + b" " * (MAX_ENTRY_BYTES + 16) + b"]")
+    elif how == "deep":
+        path.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    elif how == "not-python" and isinstance(doc, dict) and doc.get("guards"):
+        doc["guards"][0][0] = "__import__('os').system('touch PWNED') if (:"
+        path.write_text(json.dumps(doc))
+    elif how == "out-of-range" and isinstance(doc, dict) and "sites" in doc and doc["sites"]:
+        doc["sites"][0][5] = [10**9]
+        path.write_text(json.dumps(doc))
+    elif isinstance(doc, dict):  # wrong types: every field a string
+        path.write_text(json.dumps({k: "x" for k in doc}))
+    else:
+        path.write_text(json.dumps([[-1, "not a bool", None]]))
+    return how
+
+
+def test_crafted_entries_are_misses_and_the_answer_is_no_caches(
+    real: tuple[Path, list[tuple]], project: Project, tmp_path: Path
+) -> None:
+    co, full = real
+    xdg = tmp_path / "xdg"
+    commands = _commands(co, project)
+    assert sgpatch_run(*commands[0], xdg=xdg) == full[0]
+    kept = sorted((xdg / "sgpatch" / "results").glob("*/*.json"))
+    assert len(kept) > 30
+    seen: set[str] = set()
+    for cmd, want in zip(commands, full, strict=True):
+        for n, p in enumerate(sorted((xdg / "sgpatch" / "results").glob("*/*.json"))):
+            if p.is_file() and not p.is_symlink():
+                seen.add(_crafted(p, n, kept))
+        assert sgpatch_run(*cmd, xdg=xdg) == want
+    assert seen >= {"a-link", "a-fifo", "oversize", "deep", "not-python", "out-of-range", "wrong-types"}
+    assert not (co / "PWNED").exists() and not Path("PWNED").exists()
+    record("cache-hostile-entry", exit=full[0][0], shown="same output as --no-cache", roots=(tmp_path,))
+
+
+RMTREE_PROBE = """
+import json, os, posix, sys
+from sgpatch.cli import main
+sys.argv = ["sgpatch", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+imported = "shutil" in sys.modules
+import shutil
+print(json.dumps({"code": code, "shutil imported": imported, "safe": shutil.rmtree.avoids_symlink_attacks,
+                  "stat": os.stat is posix.stat, "lstat": os.lstat is posix.lstat}), file=sys.stderr)
+"""
+
+
+def test_a_verify_process_keeps_the_symlink_safe_rmtree(
+    patched_checkout: Callable[[], Path], project: Project, tmp_path: Path
+) -> None:
+    co = patched_checkout()
+    for extra in ((), ()):  # the first fills the cache, the second reads it
+        proc = subprocess.run(
+            [sys.executable, "-c", RMTREE_PROBE, "verify", "--checkout", str(co), "--config", str(project.config.path)],
+            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=tmp_path,
+        )
+        seen = json.loads(proc.stderr.strip().splitlines()[-1])
+        assert seen == {"code": 0, "shutil imported": True, "safe": True, "stat": True, "lstat": True}, extra
+    assert list((tmp_path / "xdg" / "sgpatch" / "results").iterdir())  # the cache was in use
+    record("cache-rmtree-safe", exit=0, shown="shutil.rmtree.avoids_symlink_attacks: true", roots=(tmp_path,))
 
 
 def test_the_torch_found_now_is_what_counts(tree: Path, tmp_path: Path) -> None:
