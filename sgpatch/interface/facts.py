@@ -297,7 +297,15 @@ class Loader:
             binds = []
             for row in _list(rows):
                 kind, line, module, attr, typing_only, ref = _list(row, 6)
-                kind = _in(kind, _BINDING_KINDS)
+                if (
+                    kind not in _BINDING_KINDS
+                    or type(line) is not int
+                    or line < 0
+                    or type(module) is not str
+                    or type(attr) is not str
+                    or type(typing_only) is not bool
+                ):
+                    raise TypeError("a binding of the wrong shape")
                 cls, fn, alias = None, None, ""
                 if kind == "class" and ref is not None:
                     cls = _int(ref)
@@ -308,7 +316,7 @@ class Loader:
                     alias = _dotted(ref)
                 elif ref is not None:
                     raise ValueError("a reference on a binding that has none")
-                binds.append(Binding(kind, _int(line), _str(module), _str(attr), cls, fn, alias, _bool(typing_only)))
+                binds.append(Binding(kind, line, module, attr, cls, fn, alias, typing_only))
             out[_str(name)] = tuple(binds)
         return out
 
@@ -340,15 +348,27 @@ class Loader:
             text, positive, by_raise = _list(row, 3)
             table.append(Guard(self.expr(text), _bool(positive), _bool(by_raise)))
 
+        count = len(table)
+        made: dict[tuple[Any, ...], tuple[Guard, ...]] = {}
+
         def guards(refs: Any) -> tuple[Guard, ...]:
-            return tuple(table[_int(i)] for i in _list(refs))
+            key = tuple(_list(refs))
+            found = made.get(key)  # many uses and assignments stand under the same guards
+            if found is None:
+                if not all(type(i) is int and 0 <= i < count for i in key):
+                    raise ValueError("a guard out of range")
+                found = made[key] = tuple(table[i] for i in key)
+            return found
 
         sites = []
         for row in _list(doc["sites"]):
             line, role, name, access, optional, refs = _list(row, 6)
             role, access = _in(role, MODEL_ROLES), _in(access, _ACCESS)
             sites.append(Site(path, _int(line), role, _str(name), access, _bool(optional), guards(refs), path))
-        assigned = tuple((_str(n), guards(g)) for n, g in (_list(r, 2) for r in _list(doc["assigned"])))
+        assigned = []
+        for row in _list(doc["assigned"]):
+            name, refs = _list(row, 2)
+            assigned.append((_str(name), guards(refs)))
         deferred = []
         for row in _list(doc["deferred"]):
             dotted, args, refs, calls = _list(row, 4)
@@ -366,7 +386,7 @@ class Loader:
             stack: tuple[FnKey, ...] = tuple((path, _int(a), _int(b)) for a, b in (_list(c, 2) for c in _list(calls)))
             deferred.append(Deferred(_dotted(dotted), tuple(given), guards(refs), stack))
         followed = _int(doc["followed"])
-        return ScanFacts(tuple(sites), assigned, tuple(deferred), followed, _bool(doc["capped"]))
+        return ScanFacts(tuple(sites), tuple(assigned), tuple(deferred), followed, _bool(doc["capped"]))
 
     def enum(self, doc: Any) -> EnumFacts | None:
         if doc is None:
