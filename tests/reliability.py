@@ -747,31 +747,69 @@ _SAME_OUT = "stdout, stderr and exit code byte-identical to a `--no-cache` run; 
 for _id, _fault in [
     ("cache-truncated", "every cache entry cut short (half its bytes)"),
     ("cache-garbage", "every cache entry replaced by bytes that are not JSON"),
-    ("cache-wrong-shape", "every cache entry valid JSON of another shape (a list, a report with wrong types)"),
+    ("cache-wrong-shape", "every cache entry valid JSON of another shape (a list, facts with wrong types)"),
     ("cache-directory", "a directory where a cache entry should be"),
 ]:
     case(_id, CACHED, f"`verify` and `check-interface` on the patched 0.5.9 checkout: {_fault}", 0, "exit 0", _SAME_OUT)
 case(
-    "cache-unwritable",
+    "cache-hostile-entry",
     CACHED,
-    "the cache directory cannot be created (`$XDG_CACHE_HOME/sgpatch` is a file)",
+    "every kept entry replaced by a crafted one (a link to another entry, a FIFO, 17 MiB, JSON nested 100000 "
+    "deep, a guard that is not Python, references out of range, a class or method its file does not define)",
     0,
     "exit 0",
-    "stdout, stderr and exit code byte-identical to a `--no-cache` run; nothing written",
+    "stdout, stderr and exit code byte-identical to a `--no-cache` run (real processes); no read blocks",
+)
+case(
+    "cache-unwritable",
+    CACHED,
+    "the cache cannot be written (`$XDG_CACHE_HOME/sgpatch`, its `results/`, or each kind's directory is a file)",
+    0,
+    "exit 0",
+    "stdout, stderr and exit code byte-identical to a `--no-cache` run (real processes); nothing written, "
+    "nothing claims to be kept",
+)
+case(
+    "cache-link-prune",
+    CACHED,
+    "`$XDG_CACHE_HOME/sgpatch/results/<kind>` (or `results/` itself) a symbolic link to a folder of 300 `.json` "
+    "files named like entries; and pruning asked to keep none",
+    0,
+    "exit 0",
+    "the 300 files untouched (names and bytes); the link not used (a linked `results/` refused with one "
+    "warning line); stdout and exit code as `--no-cache`",
+)
+case(
+    "cache-untrusted-root",
+    CACHED,
+    "the cache directory writable by group, or by others, a symbolic link, or owned by another user",
+    0,
+    "not used, running without a cache",
+    "stdout and exit code as `--no-cache`, stderr the same after one warning line; nothing read or written there",
+)
+case(
+    "cache-rmtree-safe",
+    CACHED,
+    "a real `sgpatch verify` process: when it ends, is `shutil.rmtree` still the symlink-attack-safe one and "
+    "`os.stat`/`os.lstat` the builtins (nothing wraps them to observe a run)",
+    0,
+    "avoids_symlink_attacks",
+    "`shutil.rmtree.avoids_symlink_attacks` true, `os.stat is posix.stat`",
 )
 case(
     "cache-config-changed",
     CACHED,
-    "a checkout's `.git/config` gains a filter driver after a verify remembered it as naming no program",
+    "a checkout's `.git/config` gains a filter driver after a verify",
     2,
     "names a program git could run",
-    "refused as without a cache; the remembered verdict is not used for the new content",
+    "refused as without a cache: nothing about git's configuration is kept",
 )
 _BUILT_SAME = "the wheel byte-identical to a build from a fresh export; the report's JSON and text as the first build's"
 for _id, _fault in [
     (
-        "build-cache-report-damaged",
-        "the build-cache entry's stored check report truncated, not JSON, or of another shape",
+        "build-cache-checks-again",
+        "`build` again with the same inputs, every kept part of the checks (facts, landing, wheel digests) truncated, "
+        "not JSON, or of another shape",
     ),
     ("build-cache-wheel-damaged", "the build-cache entry's wheel with 10 bytes changed (its sha256 stamp kept)"),
     (

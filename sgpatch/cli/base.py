@@ -12,12 +12,15 @@ import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
 from sgpatch.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, SgpatchError
 from sgpatch.results import Progress
+
+if TYPE_CHECKING:
+    from sgpatch.cache import Cache
 
 _SETTINGS: dict[str, Any] = {
     "add_completion": False,
@@ -63,7 +66,10 @@ CheckoutOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 NoCacheOpt = Annotated[
-    bool, typer.Option("--no-cache", help="check everything from scratch: use no cached result, keep none")
+    bool,
+    typer.Option(
+        "--no-cache", help="read and keep nothing in the cache (parsed files, built wheels): all from scratch"
+    ),
 ]
 
 
@@ -186,11 +192,12 @@ def _progress(json_out: bool) -> Progress | None:
     return lambda msg: _err(f"sgpatch: {msg}")
 
 
-def _cache(no_cache: bool) -> Path | None:
-    """The result cache (None with ``--no-cache``)."""
-    from sgpatch.cache import cache_root
+def _cache(no_cache: bool) -> Cache | None:
+    """The cache (a :class:`sgpatch.cache.Cache`), or None: with ``--no-cache``, or when the cache directory
+    must not be used (a link, another owner, writable by others: said in one line on stderr)."""
+    from sgpatch.cache import open_cache
 
-    return None if no_cache else cache_root()
+    return None if no_cache else open_cache(warn=lambda why: _err(f"sgpatch: warning: {why}"))
 
 
 def _checkout(config: Any, stack: Any, checkout: Path | None) -> Path:

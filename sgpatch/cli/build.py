@@ -13,6 +13,7 @@ from sgpatch.cli.base import (
     JsonOpt,
     NoCacheOpt,
     StackArg,
+    _cache,
     _checkout,
     _config,
     _err,
@@ -63,7 +64,7 @@ def build(
         platforms=tuple(platform or ()),
         isolated=not no_isolation,
         progress=_progress(json_out),
-        no_cache=no_cache,
+        cache=_cache(no_cache),
     )
     if json_out:  # the first wheel's document, with every wheel's under "wheels" (one per platform tag)
         docs = [r.as_dict() for r in results]

@@ -40,7 +40,7 @@ def check_interface_cmd(
     from sgpatch.errors import ConfigError
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.interface import interface_of
-    from sgpatch.interface.cache import check_interface_cached
+    from sgpatch.interface.check import check_interface
     from sgpatch.source.tree import DirTree, SourceTree, ZipTree
 
     if sum((checkout is not None, wheel is not None, installed)) > 1:
@@ -64,7 +64,7 @@ def check_interface_cmd(
             raise Bad(f"{root}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
         tree = DirTree(root)
     try:
-        report: Any = check_interface_cached(tree, cache=_cache(no_cache), **interface_of(st.interface)).report
+        report: Any = check_interface(tree, cache=_cache(no_cache), **interface_of(st.interface))
     finally:
         if isinstance(tree, ZipTree):
             tree.close()
