@@ -184,7 +184,8 @@ def _members(data: bytes, filename: str, cache: Cache | None) -> dict[str, tuple
     if cache is None:
         return nn_module_members(data, filename=filename)
     from sgpatch.cache import key
-    from sgpatch.interface.facts import KIND, MALFORMED, nn_module_doc, nn_module_members_from
+    from sgpatch.interface.facts import KIND, MALFORMED
+    from sgpatch.interface.loader import nn_module_doc, nn_module_members_from
 
     entry = key(KIND, "nn-module", data)
     kept = cache.get(KIND, entry)

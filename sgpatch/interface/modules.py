@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sgpatch.errors import ConfigError
 from sgpatch.interface import facts
 from sgpatch.interface.facts import Binding, EnumFacts, MethodFacts, ScanFacts
+from sgpatch.interface.loader import Loader
 from sgpatch.interface.model import (
     SPEC_INFO,
     Base,
@@ -52,7 +53,7 @@ class Modules:
         self._asts: dict[str, facts.Parsed | None] = {}
         self._parts: dict[tuple[str, ...], Any] = {}
         self._classes: dict[tuple[str, int], ClassNode | None] = {}
-        self.load = facts.Loader()
+        self.load = Loader()
 
     def data(self, path: str) -> bytes | None:
         if path not in self._data:
