@@ -18,7 +18,8 @@ the same bytes reads the part instead of parsing; the check itself runs every ti
 Each part is plain JSON; :class:`sgpatch.interface.loader.Loader` turns it into the check's types, and is
 the one reader for a part just computed and for one read from the cache, so the two cannot differ.  A kept
 part that does not have exactly the expected shape raises ``ValueError`` (or another error in
-:data:`MALFORMED`) there, which the caller takes as a miss.  Guards are kept as source text and parsed back (``ast.unparse`` round-trips).
+:data:`MALFORMED`) there, which the caller takes as a miss.  Guards are kept as source text and parsed
+back (``ast.unparse`` round-trips).
 """
 
 from __future__ import annotations
