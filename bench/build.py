@@ -51,6 +51,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from sgpatch.cache import EXPORTS, results_root
 from sgpatch.wheel.export import export_place
 
 REPO = Path(__file__).resolve().parent.parent
@@ -117,7 +118,7 @@ def main() -> None:
         version = ""
         floor_env = dict(env)
         bare = [sys.executable, "-P", "-m", "build", "--wheel", "--outdir"]
-        place = export_place(checkout.resolve())
+        place = export_place(checkout.resolve(), results_root() / EXPORTS)
 
         def build_floor(n: int) -> None:
             """The bare build of sgpatch's clean export; its output removed afterwards (neither timed)."""

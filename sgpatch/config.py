@@ -7,6 +7,7 @@ errors: a typo must never silently turn a pin off.
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from sgpatch.errors import ConfigError
+from sgpatch.projectfiles import read_project_file
 from sgpatch.tomlpos import locate
 
 CONFIG_NAME = "VERSIONS.toml"
@@ -152,7 +154,7 @@ def find_config(start: Path) -> Path:
     """VERSIONS.toml in ``start`` or the nearest parent directory."""
     for directory in (start, *start.parents):
         candidate = directory / CONFIG_NAME
-        if candidate.is_file():
+        if os.path.lexists(candidate):  # whatever it is: a FIFO or a directory is refused when read, not skipped
             return candidate
     raise ConfigError(
         f"no {CONFIG_NAME} in {start} or any parent directory",
@@ -425,7 +427,7 @@ def parse_config(text: str, path: Path) -> Config:
 def load_config(path: Path) -> Config:
     """Read and validate VERSIONS.toml."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_project_file(path).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -1,7 +1,9 @@
-"""Shared fixtures: the real SGLang release files from PyPI, real git checkouts.
+"""Shared fixtures: the real SGLang release files from PyPI, real git checkouts, the session's own cache.
 
 Artifacts are downloaded once through pip into the sgpatch cache
-(``$XDG_CACHE_HOME/sgpatch``) and checked against their sha256 pins before use.
+(``$XDG_CACHE_HOME/sgpatch/artifacts``) and checked against their sha256 pins before use: they stay
+shared between sessions.  What the checks keep (``results/``: parsed facts, landing results, exports)
+does not: each test session has its own, so the suite tests the checker, not an earlier run's entries.
 A pristine 0.5.9 checkout is made once per session and copied for each test.
 """
 
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import sgpatch.cache
+from sgpatch.cache import Cache
 from sgpatch.checkout.apply import apply_series
 from sgpatch.checkout.fetch import fetch, read_archive
 from sgpatch.config import Artifact, Config, load_config
@@ -118,6 +122,20 @@ RELEASES: dict[str, Artifact] = {
         "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937",
     ),
 }
+
+
+USER_RESULTS_ROOT = sgpatch.cache.results_root  # the real one, for the tests of the cache's own directory
+
+
+@pytest.fixture(scope="session", autouse=True)
+def result_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cache]:
+    """This session's own result cache (every in-process command, and any test asking for it, uses it);
+    downloads stay in the user's cache.  A command run as a separate process uses ``$XDG_CACHE_HOME``:
+    such tests point it at a temporary directory when the cache matters to them."""
+    root = tmp_path_factory.mktemp("results")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sgpatch.cache, "results_root", lambda: root)
+        yield Cache(root)
 
 
 @pytest.fixture(scope="session")

@@ -747,31 +747,69 @@ _SAME_OUT = "stdout, stderr and exit code byte-identical to a `--no-cache` run; 
 for _id, _fault in [
     ("cache-truncated", "every cache entry cut short (half its bytes)"),
     ("cache-garbage", "every cache entry replaced by bytes that are not JSON"),
-    ("cache-wrong-shape", "every cache entry valid JSON of another shape (a list, a report with wrong types)"),
+    ("cache-wrong-shape", "every cache entry valid JSON of another shape (a list, facts with wrong types)"),
     ("cache-directory", "a directory where a cache entry should be"),
 ]:
     case(_id, CACHED, f"`verify` and `check-interface` on the patched 0.5.9 checkout: {_fault}", 0, "exit 0", _SAME_OUT)
 case(
-    "cache-unwritable",
+    "cache-hostile-entry",
     CACHED,
-    "the cache directory cannot be created (`$XDG_CACHE_HOME/sgpatch` is a file)",
+    "every kept entry replaced by a crafted one (a link to another entry, a FIFO, 17 MiB, JSON nested 100000 "
+    "deep, a guard that is not Python, references out of range, a class or method its file does not define)",
     0,
     "exit 0",
-    "stdout, stderr and exit code byte-identical to a `--no-cache` run; nothing written",
+    "stdout, stderr and exit code byte-identical to a `--no-cache` run (real processes); no read blocks",
+)
+case(
+    "cache-unwritable",
+    CACHED,
+    "the cache cannot be written (`$XDG_CACHE_HOME/sgpatch`, its `results/`, or each kind's directory is a file)",
+    0,
+    "exit 0",
+    "stdout, stderr and exit code byte-identical to a `--no-cache` run (real processes); nothing written, "
+    "nothing claims to be kept",
+)
+case(
+    "cache-link-prune",
+    CACHED,
+    "`$XDG_CACHE_HOME/sgpatch/results/<kind>` (or `results/` itself) a symbolic link to a folder of 300 `.json` "
+    "files named like entries; and pruning asked to keep none",
+    0,
+    "exit 0",
+    "the 300 files untouched (names and bytes); the link not used (a linked `results/` refused with one "
+    "warning line); stdout and exit code as `--no-cache`",
+)
+case(
+    "cache-untrusted-root",
+    CACHED,
+    "the cache directory writable by group, or by others, a symbolic link, or owned by another user",
+    0,
+    "not used, running without a cache",
+    "stdout and exit code as `--no-cache`, stderr the same after one warning line; nothing read or written there",
+)
+case(
+    "cache-rmtree-safe",
+    CACHED,
+    "a real `sgpatch verify` process: when it ends, is `shutil.rmtree` still the symlink-attack-safe one and "
+    "`os.stat`/`os.lstat` the builtins (nothing wraps them to observe a run)",
+    0,
+    "avoids_symlink_attacks",
+    "`shutil.rmtree.avoids_symlink_attacks` true, `os.stat is posix.stat`",
 )
 case(
     "cache-config-changed",
     CACHED,
-    "a checkout's `.git/config` gains a filter driver after a verify remembered it as naming no program",
+    "a checkout's `.git/config` gains a filter driver after a verify",
     2,
     "names a program git could run",
-    "refused as without a cache; the remembered verdict is not used for the new content",
+    "refused as without a cache: nothing about git's configuration is kept",
 )
 _BUILT_SAME = "the wheel byte-identical to a build from a fresh export; the report's JSON and text as the first build's"
 for _id, _fault in [
     (
-        "build-cache-report-damaged",
-        "the build-cache entry's stored check report truncated, not JSON, or of another shape",
+        "build-cache-checks-again",
+        "`build` again with the same inputs, every kept part of the checks (facts, landing, wheel digests) truncated, "
+        "not JSON, or of another shape",
     ),
     ("build-cache-wheel-damaged", "the build-cache entry's wheel with 10 bytes changed (its sha256 stamp kept)"),
     (
@@ -814,6 +852,140 @@ case(
     "is pinned twice",
     "nothing read past the config; file:line named",
 )
+
+# --------------------------------------------------------------------------- issue 17: a plain run tells the truth
+# Each row of the issue's table (what a careless user or an attacker did, compared with `--no-cache` in the
+# same state), as real `python -m sgpatch` processes in tests/test_truth.py.
+
+_AS_NO_CACHE = "stdout, stderr and exit code of the plain run byte-identical to a `--no-cache` run, before and after"
+case(
+    "truth-closed-stream",
+    CLI,
+    "`verify --checkout /nonexistent/x`, `verify` of a checkout, `fetch --into` an existing checkout and "
+    "`verify --wheel` of a missing file, each with stderr (`2>&-`) or stdout (`>&-`) closed",
+    0,
+    "exit 0",
+    "the documented exit code (2 or 0), never 4; no traceback file; the next runs as `--no-cache` runs, "
+    "with their usual message",
+)
+case(
+    "checkout-dubious-ownership",
+    CLI,
+    "`verify`, `apply`, `export` and `fetch --into` of a checkout owned by another user (git's `safe.directory` "
+    "refusal)",
+    2,
+    "detected dubious ownership",
+    "one line saying so, with the hint `git config --global --add safe.directory DIR`; not 'not the top of a git "
+    "work tree'",
+)
+for _where, _fault in [
+    ("anchor", "an anchor whose `file` holds `ESC[31m` and a carriage return"),
+    ("file-path", "an untracked file in the checkout whose name holds `ESC[31m` and a carriage return"),
+    ("commit-message", "a commit in the checkout whose `Sgpatch-Patch` trailer holds `ESC[31m`"),
+    ("patch-description", "a patch whose DEP-3 description line holds `ESC[31m` and a carriage return"),
+]:
+    case(
+        f"cli-escape-{_where}",
+        CLI,
+        _fault,
+        {"anchor": 1, "patch-description": 2}.get(_where, 2),
+        "\\x1b[31m",
+        "no control byte on stdout or stderr (`verify` and `apply`); `--json` escapes it as JSON does",
+    )
+_NORUN_REPOINT = (
+    "the marker never appears, in `verify` (plain and `--no-cache`) or `apply`; plain `git status` there creates it"
+)
+for _how, _fault in [
+    ("gitdir-file", "a checkout whose `.git` is a `gitdir:` file"),
+    ("symlink", "`--checkout LINK`, a symlink to a checkout"),
+]:
+    case(
+        f"truth-{_how}-repointed",
+        HOSTILE,
+        f"{_fault}, re-pointed after a `verify` to a repository whose config names a `clean` filter",
+        2,
+        "'filter.evil.clean'",
+        _NORUN_REPOINT,
+    )
+case(
+    "truth-submodule-filter",
+    HOSTILE,
+    "a staged submodule (`ignore = none` in `.gitmodules` and `.git/config`) whose own `.git/config` names a "
+    "`clean` filter for a file git must read again",
+    0,
+    "python/sub is a submodule",
+    "the marker never appears (verify, verify --no-cache, verify again, apply: exit 2, uncommitted changes); "
+    "plain `git status` enters the submodule and creates it",
+)
+case(
+    "truth-gitlink-on-patched-path",
+    HOSTILE,
+    "a gitlink in the index at `python/sglang/srt/models` (a directory on the way to a patched file), or at "
+    "`kimi_k25.py` itself",
+    2,
+    "sgpatch never enters a submodule",
+    "verify and apply refuse with one line (and a hint); nothing runs",
+)
+for _which, _file in [("versions", "VERSIONS.toml"), ("series", "the series file"), ("anchors", "anchors.toml")]:
+    for _kind, _what, _expect in [
+        ("fifo", "a FIFO no one writes to", "it is a FIFO, not a regular file"),
+        ("directory", "a directory", "it is a directory, not a regular file"),
+        ("device", "a link to /dev/zero", "it is a character device, not a regular file"),
+    ]:
+        case(
+            f"truth-nonregular-{_which}-{_kind}",
+            HOSTILE,
+            f"{_file} replaced by {_what} after a `verify`",
+            2,
+            _expect,
+            "one line naming the file, at once (nothing blocks); the same with `--no-cache`",
+        )
+case(
+    "truth-pycache",
+    CACHED,
+    "project and checkout under a directory named `__pycache__`; an anchor edited, then a file of the checkout",
+    1,
+    "deepseek-embed-and-head: moved",
+    _AS_NO_CACHE,
+)
+case(
+    "truth-config-through-link",
+    CACHED,
+    "`--config LINK/../VERSIONS.toml` through a symlink; an anchor edited, then LINK re-pointed into another project",
+    1,
+    "deepseek-embed-and-head: moved",
+    _AS_NO_CACHE,
+)
+case(
+    "truth-series-link-outside",
+    CACHED,
+    "`patches/0.5.9` a symlink inside the project, re-pointed outside it to identical content",
+    2,
+    "resolves outside the project",
+    _AS_NO_CACHE,
+)
+case(
+    "truth-anchors-swapped",
+    CACHED,
+    "anchors.toml swapped back and forth (renames) during 12 plain `verify` runs; then rewritten in place "
+    "(same inode, same size) with its modification time put back",
+    1,
+    "deepseek-embed-and-head: moved",
+    f"each run's output exactly one file's `--no-cache` answer; {_AS_NO_CACHE} after the swapping",
+)
+for _how, _fault in [
+    ("pythonpath", "a torch put in a folder on `PYTHONPATH`"),
+    ("pth", "a torch put in a folder a `.pth` file names"),
+]:
+    case(
+        f"truth-torch-{_how}",
+        CACHED,
+        f"`check-interface` of pristine 0.5.9, then {_fault} (on the path from the start, the environment "
+        "unchanged) whose `nn.Module` defines the two missing methods",
+        0,
+        "check-interface: ok",
+        f"{_AS_NO_CACHE}: the gaps close while that torch is found, and come back without it",
+    )
 UPGRADE = "upgrade day"
 _STOPPED = "the stopped checkout byte for byte (HEAD, index, status, files, refs); VERSIONS.toml and patches/ unchanged"
 for _id, _fault, _exit, _expect, _kept in [

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
-import json
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from sgpatch.cache import Cache
 from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError
@@ -29,7 +29,7 @@ from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.tree import ZipTree, site_packages_tree
 from sgpatch.wheel import BuildResult, build_wheel, check_wheel, read_provenance
 from sgpatch.wheel.build import _last_line
-from sgpatch.wheel.cache import cache_key, report_cache_key
+from sgpatch.wheel.cache import cache_key
 from sgpatch.wheel.provenance import BuildInputs, requires_dist, rewrite_requires, wheel_version
 from sgpatch.wheel.recipe import install_recipe
 
@@ -215,38 +215,8 @@ def test_cache_key_misses_on_any_changed_input(config: Config, monkeypatch: pyte
     keys = {name: cache_key(v) for name, v in variants.items()}
     assert all(k != same for k in keys.values()), [n for n, k in keys.items() if k == same]
     assert len(set(keys.values())) == len(keys)
-    monkeypatch.setattr("sgpatch.wheel.cache.__version__", "99.0")
+    monkeypatch.setattr("sgpatch.cache._CODE", ["another sgpatch"])  # one digest of the whole package
     assert cache_key(_inputs(config)) != same
-
-
-def test_report_key_misses_on_any_changed_input(config: Config, tmp_path: Path) -> None:
-    """The stored report of the checks: the build key, the wheel's bytes and path, the checkout, the
-    whole stack (recipe, interface table...), every file of the series directory, the upstream pin."""
-    stack = config.stack(CU130)
-    series_dir = tmp_path / "series"
-    shutil.copytree(stack.series_dir, series_dir)
-    stack = dataclasses.replace(stack, series_dir=series_dir)
-    series = read_series(series_dir)
-    upstream = stack.artifact("wheel")
-    wheel, checkout = tmp_path / "w.whl", tmp_path / "co"
-    args = ("k" * 64, stack, series, wheel, "s" * 64, upstream, checkout)
-    same = report_cache_key(*args)
-    assert report_cache_key(*args) == same
-    changed = [
-        ("x" * 64, *args[1:]),
-        (args[0], dataclasses.replace(stack, local_label="other"), *args[2:]),
-        (args[0], dataclasses.replace(stack, interface=None), *args[2:]),
-        (*args[:3], tmp_path / "elsewhere.whl", *args[4:]),
-        (*args[:4], "t" * 64, *args[5:]),
-        (*args[:5], None, checkout),
-        (*args[:6], tmp_path / "other-checkout"),
-    ]
-    keys = [report_cache_key(*c) for c in changed]  # type: ignore[arg-type]
-    assert same not in keys and len(set(keys)) == len(keys)
-    # One byte of any file of the series directory (anchors.toml is not a patch).
-    anchors = series_dir / "anchors.toml"
-    anchors.write_bytes(anchors.read_bytes() + b"\n")
-    assert report_cache_key(*args) != same
 
 
 def test_last_line_names_the_backends_error() -> None:
@@ -394,7 +364,11 @@ class Builds:
 
 @pytest.fixture(scope="module")
 def builds(
-    tmp_path_factory: pytest.TempPathFactory, config: Config, template_checkout: Path, template_patched: Path
+    tmp_path_factory: pytest.TempPathFactory,
+    config: Config,
+    template_checkout: Path,
+    template_patched: Path,
+    result_cache: Cache,
 ) -> Builds:
     stack = config.stack(CU130)
     series = series_of(stack)
@@ -408,14 +382,27 @@ def builds(
     git(checkout, "tag", "v0.5.10", side)
     before = snapshot(checkout)
     cache = tmp_path_factory.mktemp("wheel-cache")
-    cu130 = build_wheel(config, stack, series, checkout, tmp_path_factory.mktemp("dist-a"), cache_dir=cache)
+    kept = result_cache
+    cu130 = build_wheel(config, stack, series, checkout, tmp_path_factory.mktemp("dist-a"), cache_dir=cache, cache=kept)
     # Same inputs from another checkout copy, another output and another cache: a real second build.
     other = copy_checkout(tmp_path_factory, template_patched, "wheel-patched-b")
     again = build_wheel(
-        config, stack, series, other, tmp_path_factory.mktemp("dist-b"), cache_dir=tmp_path_factory.mktemp("cache-b")
+        config,
+        stack,
+        series,
+        other,
+        tmp_path_factory.mktemp("dist-b"),
+        cache_dir=tmp_path_factory.mktemp("cache-b"),
+        cache=kept,
     )
     cu128 = build_wheel(
-        config, config.stack(CU128), series, checkout, tmp_path_factory.mktemp("dist-cu128"), cache_dir=cache
+        config,
+        config.stack(CU128),
+        series,
+        checkout,
+        tmp_path_factory.mktemp("dist-cu128"),
+        cache_dir=cache,
+        cache=kept,
     )
     pristine = copy_checkout(tmp_path_factory, template_checkout, "wheel-pristine")
     unpatched = build_wheel(
@@ -426,6 +413,7 @@ def builds(
         tmp_path_factory.mktemp("dist-unpatched"),
         cache_dir=tmp_path_factory.mktemp("cache-unpatched"),
         allow_unpatched=True,
+        cache=kept,
     )
     return Builds(checkout, cache, before, cu130, again, cu128, unpatched)
 
@@ -581,10 +569,16 @@ def test_tampered_wheel_fails(builds: Builds, config: Config, tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_unchanged_inputs_reuse_the_wheel(builds: Builds, config: Config, tmp_path: Path) -> None:
+def test_unchanged_inputs_reuse_the_wheel(builds: Builds, config: Config, tmp_path: Path, result_cache: Cache) -> None:
     stack = config.stack(CU130)
-    again = build_wheel(config, stack, series_of(stack), builds.checkout, tmp_path / "dist", cache_dir=builds.cache)
+    series = series_of(stack)
+    again = build_wheel(
+        config, stack, series, builds.checkout, tmp_path / "dist", cache_dir=builds.cache, cache=result_cache
+    )
     assert again.cached and again.checks.ok
+    # Without a cache (--no-cache) nothing is reused: the wheel is built again, the same bytes.
+    fresh = build_wheel(config, stack, series, builds.checkout, tmp_path / "dist-fresh", cache_dir=builds.cache)
+    assert not fresh.cached and sha256(fresh.wheel) == sha256(builds.cu130.wheel)
     assert sha256(again.wheel) == sha256(builds.cu130.wheel)
     assert again.recipe.read_text() == builds.cu130.recipe.read_text()
     # Any input change rebuilds: cu128 was built from the very same checkout and cache.
@@ -627,47 +621,43 @@ def test_wheel_installs_the_patched_files(builds: Builds, config: Config, tmp_pa
 
 
 @pytest.mark.slow
-def test_cached_rebuild_reports_exactly_what_the_build_did(builds: Builds, config: Config, tmp_path: Path) -> None:
-    """The checks' report is kept in the build-cache entry: a rebuild with the same inputs renders the same
-    JSON and the same text (but for 'reused'); a corrupt or truncated stored report is rebuilt, never an error."""
+def test_a_rebuild_reuses_the_wheel_and_checks_it_again(builds: Builds, config: Config, tmp_path: Path) -> None:
+    """No check's result is kept: a rebuild with the same inputs reuses the wheel and runs every check again
+    (the same JSON and text as the build's, but for 'reused'), the expensive parts from the cache; with every
+    kept part damaged, those are computed again and rewritten whole."""
     from sgpatch.cli.render import render_build
 
     stack = config.stack(CU130)
     out = tmp_path / "dist"
-    first = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache)
-    again = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache)
-    assert again.cached and again.checks.ok
-    assert (
-        again.checks.as_dict() == first.checks.as_dict() == {**builds.cu130.checks.as_dict(), "wheel": str(again.wheel)}
-    )
-    assert {**again.as_dict(), "cached": False} == {**first.as_dict(), "cached": False}
-    assert render_build(again) == render_build(first).replace("build   built:", "build   reused (inputs unchanged):", 1)
-    stored = [
-        p
-        for p in builds.cache.glob("*/report-*.json")
-        if json.loads(p.read_text())["report"]["wheel"] == str(out / again.wheel.name)
-    ]
-    assert len(stored) == 1
-    good = {p: p.read_bytes() for p in stored}
-    for damage in (b"", b"{not json", b'{"key": "x", "report": {}}', good[stored[0]][: len(good[stored[0]]) // 2]):
-        for p in stored:
+    kept = Cache(tmp_path / "results")
+    kept.root.mkdir()
+    first = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache, cache=kept)
+    assert first.cached and first.checks.ok
+    assert first.checks.as_dict() == {**builds.cu130.checks.as_dict(), "wheel": str(first.wheel)}
+    entries = sorted(p for p in kept.root.glob("*/*.json"))
+    assert {p.parent.name for p in entries} == {"interface-facts", "landing", "wheel-digests"}
+    good = {p: p.read_bytes() for p in entries}
+    for damage in (b"", b"{not json", b'{"key": "x", "report": {}}', b"[[1, 2]]"):
+        for p in entries:
             p.write_bytes(damage)
-        redo = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache)
+        redo = build_wheel(config, stack, series_of(stack), builds.checkout, out, cache_dir=builds.cache, cache=kept)
         assert redo.cached and redo.checks.as_dict() == first.checks.as_dict()
-        assert render_build(redo) == render_build(again)
-    record("build-cache-report-damaged", exit=0, shown=render_build(again).splitlines()[0])
-    assert {p: p.read_bytes() for p in stored} == good  # rewritten whole
+        assert render_build(redo) == render_build(first)
+    record("build-cache-checks-again", exit=0, shown=render_build(first).splitlines()[0])
+    assert {p: p.read_bytes() for p in entries} == good  # rewritten whole
 
 
 @pytest.mark.slow
-def test_a_corrupt_cached_wheel_is_rebuilt(builds: Builds, config: Config, tmp_path: Path) -> None:
+def test_a_corrupt_cached_wheel_is_rebuilt(builds: Builds, config: Config, tmp_path: Path, result_cache: Cache) -> None:
     stack = config.stack(CU130)
     cache = tmp_path / "cache"
     shutil.copytree(builds.cache, cache)
     cached = [p for p in cache.glob("*/*.whl") if p.name == builds.cu130.wheel.name]
     assert len(cached) == 1
     cached[0].write_bytes(cached[0].read_bytes()[:-10] + b"0123456789")
-    redo = build_wheel(config, stack, series_of(stack), builds.checkout, tmp_path / "dist", cache_dir=cache)
+    redo = build_wheel(
+        config, stack, series_of(stack), builds.checkout, tmp_path / "dist", cache_dir=cache, cache=result_cache
+    )
     assert not redo.cached and redo.checks.ok
     assert sha256(redo.wheel) == sha256(builds.cu130.wheel)
     record("build-cache-wheel-damaged", exit=0, shown="rebuilt: the same wheel bytes")
@@ -680,7 +670,9 @@ def _export_mark(exports: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_the_persistent_export_never_leaks_into_the_wheel(builds: Builds, config: Config, tmp_path: Path) -> None:
+def test_the_persistent_export_never_leaks_into_the_wheel(
+    builds: Builds, config: Config, tmp_path: Path, result_cache: Cache
+) -> None:
     """Whatever is left in (or done to) the export between builds, the next wheel is byte-identical; an
     export git could be made to lie about (an index entry flagged assume-unchanged) is replaced."""
     stack = config.stack(CU130)
@@ -696,6 +688,7 @@ def test_the_persistent_export_never_leaks_into_the_wheel(builds: Builds, config
             tmp_path / f"dist-{n}",
             cache_dir=tmp_path / f"cache-{n}",
             exports=exports,
+            cache=result_cache,
         )
 
     first = build(0)
@@ -739,7 +732,7 @@ def test_no_cache_builds_from_a_fresh_export_and_keeps_nothing(builds: Builds, c
         tmp_path / "dist",
         cache_dir=cache,
         exports=exports,
-        no_cache=True,
+        cache=None,
     )
     assert not result.cached and sha256(result.wheel) == sha256(builds.cu130.wheel)
     assert not list(cache.glob("*/*.whl")) and not exports.exists()

@@ -347,6 +347,7 @@ def _existing(stack: Stack, into: Path, kind: str, *, explicit: bool = False) ->
     from sgpatch.checkout.state import check_base_files
 
     g = Git(into)
+    g.locate()  # git's own refusal (another user's repository) is said as such, not as a missing tag
     head = g.head()
     expected = stack.pypi_commit if kind == "pypi" else stack.commit
     tagged = g.rev_parse(f"refs/tags/{stack.tag}^{{commit}}")

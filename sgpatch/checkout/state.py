@@ -8,6 +8,7 @@ file and its sha256.  Anything else is described precisely and refused.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ class CheckoutState:
     dirty: tuple[str, ...]
     problem: str | None
     base_blobs: tuple[tuple[str, str | None], ...] = ()  # the pinned files' blob ids at base, when read
+    gitlinks: tuple[tuple[str, str], ...] = ()  # submodules in the index: (path, commit); never entered
 
     @property
     def clean(self) -> bool:
@@ -73,6 +75,8 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
         raise CheckoutError(f"{g.root}: has no commits", hint="run 'sgpatch fetch' to create the checkout")
     head = line[0].oid
     dirty = tuple(g.status())
+    gitlinks = tuple(g.gitlinks())
+    refuse_gitlinks(g, series, gitlinks)
     bases = base_candidates(stack)
     chain: list[str] = []
     base: str | None = None
@@ -93,13 +97,34 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
             (),
             dirty,
             f"HEAD {head[:12]} is neither the pinned base ({pins}) nor the base plus the series of {stack.name}",
+            gitlinks=gitlinks,
         )
     chain.reverse()
     problem = _compare_series(messages, chain, series)
     if problem:
-        return CheckoutState("other", head, base, tuple(chain), dirty, problem, base_blobs)
+        return CheckoutState("other", head, base, tuple(chain), dirty, problem, base_blobs, gitlinks)
     phase = "pristine" if not chain else "patched"
-    return CheckoutState(phase, head, base, tuple(chain), dirty, None, base_blobs)
+    return CheckoutState(phase, head, base, tuple(chain), dirty, None, base_blobs, gitlinks)
+
+
+def refuse_gitlinks(g: Git, series: Series, gitlinks: tuple[tuple[str, str], ...]) -> None:
+    """CheckoutError (exit 2) when a submodule stands where the series reads or writes: at a file it
+    patches or at a directory on the way to one.  Its files are another repository's, which sgpatch never
+    enters; a submodule anywhere else is only reported (``verify``'s notes)."""
+    if not gitlinks:
+        return
+    wanted = {p: p for p in series.touched}
+    for path in series.touched:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            wanted.setdefault("/".join(parts[:i]), path)
+    for link, commit in gitlinks:
+        if link in wanted:
+            raise CheckoutError(
+                f"{g.root}: {link} is a submodule (gitlink {commit[:12]}), and the series patches "
+                f"{wanted[link]}; sgpatch never enters a submodule",
+                hint=f"remove it from the index (git rm --cached {shlex.quote(link)}), or use a fresh checkout",
+            )
 
 
 def _compare_series(messages: dict[str, str], chain: list[str], series: Series) -> str | None:

@@ -6,12 +6,12 @@ installed sglang must carry the series (``require_patched``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sgpatch.cache import Cache
 from sgpatch.checkout.journal import recover
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Stack
@@ -83,42 +83,6 @@ class VerifyReport:
         }
 
 
-def report_from_dict(doc: Any, anchors: Sequence[Anchor]) -> VerifyReport | None:
-    """The report whose :meth:`VerifyReport.as_dict` is ``doc`` (a stored one), its anchors taken from
-    ``anchors`` by id; None when ``doc`` is not exactly such a document."""
-    by_id = {a.id: a for a in anchors}
-    try:
-        results = []
-        for r in doc["anchors"]:
-            anchor = by_id[r["id"]]
-            if [anchor.file, [anchor.start, anchor.end], anchor.phase] != [r["file"], r["lines"], r["phase"]]:
-                return None
-            found = (int(r["found"][0]), int(r["found"][1])) if r["found"] else None
-            results.append(AnchorResult(anchor, str(r["status"]), found, str(r["detail"])))
-        report = VerifyReport(
-            stack=str(doc["stack"]),
-            target=str(doc["target"]),
-            phase=str(doc["phase"]),
-            patches=tuple(PatchState(str(p["name"]), str(p["state"]), str(p["detail"])) for p in doc["patches"]),
-            anchors=tuple(results),
-            files=tuple(FileCheck(str(f["path"]), _text(f["expected"]), _text(f["found"])) for f in doc["files"]),
-            landing=tuple(
-                LandingResult(str(r["patch"]), str(r["file"]), str(r["hunk"]), bool(r["ok"]), str(r["detail"]))
-                for r in doc["landing"]
-            ),
-            notes=tuple(str(n) for n in doc["notes"]),
-            failures=tuple(str(f) for f in doc["failures"]),
-            interface=doc["interface"],
-        )
-    except (KeyError, TypeError, ValueError, IndexError):
-        return None
-    return report if json.loads(json.dumps(report.as_dict())) == doc else None
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
 def _phase_of(
     series: Series, files: dict[str, bytes | None], modes: Mapping[str, str] | None = None
 ) -> tuple[str, list[PatchState], list[dict[str, bytes | None]]]:
@@ -168,13 +132,13 @@ def verify_tree(
     require_patched: bool,
     notes: Sequence[str] = (),
     modes: Mapping[str, str] | None = None,
-    cache: Path | None = None,
+    cache: Cache | None = None,
 ) -> VerifyReport:
     """Run every check on ``tree``; a pristine tree passes only when ``require_patched`` is off.
 
     ``modes`` (path -> git mode of the touched files) where the tree has them (a checkout).
-    ``cache``: the result cache (``cache.cache_root()``) where the interface report and each file's
-    landing results are kept by the content they depend on (None: everything from scratch).
+    ``cache`` (None: none) keeps the expensive parts by the bytes they come from: each file's landing
+    results and each source file's interface facts.  Every check runs each time, over those parts.
     """
     with parses_shared():  # the landing check and the interface check parse each file once between them
         return _verify_tree(stack, series, anchors, tree, require_patched, notes, modes, cache)
@@ -188,7 +152,7 @@ def _verify_tree(
     require_patched: bool,
     notes: Sequence[str],
     modes: Mapping[str, str] | None,
-    cache: Path | None,
+    cache: Cache | None,
 ) -> VerifyReport:
     files = {p: tree.read(p) for p in series.touched}
     phase, states, stages = _phase_of(series, files, modes)
@@ -229,9 +193,9 @@ def _verify_tree(
     interface = None
     if stack.interface is not None:
         from sgpatch.interface import interface_of
-        from sgpatch.interface.cache import check_interface_cached
+        from sgpatch.interface.check import check_interface
 
-        found = check_interface_cached(tree, cache=cache, **interface_of(stack.interface)).report
+        found = check_interface(tree, cache=cache, **interface_of(stack.interface))
         interface = found.as_dict()
         gaps = [f"{g.role} {g.class_name} lacks {g.name}" for g in found.gaps]
         gaps += [
@@ -256,35 +220,37 @@ def _verify_tree(
     )
 
 
-def _landing(patch: Patch, fp: FilePatch, data: bytes | None, cache: Path | None) -> list[LandingResult]:
+def _landing(patch: Patch, fp: FilePatch, data: bytes | None, cache: Cache | None) -> list[LandingResult]:
     """``check_landing``, kept in ``cache`` under a key of everything it reads: the patch's name, the file's
-    diff (its ``repr``: every field), the file's bytes, and the code that checks."""
+    diff (its ``repr``: every field) and the file's bytes (the code that checks is in every key)."""
     if cache is None:
         return check_landing(patch, fp, data)
-    from sgpatch.cache import code_digest, digest, read_entry, write_entry
+    from sgpatch.cache import key
 
-    key = digest(
-        code_digest(),
-        patch.name,
-        repr(fp),
-        b"\0absent" if data is None else b"\1" + data,
-    )
-    path = cache / "landing" / f"{key}.json"
-    entry = read_entry(path)
-    if isinstance(entry, list) and all(
-        isinstance(r, list)
-        and len(r) == 5
-        and all(isinstance(v, str) for v in (r[0], r[1], r[2], r[4]))
-        and isinstance(r[3], bool)
-        for r in entry
-    ):
-        return [LandingResult(*r) for r in entry]
+    entry = key("landing", patch.name, repr(fp), b"\0absent" if data is None else b"\1" + data)
+    found = _landing_from(cache.get("landing", entry), patch, fp)
+    if found is not None:
+        return found
     found = check_landing(patch, fp, data)
-    write_entry(path, [[r.patch, r.path, r.hunk, r.ok, r.detail] for r in found])
+    cache.put("landing", entry, [[r.hunk, r.ok, r.detail] for r in found])
     return found
 
 
-def verify_checkout(project: Project, checkout: Path, *, cache: Path | None = None) -> VerifyReport:
+def _landing_from(doc: Any, patch: Patch, fp: FilePatch) -> list[LandingResult] | None:
+    """The results a kept entry holds, if it is exactly one [hunk label, ok, detail] per hunk of ``fp``."""
+    if not isinstance(doc, list) or len(doc) != len(fp.hunks):
+        return None
+    out = []
+    for row, hunk in zip(doc, fp.hunks, strict=True):
+        if not (isinstance(row, list) and len(row) == 3 and row[0] == hunk.label):
+            return None
+        if not isinstance(row[1], bool) or not isinstance(row[2], str):
+            return None
+        out.append(LandingResult(patch.name, fp.path, hunk.label, row[1], row[2]))
+    return out
+
+
+def verify_checkout(project: Project, checkout: Path, *, cache: Cache | None = None) -> VerifyReport:
     """Verify a checkout's work tree; its git state is reported alongside.
 
     ``cache``: see :func:`verify_tree`."""
@@ -299,6 +265,10 @@ def verify_checkout(project: Project, checkout: Path, *, cache: Path | None = No
         notes.append(f"git: {state.problem}")
     if state.dirty:
         notes.append(f"git: {len(state.dirty)} uncommitted change(s), e.g. {state.dirty[0][3:]}")
+    notes.extend(
+        f"git: {path} is a submodule (gitlink {commit[:12]}); sgpatch does not look inside it"
+        for path, commit in state.gitlinks
+    )
     tree = DirTree(checkout)
     found = {p: tree.mode(p) for p in project.series.touched}
     return verify_tree(

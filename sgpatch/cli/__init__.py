@@ -34,9 +34,10 @@ def _app() -> Any:
 
 def main() -> None:
     """Console entry point (``sgpatch``, ``python -m sgpatch``)."""
-    from sgpatch.cli.base import _err, one_command_app
+    from sgpatch.cli.base import _err, one_command_app, open_std_streams
     from sgpatch.errors import EXIT_INTERRUPTED
 
+    open_std_streams()
     _app()
     argv = sys.argv
     try:

@@ -12,12 +12,15 @@ import select
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
 from sgpatch.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, SgpatchError
 from sgpatch.results import Progress
+
+if TYPE_CHECKING:
+    from sgpatch.cache import Cache
 
 _SETTINGS: dict[str, Any] = {
     "add_completion": False,
@@ -63,16 +66,50 @@ CheckoutOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout")]
 NoCacheOpt = Annotated[
-    bool, typer.Option("--no-cache", help="check everything from scratch: use no cached result, keep none")
+    bool,
+    typer.Option(
+        "--no-cache", help="read and keep nothing in the cache (parsed files, built wheels): all from scratch"
+    ),
 ]
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(32), 127) if chr(c) not in "\n\t"}
+def echo(text: str, *, err: bool = False) -> None:
+    """A line (or lines) for people, on stdout or stderr: every character a terminal would act on or hide is
+    shown escaped (:func:`sgpatch.cli.render.visible`), whatever file, archive, git or host it came from."""
+    from sgpatch.cli.render import visible
+
+    typer.echo(visible(text), err=err)
+
+
+def echo_json(text: str) -> None:
+    """``--json``'s one document on stdout, as ``json.dumps`` wrote it (which escaped every control character)."""
+    typer.echo(text)
 
 
 def _err(message: str) -> None:
-    """One message on stderr; control characters (text a target or a file sent) are shown escaped."""
-    typer.echo(message.translate(_CONTROL), err=True)
+    """One message on stderr, shown as :func:`echo` shows everything."""
+    echo(message, err=True)
+
+
+def open_std_streams() -> None:
+    """Before anything else runs: a standard descriptor the caller closed (``2>&-``, ``>&-``) is opened on
+    /dev/null, as git does, so no file sgpatch opens later takes its number and receives what was meant for
+    the terminal, and no child inherits it as one; ``sys.stdout`` and ``sys.stderr`` exist (Python leaves
+    them None for a closed descriptor); and what they cannot encode is written escaped, never an error."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:  # not the lowest free number: the descriptors below it are open
+                os.dup2(null, fd)
+                os.close(null)
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False))  # noqa: SIM115
+        elif hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def stdout_closed() -> bool:
@@ -155,11 +192,12 @@ def _progress(json_out: bool) -> Progress | None:
     return lambda msg: _err(f"sgpatch: {msg}")
 
 
-def _cache(no_cache: bool) -> Path | None:
-    """The result cache (None with ``--no-cache``)."""
-    from sgpatch.cache import cache_root
+def _cache(no_cache: bool) -> Cache | None:
+    """The cache (a :class:`sgpatch.cache.Cache`), or None: with ``--no-cache``, or when the cache directory
+    must not be used (a link, another owner, writable by others: said in one line on stderr)."""
+    from sgpatch.cache import open_cache
 
-    return None if no_cache else cache_root()
+    return None if no_cache else open_cache(warn=lambda why: _err(f"sgpatch: warning: {why}"))
 
 
 def _checkout(config: Any, stack: Any, checkout: Path | None) -> Path:

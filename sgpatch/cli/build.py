@@ -13,11 +13,14 @@ from sgpatch.cli.base import (
     JsonOpt,
     NoCacheOpt,
     StackArg,
+    _cache,
     _checkout,
     _config,
     _err,
     _progress,
     app,
+    echo,
+    echo_json,
     handled,
 )
 
@@ -61,13 +64,13 @@ def build(
         platforms=tuple(platform or ()),
         isolated=not no_isolation,
         progress=_progress(json_out),
-        no_cache=no_cache,
+        cache=_cache(no_cache),
     )
     if json_out:  # the first wheel's document, with every wheel's under "wheels" (one per platform tag)
         docs = [r.as_dict() for r in results]
-        typer.echo(dumps({**docs[0], "ok": all(d["ok"] for d in docs), "wheels": docs}))
+        echo_json(dumps({**docs[0], "ok": all(d["ok"] for d in docs), "wheels": docs}))
     else:
-        typer.echo("\n".join(render_build(r) for r in results))
+        echo("\n".join(render_build(r) for r in results))
     failed = False
     for result in results:
         for failure in result.checks.failures:  # on stderr too: --json output is often redirected (make wheel)

@@ -19,6 +19,8 @@ from sgpatch.cli.base import (
     _err,
     _progress,
     app,
+    echo,
+    echo_json,
     handled,
 )
 
@@ -30,7 +32,7 @@ def stacks(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
     from sgpatch.cli.render import dumps, render_stacks, stacks_doc
 
     cfg = _config(config)
-    typer.echo(dumps(stacks_doc(cfg)) if json_out else render_stacks(cfg))
+    echo_json(dumps(stacks_doc(cfg))) if json_out else echo(render_stacks(cfg))
 
 
 @app.command()
@@ -52,7 +54,7 @@ def fetch(
     target = _checkout(cfg, st, into)
     progress = _progress(json_out)
     result = do_fetch(st, target, source=source, url=url, progress=progress, show_pip=progress is not None)
-    typer.echo(dumps(fetch_doc(result)) if json_out else render_fetch(result))
+    echo_json(dumps(fetch_doc(result))) if json_out else echo(render_fetch(result))
 
 
 @app.command()
@@ -73,7 +75,7 @@ def apply(
         _checkout(cfg, project.stack, checkout),
         notify=lambda message: _err(f"sgpatch: {message}"),  # waits and recoveries: always worth a line
     )
-    typer.echo(dumps(apply_doc(result, project.series.id)) if json_out else render_apply(result))
+    echo_json(dumps(apply_doc(result, project.series.id))) if json_out else echo(render_apply(result))
     if not result.ok:
         raise typer.Exit(1)
 
@@ -113,7 +115,14 @@ def verify(
         from sgpatch.wheel import check_wheel, upstream_wheel_for
 
         upstream = upstream_wheel_for(project.stack, wheel, _progress(json_out))  # same tags: compared file by file
-        report = check_wheel(project.stack, project.series, wheel, upstream_wheel=upstream, cache=_cache(no_cache))
+        report = check_wheel(
+            project.stack,
+            project.series,
+            wheel,
+            upstream_wheel=upstream,
+            cache=_cache(no_cache),
+            anchors=project.anchors,  # read once, with the series
+        )
     elif installed:
         from sgpatch.deployed.installed import verify_installed
 
@@ -125,13 +134,13 @@ def verify(
     else:
         report = verify_checkout(project, _checkout(cfg, project.stack, checkout), cache=_cache(no_cache))
     if json_out:
-        typer.echo(dumps(report.as_dict()))
+        echo_json(dumps(report.as_dict()))
     elif wheel is not None:
         from sgpatch.cli.render import render_wheelreport
 
-        typer.echo(render_wheelreport(report))
+        echo(render_wheelreport(report))
     else:
-        typer.echo(render_verify(report))
+        echo(render_verify(report))
     if not report.ok:
         for failure in report.failures:
             _err(f"sgpatch: verify: check failed: {failure}")
@@ -168,7 +177,7 @@ def show(
     if data is None:
         raise Bad(f"{root / path}: no such file in the checkout")
     for line in render_lines(read_range(data, start, end)):
-        typer.echo(line)
+        echo(line)
 
 
 def _resolve_file(tree: Any, file: str, known: list[str]) -> str:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from sgpatch.cli.base import ConfigOpt, JsonOpt, StackArg, _config, app, handled
+from sgpatch.cli.base import ConfigOpt, JsonOpt, StackArg, _config, app, echo, echo_json, handled
 
 
 @app.command()
@@ -28,6 +28,6 @@ def doctor(
 
     cfg = _config(config)
     report = run_doctor(cfg.stack(stack), python=python, host=ssh)
-    typer.echo(dumps(report.as_dict()) if json_out else render_doctor(report))
+    echo_json(dumps(report.as_dict())) if json_out else echo(render_doctor(report))
     if not report.ok:
         raise typer.Exit(1)

@@ -17,6 +17,8 @@ from sgpatch.cli.base import (
     _checkout,
     _config,
     app,
+    echo,
+    echo_json,
     handled,
 )
 
@@ -38,7 +40,7 @@ def check_interface_cmd(
     from sgpatch.errors import ConfigError
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.interface import interface_of
-    from sgpatch.interface.cache import check_interface_cached
+    from sgpatch.interface.check import check_interface
     from sgpatch.source.tree import DirTree, SourceTree, ZipTree
 
     if sum((checkout is not None, wheel is not None, installed)) > 1:
@@ -62,10 +64,10 @@ def check_interface_cmd(
             raise Bad(f"{root}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
         tree = DirTree(root)
     try:
-        report: Any = check_interface_cached(tree, cache=_cache(no_cache), **interface_of(st.interface)).report
+        report: Any = check_interface(tree, cache=_cache(no_cache), **interface_of(st.interface))
     finally:
         if isinstance(tree, ZipTree):
             tree.close()
-    typer.echo(dumps(report.as_dict()) if json_out else render_interface(report))
+    echo_json(dumps(report.as_dict())) if json_out else echo(render_interface(report))
     if not report.ok:
         raise typer.Exit(1)

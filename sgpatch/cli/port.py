@@ -7,7 +7,19 @@ from typing import Annotated
 
 import typer
 
-from sgpatch.cli.base import ConfigOpt, JsonOpt, StackArg, _config, _progress, app, handled
+from sgpatch.cli.base import (
+    ConfigOpt,
+    JsonOpt,
+    NoCacheOpt,
+    StackArg,
+    _cache,
+    _config,
+    _progress,
+    app,
+    echo,
+    echo_json,
+    handled,
+)
 
 PortCheckoutOpt = Annotated[
     Path | None, typer.Option("--checkout", help="checkout of the new stack (default: .sgpatch/checkouts/NEW-STACK)")
@@ -31,6 +43,7 @@ def port(
         bool, typer.Option("--continue", help="go on after resolving the conflict a port stopped at")
     ] = False,
     abort: Annotated[bool, typer.Option("--abort", help="give up the port in progress; nothing was written")] = False,
+    no_cache: NoCacheOpt = False,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -56,7 +69,7 @@ def port(
         where = find_port(cfg, stack, to or None, checkout)
         if abort:
             undone = abort_port(where)
-            typer.echo(dumps(undone.as_dict()) if json_out else render_abort(undone))
+            echo_json(dumps(undone.as_dict())) if json_out else echo(render_abort(undone))
             return
         result = continue_port(cfg, where, progress=_progress(json_out))
     else:
@@ -72,9 +85,10 @@ def port(
             dry_run=dry_run,
             strict=strict,
             force=force,
+            cache=_cache(no_cache),
             progress=_progress(json_out),
         )
-    typer.echo(dumps(result.as_dict()) if json_out else render_port(result))
+    echo_json(dumps(result.as_dict())) if json_out else echo(render_port(result))
     if not result.ok:
         raise typer.Exit(1)
 
@@ -111,7 +125,7 @@ def export(
         if check:
             raise Bad(f"{checkout}: a port is in progress here; finish it first (export without --check)")
         ported = continue_port(cfg, checkout, progress=_progress(json_out))
-        typer.echo(dumps(ported.as_dict()) if json_out else render_port(ported))
+        echo_json(dumps(ported.as_dict())) if json_out else echo(render_port(ported))
         if not ported.ok:
             raise typer.Exit(1)
         return
@@ -123,6 +137,6 @@ def export(
         result = export_fresh(cfg, project.stack, project.series, check=check)
     else:
         result = export_series(cfg, project.stack, project.series, target, check=check)
-    typer.echo(dumps(result.as_dict()) if json_out else render_export(result, cfg.root))
+    echo_json(dumps(result.as_dict())) if json_out else echo(render_export(result, cfg.root))
     if check and result.stale:
         raise typer.Exit(1)

@@ -29,6 +29,25 @@ if TYPE_CHECKING:  # annotations only: rendering one result imports no other com
     from sgpatch.wheel import BuildResult, WheelReport
 
 
+# What a terminal would act on or hide, shown escaped in every line meant for people: C0 controls but tab
+# and newline (ESC starts a sequence, CR rewrites the line), DEL, C1 controls (U+009B is a CSI to some
+# terminals), bidi overrides and zero-width characters (series/patch.py's INVISIBLE), and the lone
+# surrogates that stand for bytes that are not UTF-8 (shown as those bytes).
+_SHOWN: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if chr(c) not in "\n\t"}
+_SHOWN.update(
+    {c: f"\\u{c:04x}" for lo, hi in ((0x200B, 0x200F), (0x202A, 0x202E), (0x2066, 0x2069)) for c in range(lo, hi + 1)}
+)
+_SHOWN.update({c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)})
+
+
+def visible(text: str) -> str:
+    """``text`` safe to send to a terminal: what it would act on or hide made visible (``\\x1b``, ``\\x0d``).
+
+    Every human line goes through it (``cli.base.echo``), whatever it holds: names and text from files,
+    archives, git and remote hosts.  JSON needs none: ``json.dumps`` escapes every control character."""
+    return text.translate(_SHOWN)
+
+
 def dumps(doc: dict[str, Any]) -> str:
     """One JSON document with a schema_version."""
     doc.setdefault("schema_version", SCHEMA_VERSION)

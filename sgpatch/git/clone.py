@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
 from sgpatch.git.repo import Git
+from sgpatch.git.run import NO_SUBMODULE_WORK_TREE
 
 _URL_SCHEMES = ("https", "ssh", "git+ssh", "ssh+git", "file")
 
@@ -113,7 +114,15 @@ def move_export(into: Path, commit: str) -> bool:
         flags = g._run("ls-files", "-v", "-z").stdout.split(b"\0")
         if any(entry and not entry.startswith(b"H ") for entry in flags):
             return False
-        out = g._run("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--ignored=matching").stdout
+        out = g._run(
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--untracked-files=all",
+            "--ignored=matching",
+            NO_SUBMODULE_WORK_TREE,
+        ).stdout
     except CheckoutError:
         return False
     entries = [e for e in out.split(b"\0") if e]

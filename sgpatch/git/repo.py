@@ -8,6 +8,8 @@ checked (:mod:`sgpatch.git.guard`): a checkout is input, and its configuration m
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
 from sgpatch.git.guard import refuse_programs
-from sgpatch.git.run import ALLOWED_PROTOCOLS, TEST_CONFIG_ENV, git_env, spawn
+from sgpatch.git.run import ALLOWED_PROTOCOLS, NO_SUBMODULE_WORK_TREE, TEST_CONFIG_ENV, git_env, spawn
 
 __all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 
@@ -78,6 +80,7 @@ class Git:
         except OSError as exc:
             raise EnvironmentFailure(f"cannot run git: {exc}") from exc
         if check and proc.returncode != 0:
+            refuse_dubious_ownership(self.root, proc.stderr)
             stderr = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             detail = stderr[-1] if stderr else f"exit {proc.returncode}"
             raise CheckoutError(f"{self.root}: git {args[0]} failed: {detail}")
@@ -100,6 +103,8 @@ class Git:
             proc = self._run(
                 "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir", check=False, cwd=self.root
             )
+            if proc.returncode != 0:
+                refuse_dubious_ownership(self.root, proc.stderr)
             lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
             if proc.returncode == 0 and len(lines) == 3:
                 common = Path(lines[2])
@@ -125,8 +130,9 @@ class Git:
         return self.rev_parse("HEAD^{commit}")
 
     def status(self) -> list[str]:
-        """``git status --porcelain`` entries (untracked included, ignored excluded)."""
-        out = self._run("status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
+        """``git status --porcelain`` entries (untracked included, ignored excluded).  A submodule counts
+        as changed when its gitlink does (staged, or its HEAD moved); git never looks into its work tree."""
+        out = self._run("status", "--porcelain=v1", "-z", "--untracked-files=all", NO_SUBMODULE_WORK_TREE).stdout
         entries: list[str] = []
         parts = out.split(b"\0")
         i = 0
@@ -138,6 +144,17 @@ class Git:
                     i += 1  # the rename source follows
             i += 1
         return entries
+
+    def gitlinks(self) -> list[tuple[str, str]]:
+        """The submodules of the repository's own index: ``(path, commit)`` of each gitlink (mode 160000).
+        Read from the index alone: git is not run in any of them."""
+        out = self._run("ls-files", "--stage", "-z").stdout
+        found = []
+        for entry in out.split(b"\0"):
+            if entry.startswith(b"160000 "):
+                meta, _, path = entry.partition(b"\t")
+                found.append((path.decode("utf-8", "surrogateescape"), meta.split(b" ")[1].decode()))
+        return found
 
     def blob_id(self, rev: str, path: str) -> str | None:
         return self.rev_parse(f"{rev}:{path}")
@@ -407,6 +424,21 @@ class Git:
 
 
 # --------------------------------------------------------------------------- crash safety and hostile input
+
+_DUBIOUS = re.compile(rb"detected dubious ownership in repository at '([^'\n]*)'")
+
+
+def refuse_dubious_ownership(root: Path, stderr: bytes) -> None:
+    """CheckoutError (exit 2) when git refused the repository for belonging to another user
+    (``safe.directory``), said as such, with the command that trusts it."""
+    found = _DUBIOUS.search(stderr)
+    if found is None:
+        return
+    where = found.group(1).decode("utf-8", "replace")
+    raise CheckoutError(
+        f"{root}: git refuses the repository at {where}: it belongs to another user (detected dubious ownership)",
+        hint=f"if you trust it: git config --global --add safe.directory {shlex.quote(where)}",
+    )
 
 
 def git_dirs(g: Git) -> tuple[Path, Path]:

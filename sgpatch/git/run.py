@@ -2,8 +2,16 @@
 
 :mod:`sgpatch.git.repo` says what to ask git; this room says how every question is put.  Commands run as
 argument lists (never a shell string), after settings that switch off hooks (all of them:
-``core.hooksPath=/dev/null``) and fsmonitor, with inherited ``GIT_*`` variables scrubbed, so an outer
-repository cannot redirect them.
+``core.hooksPath=/dev/null``) and fsmonitor and keep git out of submodules, with inherited ``GIT_*``
+variables scrubbed, so an outer repository cannot redirect them.
+
+Git never enters a submodule (SPEC §13): a submodule's own configuration is another checkout's, which the
+guard (:mod:`sgpatch.git.guard`) never read.  No command recurses (``submodule.recurse=false``,
+``fetch.recurseSubmodules=false``), no diff is written by looking inside one (``diff.submodule=short``,
+``status.submoduleSummary=false``), and every command that compares the work tree says
+``--ignore-submodules=dirty`` itself (:data:`NO_SUBMODULE_WORK_TREE`): a submodule's ``ignore`` setting in
+``.gitmodules`` or ``.git/config`` overrides ``diff.ignoreSubmodules`` but not the command line, and
+without it ``git status`` runs ``git status`` inside each submodule, whose filters then run.
 """
 
 from __future__ import annotations
@@ -24,7 +32,15 @@ NEUTRAL = (
     "core.fsmonitor=false",
     "core.untrackedCache=false",
     "protocol.ext.allow=never",
+    "submodule.recurse=false",
+    "fetch.recurseSubmodules=false",
+    "diff.submodule=short",
+    "status.submoduleSummary=false",
 )
+
+# For each command that compares the work tree with the index (``status``): a submodule is compared by the
+# commit its gitlink records, never by its own work tree (which would run git, and its filters, inside it).
+NO_SUBMODULE_WORK_TREE = "--ignore-submodules=dirty"
 
 # Test hook, like ``lock.PAUSE_ENV``: ``key=value`` lines given to every git command after the
 # neutralizing settings, so the crash tests can stop git itself mid-write (a smudge filter, a

@@ -2,6 +2,11 @@
 
 Nothing is imported: the tree's sources are parsed with :mod:`ast`, so the check needs no torch and runs
 the same on a checkout, a wheel or an installed sglang, in about a second, long before a model would load.
+Each source file is read into its facts once (:mod:`sgpatch.interface.facts`: bindings, classes, uses on a
+model with their guards), which the cache keeps by the file's bytes; the check runs every time, over them.
+Rooms: ``syntax`` (what is read of a syntax tree), ``sites`` (uses on a model and their guards),
+``spec_enum`` (``SpeculativeAlgorithm``), ``facts``, ``modules`` (imports and classes across the tree),
+``algorithms`` (which uses belong to an algorithm), ``external`` (``torch.nn.Module``), ``check``.
 
 *Required* names come from the tree's own call sites, never from a built-in list:
 
@@ -67,8 +72,8 @@ __all__ = [
     "interface_of",
 ]
 
-# The checker (ast, the module tables, the call-site scanner) is imported on first use, so reading a
-# cached report or a report's types costs no more than the report's dataclasses.
+# The checker (ast, the module tables, the call-site scanner) is imported on first use, so importing the
+# report's types costs no more than the report's dataclasses.
 _LAZY = {
     "check_interface": "sgpatch.interface.check",
     "ExternalBases": "sgpatch.interface.external",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
+from collections.abc import Callable, Iterable
 
 from sgpatch.errors import ConfigError
+from sgpatch.interface.facts import FOLLOWED_WITHIN, SCAN_ROLES, ScanFacts
 from sgpatch.interface.model import (
     ALGORITHM_ENUM,
     DRAFT,
@@ -16,26 +17,17 @@ from sgpatch.interface.model import (
     SPECULATIVE,
     TARGET,
 )
-from sgpatch.interface.modules import (
-    ClassNode,
-    Function,
-    Modules,
-    absolute_module,
-    base_chain,
-    is_name,
-    methods_of,
-)
+from sgpatch.interface.modules import ClassNode, Modules, base_chain
 from sgpatch.interface.sites import (
     MAX_FOLLOWED,
     Collector,
     Guard,
-    RoleOf,
     Site,
-    executor_role,
     final_name,
     guard_facts,
-    worker_role,
 )
+from sgpatch.interface.spec_enum import guard_value
+from sgpatch.interface.syntax import Function
 
 # ----------------------------------------------------------------------------------- algorithms
 
@@ -45,82 +37,20 @@ class Algorithms:
 
     def __init__(self, mods: Modules) -> None:
         self.mods = mods
-        module = mods.parse(SPEC_INFO)
-        node = (
-            next(
-                (s for s in module.body if isinstance(s, ast.ClassDef) and s.name == ALGORITHM_ENUM),
-                None,
-            )
-            if module
-            else None
-        )
-        if node is None:
+        enum = mods.enum()
+        if enum is None:
             raise ConfigError(f"{SPEC_INFO}: class {ALGORITHM_ENUM} not found in {mods.tree.label}")
-        self.members = tuple(
-            t.id
-            for s in node.body
-            if isinstance(s, ast.Assign)
-            for t in s.targets
-            if isinstance(t, ast.Name) and t.id.isupper()
-        )
-        self.predicates: dict[str, frozenset[str]] = {}
-        for _ in range(3):  # predicates calling predicates
-            for fn in methods_of(node):
-                body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-                if len(fn.args.args) == 1 and len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value:
-                    found = self._members_of(body[0].value)
-                    if found is not None:
-                        self.predicates[fn.name] = found
+        self.members = enum.members
+        self.predicates = enum.predicates
         self.assigned: dict[str, list[tuple[Guard, ...]]] = {}
         self._flags: dict[tuple[str, str], bool | None] = {}
-        create = next((f for f in methods_of(node) if f.name == "create_worker"), None)
-        self.workers = {m: self._workers(create, m) if create else [] for m in self.members}
+        self.workers = {m: self._workers(enum.workers[m]) for m in self.members}
         self._modules: dict[str, set[str]] = {}
         self.notes: list[str] = []
 
-    def _members_of(self, e: ast.expr) -> frozenset[str] | None:
-        """The members for which a predicate body (``self == X``, ``self in (X, Y)``, ...) holds."""
-        everything = frozenset(self.members)
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-            inner = self._members_of(e.operand)
-            return None if inner is None else everything - inner
-        if isinstance(e, ast.BoolOp):
-            parts = [self._members_of(v) for v in e.values]
-            sets = [p for p in parts if p is not None]
-            if len(sets) != len(parts):
-                return None
-            return frozenset.union(*sets) if isinstance(e.op, ast.Or) else frozenset.intersection(*sets)
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and is_name(e.func.value, "self"):
-            return self.predicates.get(e.func.attr)
-        if isinstance(e, ast.Compare) and len(e.ops) == 1 and is_name(e.left, "self"):
-            right = e.comparators[0]
-            elts = right.elts if isinstance(right, ast.Tuple | ast.List | ast.Set) else [right]
-            named = frozenset(x.attr for x in elts if isinstance(x, ast.Attribute) and is_name(x.value, ALGORITHM_ENUM))
-            if len(named) != len(elts):
-                return None
-            return everything - named if isinstance(e.ops[0], ast.NotEq | ast.IsNot | ast.NotIn) else named
-        return None
-
     def value(self, e: ast.expr, algo: str, *, flags: bool = True) -> bool | None:
         """Whether ``e`` holds when ``algo`` runs; ``None`` when that depends on something else."""
-        if isinstance(e, ast.BoolOp):
-            values = [self.value(v, algo, flags=flags) for v in e.values]
-            decisive = isinstance(e.op, ast.Or)
-            return decisive if decisive in values else None if None in values else not decisive
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-            inner = self.value(e.operand, algo, flags=flags)
-            return None if inner is None else not inner
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args:
-            holders, owner = self.predicates.get(e.func.attr), final_name(e.func.value)
-            if holders is not None and (owner == "self" or "algo" in owner):
-                return algo in holders
-        if isinstance(e, ast.Compare) and len(e.ops) == 1 and "algo" in final_name(e.left):
-            right = e.comparators[0]
-            if isinstance(right, ast.Attribute) and is_name(right.value, ALGORITHM_ENUM):
-                return (algo == right.attr) == isinstance(e.ops[0], ast.Eq | ast.Is)
-        if flags and isinstance(e, ast.Attribute):
-            return self.flag(e.attr, algo)
-        return None
+        return guard_value(e, algo, self.predicates, self.flag if flags else None)
 
     def holds(self, guards: tuple[Guard, ...], algo: str) -> bool | None:
         out: bool | None = True
@@ -132,7 +62,7 @@ class Algorithms:
             out = out if v else None
         return out
 
-    def assign(self, assigned: list[tuple[str, tuple[Guard, ...]]]) -> None:
+    def assign(self, assigned: Iterable[tuple[str, tuple[Guard, ...]]]) -> None:
         """Record assignments ``<obj>.<name> = <true value>`` under their guards."""
         for name, guards in assigned:
             self.assigned.setdefault(name, []).append(guards)
@@ -147,38 +77,15 @@ class Algorithms:
             self._flags[key] = False if guards and all(self.holds(g, algo) is False for g in guards) else None
         return self._flags[key]
 
-    def _workers(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, algo: str) -> list[ClassNode]:
-        imported = {
-            a.asname or a.name: (absolute_module(SPEC_INFO, n), a.name)
-            for n in ast.walk(fn)
-            if isinstance(n, ast.ImportFrom)
-            for a in n.names
-        }
+    def _workers(self, named: tuple[tuple[str, str], ...]) -> list[ClassNode]:
+        """The classes ``create_worker`` returns, named by ``(module, name)`` (module "": spec_info.py's own)."""
         out: list[ClassNode] = []
-        for name in self._returns(fn.body, algo)[0]:
-            module, attr = imported.get(name, ("", name))
+        for module, attr in named:
             path = self.mods.path_of(module) if module else SPEC_INFO
             found = self.mods.resolve(path, attr) if path else None
             if isinstance(found, ClassNode) and all(found is not c for c in out):
                 out.append(found)
         return out
-
-    def _returns(self, stmts: list[ast.stmt], algo: str) -> tuple[list[str], bool]:
-        """Names ``stmts`` can return under ``algo``, and whether they can fall through."""
-        names: list[str] = []
-        for st in stmts:
-            if isinstance(st, ast.Return | ast.Raise):
-                names += [st.value.id] if isinstance(st, ast.Return) and isinstance(st.value, ast.Name) else []
-                return names, False
-            if isinstance(st, ast.If):
-                v = self.value(st.test, algo, flags=False)
-                through = False
-                for branch in [st.body] if v is True else [st.orelse] if v is False else [st.body, st.orelse]:
-                    found, falls = self._returns(branch, algo)
-                    names, through = names + found, through or falls
-                if not through:
-                    return names, False
-        return names, True
 
     def modules(self, algo: str) -> set[str]:
         """``speculative/`` modules of the algorithm's workers, their bases and what they import."""
@@ -217,21 +124,28 @@ def scan_sites(mods: Modules, algos: Algorithms) -> list[Site]:
     """
     sites: list[Site] = []
 
-    def follow(path: str, expr: ast.expr) -> tuple[str, Function] | None:
-        return mods.function(path, expr, (SPECULATIVE, MODEL_EXECUTOR))
+    def follow(path: str, dotted: str) -> tuple[str, Function] | None:
+        return mods.function(path, dotted, FOLLOWED_WITHIN)
 
-    def scan(path: str, role_of: RoleOf) -> None:
-        module = mods.parse(path)
-        collector = Collector(path, role_of, frozenset({TARGET, DRAFT, RUNNER}), follow)
-        collector.body(module.body if module else [], (), {})
-        algos.assign(collector.assigned)
-        if collector.capped:
+    def scan(path: str, role: str) -> None:
+        found = mods.scan(path, role)
+        if found is None:
+            return
+        uses = list(found.sites)
+        assigned = list(found.assigned)
+        capped = found.capped
+        if found.deferred:
+            uses_more, assigned_more, capped = _follow_deferred(path, role, found, follow)
+            uses += uses_more
+            assigned += assigned_more
+        algos.assign(assigned)
+        if capped:
             algos.notes.append(f"{path}: more than {MAX_FOLLOWED} helper calls given a model; the rest not followed")
-        sites.extend(dataclasses.replace(s, role=_runner_role(s)) if s.role == RUNNER else s for s in collector.sites)
+        sites.extend(s._replace(role=_runner_role(s)) if s.role == RUNNER else s for s in uses)
 
     for path in mods.tree.list(SPECULATIVE):
         if path.endswith(".py"):
-            scan(path, worker_role)
+            scan(path, "worker")
     pending = [p for p in mods.tree.list(MODEL_EXECUTOR) if p.endswith(".py")]
     words = {f".{p}(".encode() for p in algos.predicates}
     while True:
@@ -240,8 +154,21 @@ def scan_sites(mods: Modules, algos: Algorithms) -> list[Site]:
             return sites
         pending = [p for p in pending if p not in found]
         for path in found:
-            scan(path, executor_role)
+            scan(path, "executor")
         words |= {n.encode() for n in algos.assigned if algos.flag(n, NO_ALGORITHM) is False}
+
+
+def _follow_deferred(
+    path: str, role: str, found: ScanFacts, follow: Callable[[str, str], tuple[str, Function] | None]
+) -> tuple[list[Site], list[tuple[str, tuple[Guard, ...]]], bool]:
+    """The calls into other modules' helpers a module's facts left, followed now (in the order met, counted
+    after the module's own helpers), with the uses and assignments they add."""
+    collector = Collector(path, SCAN_ROLES[role], frozenset({TARGET, DRAFT, RUNNER}), follow)
+    collector.followed, collector.capped = found.followed, found.capped
+    for d in found.deferred:
+        collector.start_at(d.calls)
+        collector.call(d.dotted, d.args, d.guards)
+    return collector.sites, collector.assigned, collector.capped
 
 
 def _runner_role(site: Site) -> str:

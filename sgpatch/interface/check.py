@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sgpatch.errors import ConfigError
 from sgpatch.interface.algorithms import Algorithms, scan_sites
@@ -30,14 +30,15 @@ from sgpatch.interface.modules import (
     base_chain,
     class_info,
     delegates_of,
-    is_name,
-    methods_of,
     provider_of,
     resolution_of,
 )
-from sgpatch.interface.sites import Collector, Site
+from sgpatch.interface.sites import Site
 from sgpatch.pyast import without_collector
 from sgpatch.source.tree import SourceTree
+
+if TYPE_CHECKING:
+    from sgpatch.cache import Cache
 
 # ---------------------------------------------------------------------------------------- check
 
@@ -52,15 +53,17 @@ def check_interface(
     declared_target: Sequence[str] = (),
     declared_draft: Sequence[str] = (),
     externals: ExternalBases | None = None,
+    cache: Cache | None = None,
 ) -> InterfaceReport:
     """Every name ``algorithm`` uses on the target (and draft) model that the class does not provide.
 
     ``externals`` knows the members of bases outside the tree (``torch.nn.Module``); by default they are
-    read from this interpreter's torch, else from the list sgpatch keeps.
+    read from this interpreter's torch, else from the list sgpatch keeps.  ``cache`` (None: none) keeps
+    each source file's facts (:mod:`sgpatch.interface.facts`) by its bytes; the check runs every time.
     Raises :class:`ConfigError` when a class, its file or the algorithm is not in the tree.
     """
-    mods = Modules(tree)
-    externals = externals or ExternalBases()
+    mods = Modules(tree, cache)
+    externals = externals or ExternalBases(cache=cache)
     classes = {
         TARGET: mods.find_class(target),
         DRAFT: mods.find_class(draft) if draft else None,
@@ -177,24 +180,17 @@ def _forwards(
         return []
     seen.add((id(found[0]), name))
     owner = found[0]
-    fn = next(f for f in methods_of(owner.node) if f.name == name)
-    attrs = {attr for c in chain for attr, _, _ in c.inits}
-
-    def role_of(expr: ast.expr, names: dict[str, str]) -> str | None:
-        if isinstance(expr, ast.Attribute) and is_name(expr.value, "self") and expr.attr in attrs:
-            return "self." + expr.attr
-        return None
-
-    collector = Collector(owner.path, role_of, frozenset("self." + a for a in attrs))
-    collector.body(fn.body, (), {})
+    fn = mods.method(owner, name)
+    if fn is None:  # the class's kept facts name a method its bytes do not define
+        return []
+    attrs = {attr for c in chain for attr, _, _, _ in c.inits}
     out: list[DelegationGap] = []
-    for s in (s for s in collector.sites if s.access == "call" and not s.optional):
-        attr = s.role.removeprefix("self.")
+    for attr, called, line in (c for c in fn.calls if c[0] in attrs):
         for _, delegate, cls in delegates_of(mods, chain, attr):
             if cls is None:
-                notes.append(f"{s.path}:{s.line}: self.{attr} is {delegate.written}, outside the tree; not checked")
-            elif provider(base_chain(cls), s.name, externals) is None:
-                method = Location(owner.path, fn.lineno)
+                notes.append(f"{owner.path}:{line}: self.{attr} is {delegate.written}, outside the tree; not checked")
+            elif provider(base_chain(cls), called, externals) is None:
+                method = Location(owner.path, fn.line)
                 out.append(
                     DelegationGap(
                         role,
@@ -202,11 +198,11 @@ def _forwards(
                         method,
                         attr,
                         cls.name,
-                        s.name,
-                        Location(s.path, s.line),
+                        called,
+                        Location(owner.path, line),
                         call_sites,
                     )
                 )
             else:
-                out += _forwards(mods, base_chain(cls), s.name, role, call_sites, notes, externals, seen)
+                out += _forwards(mods, base_chain(cls), called, role, call_sites, notes, externals, seen)
     return out

@@ -10,9 +10,7 @@ real torch's ``torch/nn/modules/module.py``.
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib.util
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import TYPE_CHECKING
 from sgpatch.interface.model import Location, Member
 
 if TYPE_CHECKING:
+    from sgpatch.cache import Cache
     from sgpatch.interface.modules import ClassNode
 
 NN_MODULE = "torch.nn.Module"
@@ -153,7 +152,7 @@ def nn_module_members(source: bytes, *, filename: str = NN_MODULE_SOURCE) -> dic
     node = next((s for s in module.body if isinstance(s, ast.ClassDef) and s.name == "Module"), None)
     if node is None:
         raise ValueError(f"{filename}: no class Module")
-    from sgpatch.interface.modules import members_of
+    from sgpatch.interface.syntax import members_of
 
     return members_of(node)
 
@@ -162,19 +161,42 @@ def kept_nn_module() -> ExternalClass:
     return ExternalClass(NN_MODULE, NN_MODULE_SOURCE, f"sgpatch's list for torch {KEPT_TORCH}", NN_MODULE_2_13)
 
 
-def installed_nn_module(torch_root: Path, version: str | None = None) -> ExternalClass | None:
-    """``torch.nn.Module`` read from a torch package directory; ``None`` when it cannot be read."""
+def installed_nn_module(
+    torch_root: Path, version: str | None = None, *, cache: Cache | None = None
+) -> ExternalClass | None:
+    """``torch.nn.Module`` read from a torch package directory; ``None`` when it cannot be read.  The file is
+    read every time; ``cache`` (None: none) keeps its members by its bytes."""
     path = torch_root / "nn" / "modules" / "module.py"
     try:
         with path.open("rb") as f:
             data = f.read(MAX_SOURCE_BYTES + 1)
         if len(data) > MAX_SOURCE_BYTES:
             return None
-        members = nn_module_members(data, filename=str(path))
+        members = _members(data, str(path), cache)
     except (OSError, ValueError):
         return None
     label = f"torch {version}" if version else "torch"
     return ExternalClass(NN_MODULE, NN_MODULE_SOURCE, f"{path} ({label})", members)
+
+
+def _members(data: bytes, filename: str, cache: Cache | None) -> dict[str, tuple[str, int]]:
+    """:func:`nn_module_members` of ``data``, kept in ``cache`` under those bytes."""
+    if cache is None:
+        return nn_module_members(data, filename=filename)
+    from sgpatch.cache import key
+    from sgpatch.interface.facts import KIND, MALFORMED
+    from sgpatch.interface.loader import nn_module_doc, nn_module_members_from
+
+    entry = key(KIND, "nn-module", data)
+    kept = cache.get(KIND, entry)
+    if kept is not None:
+        try:
+            return nn_module_members_from(kept)
+        except MALFORMED:
+            pass
+    members = nn_module_members(data, filename=filename)
+    cache.put(KIND, entry, nn_module_doc(members))
+    return members
 
 
 def _torch_root() -> tuple[Path, str | None] | None:
@@ -195,40 +217,28 @@ def _torch_root() -> tuple[Path, str | None] | None:
     return Path(roots[0]), version
 
 
-def _installed_torch() -> ExternalClass | None:
+def _installed_torch(cache: Cache | None) -> ExternalClass | None:
     """The torch of this interpreter, located through its import spec: found, never imported."""
     found = _torch_root()
-    return installed_nn_module(*found) if found else None
+    return installed_nn_module(*found, cache=cache) if found else None
 
 
 class ExternalBases:
-    """Classes outside the tree whose members are known: ``torch.nn.Module`` (installed torch, else kept)."""
+    """Classes outside the tree whose members are known: ``torch.nn.Module`` (installed torch, else kept).
 
-    def __init__(self, nn_module: ExternalClass | None = None) -> None:
+    The installed torch is looked for, and its ``module.py`` read, in every run (a torch that appears on
+    ``PYTHONPATH`` or through a ``.pth`` file counts at once); ``cache`` keeps only the members read from
+    those bytes."""
+
+    def __init__(self, nn_module: ExternalClass | None = None, *, cache: Cache | None = None) -> None:
         self._nn_module = nn_module
+        self._cache = cache
 
     @property
     def nn_module(self) -> ExternalClass:
         if self._nn_module is None:
-            self._nn_module = _installed_torch() or kept_nn_module()
+            self._nn_module = _installed_torch(self._cache) or kept_nn_module()
         return self._nn_module
-
-    def identity(self) -> str:
-        """What the members would be read from, without parsing it: the given class, or torch's
-        ``module.py`` (path, version and sha256 of its bytes), or sgpatch's kept list."""
-        if self._nn_module is not None:
-            known = self._nn_module
-            return json.dumps([known.name, known.source, known.origin, sorted(known.members.items())])
-        found = _torch_root()
-        if found is not None:
-            path = found[0] / "nn" / "modules" / "module.py"
-            try:
-                with path.open("rb") as f:
-                    data = f.read(MAX_SOURCE_BYTES + 1)
-                return json.dumps(["torch", str(path), found[1], hashlib.sha256(data).hexdigest()])
-            except OSError:
-                pass
-        return json.dumps(["kept", KEPT_TORCH])
 
     def get(self, dotted: str) -> ExternalClass | None:
         return self.nn_module if dotted in NN_MODULE_NAMES else None

@@ -1,13 +1,19 @@
-"""Modules and classes of a tree: imports followed, bases resolved, members and delegates read."""
+"""Modules and classes of a tree: imports followed, bases resolved, members and delegates read, over each
+file's facts (:mod:`sgpatch.interface.facts`), kept in the cache by the file's bytes."""
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sgpatch.errors import ConfigError
+from sgpatch.interface import facts
+from sgpatch.interface.facts import Binding, EnumFacts, MethodFacts, ScanFacts
+from sgpatch.interface.loader import Loader
 from sgpatch.interface.model import (
+    SPEC_INFO,
     Base,
     ClassInfo,
     ClassRef,
@@ -15,62 +21,119 @@ from sgpatch.interface.model import (
     Delegate,
     Location,
 )
+from sgpatch.interface.syntax import Function, dotted_path
 from sgpatch.pyast import parse_python
 from sgpatch.source.tree import SourceTree
 
-# --------------------------------------------------------------------------- modules and classes
+if TYPE_CHECKING:
+    from sgpatch.cache import Cache
 
-Function = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-@dataclass(frozen=True, slots=True)
-class _Binding:
-    kind: str  # "class" | "from" | "import" | "alias" (Name = other.Name) | "other"
-    line: int
-    module: str = ""
-    attr: str = ""
-    node: ast.ClassDef | None = None
-    fn: ast.FunctionDef | ast.AsyncFunctionDef | None = None
-    value: ast.expr | None = None
-    typing_only: bool = False
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
 class ClassNode:
     name: str
     path: str
-    node: ast.ClassDef
+    line: int
     bases: list[tuple[str, ClassNode | str]]
     members: dict[str, tuple[str, int]]  # name -> (kind, line)
-    inits: list[tuple[str, ast.expr, int]]  # self.<attr> = <callee>(...) in __init__
+    inits: tuple[tuple[str, str, str, int], ...]  # self.<attr> = <callee>(...) in __init__: attr, dotted, written, line
 
 
 class Modules:
-    """The tree's modules, parsed on demand, with their top-level bindings and classes."""
+    """The tree's modules, read on demand: each file's facts from the cache when its bytes are known there,
+    else parsed (and kept); its top-level bindings and classes resolved across the tree."""
 
-    def __init__(self, tree: SourceTree) -> None:
+    def __init__(self, tree: SourceTree, cache: Cache | None = None) -> None:
         self.tree = tree
+        self.cache = cache
         self._data: dict[str, bytes | None] = {}
-        self._asts: dict[str, ast.Module | None] = {}
-        self._bindings: dict[str, dict[str, list[_Binding]]] = {}
-        self._classes: dict[tuple[str, int], ClassNode] = {}
+        self._sha: dict[str, str] = {}
+        self._asts: dict[str, facts.Parsed | None] = {}
+        self._parts: dict[tuple[str, ...], Any] = {}
+        self._classes: dict[tuple[str, int], ClassNode | None] = {}
+        self.load = Loader()
 
     def data(self, path: str) -> bytes | None:
         if path not in self._data:
             self._data[path] = self.tree.read(path)
         return self._data[path]
 
-    def parse(self, path: str) -> ast.Module | None:
+    def parse(self, path: str) -> facts.Parsed | None:
         if path not in self._asts:
             data = self.data(path)
             try:
-                self._asts[path] = None if data is None else parse_python(data, filename=path)
+                self._asts[path] = None if data is None else facts.Parsed(path, parse_python(data, filename=path))
             except SyntaxError as exc:
                 where = f"{path}:{exc.lineno}" if exc.lineno else path
                 raise ConfigError(f"{where}: cannot parse ({exc.msg}) in {self.tree.label}") from exc
             except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
                 raise ConfigError(f"{path}: cannot parse ({exc}) in {self.tree.label}") from exc
         return self._asts[path]
+
+    def part(
+        self, path: str, what: tuple[str, ...], compute: Callable[[facts.Parsed], Any], read: Callable[[Any], T]
+    ) -> T:
+        """One part of the facts of the file ``path`` (which exists): kept in the cache under the file's bytes
+        (its sha256), its path and ``what``; computed from the parsed file on a miss.  ``read`` is the one
+        reader of both (a kept part of the wrong shape is a miss)."""
+        memo = (path, *what)
+        if memo in self._parts:
+            return self._parts[memo]  # type: ignore[no-any-return]
+        entry = None
+        if self.cache is not None:
+            from sgpatch.cache import key
+
+            data = self.data(path)
+            assert data is not None
+            sha = self._sha.get(path) or self._sha.setdefault(path, hashlib.sha256(data).hexdigest())
+            entry = key(facts.KIND, path, sha, *what)
+            kept = self.cache.get(facts.KIND, entry)
+            if kept is not None:
+                try:
+                    value = read(kept)
+                except facts.MALFORMED:
+                    pass
+                else:
+                    self._parts[memo] = value
+                    return value
+        module = self.parse(path)
+        assert module is not None
+        doc = compute(module)
+        value = read(doc)
+        if self.cache is not None and entry is not None:
+            self.cache.put(facts.KIND, entry, doc)
+        self._parts[memo] = value
+        return value
+
+    def module(self, path: str) -> dict[str, tuple[Binding, ...]] | None:
+        """The top-level bindings of ``path``; None when there is no such file."""
+        if self.data(path) is None:
+            return None
+        return self.part(path, ("module",), facts.module_part, self.load.module)
+
+    def scan(self, path: str, role: str) -> ScanFacts | None:
+        """The uses on a model in ``path`` (see :func:`sgpatch.interface.facts.scan_part`); None if no such file."""
+        if self.data(path) is None:
+            return None
+        return self.part(path, ("scan", role), lambda m: facts.scan_part(m, role), lambda d: self.load.scan(d, path))
+
+    def method(self, c: ClassNode, name: str) -> MethodFacts | None:
+        return self.part(
+            c.path,
+            ("method", str(c.line), name),
+            lambda m: facts.method_part(m, c.line, name),
+            self.load.method,
+        )
+
+    def enum(self) -> EnumFacts | None:
+        """``SpeculativeAlgorithm`` as the tree defines it; None when it does not."""
+        if self.data(SPEC_INFO) is None:
+            return None
+        from sgpatch.interface.spec_enum import read_enum
+
+        return self.part(SPEC_INFO, ("enum",), lambda m: read_enum(m.module), self.load.enum)
 
     def path_of(self, dotted: str) -> str | None:
         base = "python/" + dotted.replace(".", "/")
@@ -79,57 +142,12 @@ class Modules:
             None,
         )
 
-    def bindings(self, path: str) -> dict[str, list[_Binding]]:
-        if path not in self._bindings:
-            table: dict[str, list[_Binding]] = {}
-            module = self.parse(path)
-            self._collect(path, module.body if module else [], table, typing_only=False)
-            self._bindings[path] = table
-        return self._bindings[path]
-
-    def _collect(
-        self,
-        path: str,
-        body: list[ast.stmt],
-        table: dict[str, list[_Binding]],
-        *,
-        typing_only: bool,
-    ) -> None:
-        for st in body:
-            if isinstance(st, ast.ClassDef):
-                table.setdefault(st.name, []).append(_Binding("class", st.lineno, node=st))
-            elif isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef):
-                table.setdefault(st.name, []).append(_Binding("other", st.lineno, fn=st))
-            elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
-                named = _dotted(st.value) != ""
-                b = _Binding("alias", st.lineno, value=st.value) if named else _Binding("other", st.lineno)
-                table.setdefault(st.targets[0].id, []).append(b)
-            elif isinstance(st, ast.ImportFrom):
-                module = absolute_module(path, st)
-                for alias in st.names:
-                    b = _Binding("from", st.lineno, module, alias.name, typing_only=typing_only)
-                    table.setdefault(alias.asname or alias.name, []).append(b)
-            elif isinstance(st, ast.Import):
-                for alias in st.names:
-                    module = alias.name if alias.asname else alias.name.split(".")[0]
-                    b = _Binding("import", st.lineno, module, typing_only=typing_only)
-                    table.setdefault(alias.asname or module, []).append(b)
-            elif isinstance(st, ast.If):
-                inner = typing_only or _dotted(st.test).endswith("TYPE_CHECKING")
-                self._collect(path, st.body, table, typing_only=inner)
-                self._collect(path, st.orelse, table, typing_only=typing_only)
-            elif isinstance(st, ast.Try):
-                for block in (
-                    st.body,
-                    *(h.body for h in st.handlers),
-                    st.orelse,
-                    st.finalbody,
-                ):
-                    self._collect(path, block, table, typing_only=typing_only)
+    def bindings(self, path: str) -> dict[str, tuple[Binding, ...]]:
+        return self.module(path) or {}
 
     def imports(self, path: str, prefix: str) -> set[str]:
         """The tree's modules below ``prefix`` that ``path`` imports at run time, at module level."""
-        package = _dotted_path(prefix)
+        package = dotted_path(prefix)
         out: set[str] = set()
         for b in (b for binds in self.bindings(path).values() for b in binds):
             if b.kind in ("from", "import") and not b.typing_only and b.module.startswith(package):
@@ -145,30 +163,29 @@ class Modules:
         if depth > 16:
             return None
         if not binds:  # maybe through `from x import *`
-            for star in table.get("*", []):
+            for star in table.get("*", ()):
                 inner = self.path_of(star.module)
                 found = self.resolve(inner, name, None, depth + 1) if inner else None
                 if found is not None:
                     return found
             return None
         b = ([b for b in binds if before is None or b.line < before] or binds)[-1]
-        if b.kind == "class" and b.node is not None:
-            return self.cls(path, b.node)
+        if b.kind == "class" and b.cls is not None:
+            return self.cls(path, b.cls)
         if b.kind == "import":
             return b.module
-        if b.kind == "alias" and b.value is not None:
-            return self.resolve_expr(path, b.value, b.line, depth + 1)
+        if b.kind == "alias":
+            return self.resolve_dotted(path, b.alias, b.line, depth + 1)
         if b.kind != "from":
             return None
         inner = self.path_of(b.module)
         return self.resolve(inner, b.attr, None, depth + 1) if inner else f"{b.module}.{b.attr}"
 
-    def resolve_expr(
-        self, path: str, expr: ast.expr, before: int | None = None, depth: int = 0
+    def resolve_dotted(
+        self, path: str, dotted: str, before: int | None = None, depth: int = 0
     ) -> ClassNode | str | None:
-        if isinstance(expr, ast.Subscript):  # Generic[T], Base[...]
-            return self.resolve_expr(path, expr.value, before, depth)
-        head, _, rest = _dotted(expr).partition(".")
+        """What the dotted name (subscripts stripped) means in module ``path``."""
+        head, _, rest = dotted.partition(".")
         found = self.resolve(path, head, before, depth) if head else None
         if not rest or not isinstance(found, str):
             return found
@@ -176,32 +193,33 @@ class Modules:
         inner = self.path_of(module)
         return self.resolve(inner, last) if inner else f"{module}.{last}"
 
-    def function(
-        self, path: str, expr: ast.expr, within: tuple[str, ...], depth: int = 0
-    ) -> tuple[str, Function] | None:
-        """The module-level function ``expr`` (``f`` or ``module.f``) names in ``path``, if it is defined
-        in a module below one of the ``within`` prefixes (no other module is parsed to find it)."""
-        head, _, rest = _dotted(expr).partition(".")
+    def function(self, path: str, dotted: str, within: tuple[str, ...], depth: int = 0) -> tuple[str, Function] | None:
+        """The module-level function ``dotted`` (``f`` or ``module.f``) names in ``path``, if it is defined
+        in a module below one of the ``within`` prefixes (no other module is read to find it).  Its module
+        is parsed: it is walked next."""
+        head, _, rest = dotted.partition(".")
         binds = self.bindings(path).get(head) if head and depth <= 16 else None
         if not binds:
             return None
         b = binds[-1]
         if b.kind == "other" and b.fn is not None and not rest:
-            return path, b.fn
+            parsed = self.parse(path)
+            fn = parsed.function_node(*b.fn) if parsed else None
+            return (path, fn) if fn is not None else None
         if b.kind not in ("from", "import") or (b.kind == "import" and not rest):
             return None
-        module = f"{b.module}.{b.attr}" if b.kind == "from" and rest else b.module
+        module_name = f"{b.module}.{b.attr}" if b.kind == "from" and rest else b.module
         if rest:
-            module, _, name = f"{module}.{rest}".rpartition(".")
+            module_name, _, name = f"{module_name}.{rest}".rpartition(".")
         else:
             name = b.attr
-        if not ("python/" + module.replace(".", "/")).startswith(within):
+        if not ("python/" + module_name.replace(".", "/")).startswith(within):
             return None
-        inner = self.path_of(module)
-        return self.function(inner, ast.Name(name), within, depth + 1) if inner else None
+        inner = self.path_of(module_name)
+        return self.function(inner, name, within, depth + 1) if inner else None
 
     def find_class(self, ref: ClassRef) -> ClassNode:
-        if self.parse(ref.path) is None:
+        if self.module(ref.path) is None:
             raise ConfigError(
                 f"{ref.path}: no such file in {self.tree.label}",
                 hint=f"looking for class {ref.name}",
@@ -211,82 +229,19 @@ class Modules:
             raise ConfigError(f"{ref.path}: class {ref.name} not found in {self.tree.label}")
         return found
 
-    def cls(self, path: str, node: ast.ClassDef) -> ClassNode:
-        key = (path, node.lineno)
+    def cls(self, path: str, line: int) -> ClassNode | None:
+        key = (path, line)
         if key not in self._classes:
-            made = ClassNode(node.name, path, node, [], members_of(node), list(_inits(node)))
+            found = self.part(path, ("class", str(line)), lambda m: facts.class_part(m, line), self.load.cls)
+            if found is None:  # the module's kept facts name a class its bytes do not define
+                self._classes[key] = None
+                return None
+            made = ClassNode(found.name, path, line, [], dict(found.members), found.inits)
             self._classes[key] = made  # registered before its bases: a cycle stops here
-            for base in node.bases:
-                resolved = self.resolve_expr(path, base, node.lineno)
-                made.bases.append(
-                    (
-                        ast.unparse(base),
-                        resolved if resolved is not None else ast.unparse(base),
-                    )
-                )
+            for written, dotted in found.bases:
+                resolved = self.resolve_dotted(path, dotted, line)
+                made.bases.append((written, resolved if resolved is not None else written))
         return self._classes[key]
-
-
-def absolute_module(path: str, st: ast.ImportFrom) -> str:
-    if not st.level:
-        return st.module or ""
-    package = _dotted_path(path).split(".")
-    package = package[: len(package) - st.level + (1 if path.endswith("/__init__.py") else 0)]
-    return ".".join([*package, *([st.module] if st.module else [])])
-
-
-def _dotted_path(path: str) -> str:
-    return path.removeprefix("python/").removesuffix(".py").removesuffix("/__init__").strip("/").replace("/", ".")
-
-
-def _dotted(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        head = _dotted(expr.value)
-        return f"{head}.{expr.attr}" if head else ""
-    return ""
-
-
-def is_name(expr: ast.expr, name: str) -> bool:
-    return isinstance(expr, ast.Name) and expr.id == name
-
-
-def methods_of(node: ast.ClassDef) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-    return (st for st in node.body if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef))
-
-
-def members_of(node: ast.ClassDef) -> dict[str, tuple[str, int]]:
-    out: dict[str, tuple[str, int]] = {}
-    for st in node.body:
-        if isinstance(st, ast.FunctionDef | ast.AsyncFunctionDef):
-            out.setdefault(st.name, ("method", st.lineno))
-        elif isinstance(st, ast.ClassDef):
-            out.setdefault(st.name, ("class", st.lineno))
-        elif isinstance(st, ast.Assign | ast.AnnAssign):
-            for target in st.targets if isinstance(st, ast.Assign) else [st.target]:
-                for n in ast.walk(target):
-                    if isinstance(n, ast.Name):
-                        out.setdefault(n.id, ("attribute", st.lineno))
-    for fn in methods_of(node):
-        me = fn.args.args[0].arg if fn.args.args else ""
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and is_name(n.value, me):
-                out.setdefault(n.attr, ("attribute", n.lineno))
-    return out
-
-
-def _inits(node: ast.ClassDef) -> Iterator[tuple[str, ast.expr, int]]:
-    """``self.<attr> = Callee(...)`` in ``__init__``, when the callee is named like a class."""
-    for fn in methods_of(node):
-        for st in ast.walk(fn) if fn.name == "__init__" else ():
-            if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call):
-                callee = _dotted(st.value.func)
-                if not callee[callee.rfind(".") + 1 :][:1].isupper() or callee.startswith("self."):
-                    continue
-                for target in st.targets:
-                    if isinstance(target, ast.Attribute) and is_name(target.value, "self"):
-                        yield target.attr, st.value.func, st.lineno
 
 
 def base_chain(start: ClassNode) -> list[ClassNode]:
@@ -306,28 +261,22 @@ def provider_of(chain: list[ClassNode], name: str) -> tuple[ClassNode, str, int]
 
 def class_info(c: ClassNode) -> ClassInfo:
     bases = tuple(
-        Base(w, r.name, Location(r.path, r.node.lineno)) if isinstance(r, ClassNode) else Base(w, r, None)
-        for w, r in c.bases
+        Base(w, r.name, Location(r.path, r.line)) if isinstance(r, ClassNode) else Base(w, r, None) for w, r in c.bases
     )
-    return ClassInfo(c.name, Location(c.path, c.node.lineno), bases)
+    return ClassInfo(c.name, Location(c.path, c.line), bases)
 
 
 def delegates_of(
     mods: Modules, chain: list[ClassNode], attr: str | None = None
 ) -> Iterator[tuple[str, Delegate, ClassNode | None]]:
     for c in chain:
-        for name, callee, line in c.inits:
+        for name, callee, written, line in c.inits:
             if attr is None or name == attr:
-                found = mods.resolve_expr(c.path, callee)
+                found = mods.resolve_dotted(c.path, callee)
                 cls = found if isinstance(found, ClassNode) else None
                 yield (
                     name,
-                    Delegate(
-                        name,
-                        ast.unparse(callee),
-                        Location(c.path, line),
-                        class_info(cls) if cls else None,
-                    ),
+                    Delegate(name, written, Location(c.path, line), class_info(cls) if cls else None),
                     cls,
                 )
 

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterator
+from typing import NamedTuple
 
 from sgpatch.interface.model import DRAFT, RUNNER, TARGET, TARGET_WORKERS, CallSite
-from sgpatch.interface.modules import Function, is_name
+from sgpatch.interface.syntax import Function, dotted_name, is_name
 
 # ------------------------------------------------------------------------------ uses on a model
 
 
-@dataclass(frozen=True, slots=True)
-class Guard:
+# The types of this room and of sgpatch.interface.facts are NamedTuples, not dataclasses: a check makes
+# thousands of them, and a dataclass costs about a millisecond to define at every start of the CLI.
+
+
+class Guard(NamedTuple):
     test: ast.expr
     positive: bool
     by_raise: bool = False  # the other way raises: `if not <test>: raise ...` before the use, or an `else: raise`
 
 
-@dataclass(frozen=True, slots=True)
-class Site:
+class Site(NamedTuple):
     path: str
     line: int
     role: str
@@ -35,8 +37,34 @@ class Site:
         return CallSite(self.path, self.line, self.access, self.optional)
 
 
+class Given(NamedTuple):
+    """One argument of a call that may be followed: its keyword (None: positional), whether it is starred, its
+    role (a model or a step towards one), else the expression it stands for in the callee's guards."""
+
+    key: str | None
+    starred: bool
+    role: str | None
+    expr: ast.expr | None
+
+
+class Deferred(NamedTuple):
+    """A call into another module, met while one module's facts were collected: it is followed when the
+    check runs (the callee's module is other bytes).  ``calls``: the functions being followed at the call."""
+
+    dotted: str
+    args: tuple[Given, ...]
+    guards: tuple[Guard, ...]
+    calls: tuple[FnKey, ...]
+
+
+class Defer:
+    """What a resolver returns for a call it leaves to the check (see :class:`Deferred`)."""
+
+
+DEFER = Defer()
+FnKey = tuple[str, int, int]  # a function definition: path, line, column
 RoleOf = Callable[[ast.expr, dict[str, str]], str | None]
-Resolver = Callable[[str, ast.expr], tuple[str, Function] | None]
+Resolver = Callable[[str, str], "tuple[str, Function] | Defer | None"]
 MAX_CALL_DEPTH = 4
 MAX_FOLLOWED = 2000  # helper bodies walked per module scanned: a crafted tree cannot fan out without end
 
@@ -81,15 +109,20 @@ class Collector:
     stand for the arguments in its guards, and its uses are reported where they are written.
     """
 
-    def __init__(self, path: str, role_of: RoleOf, roles: frozenset[str], resolve: Resolver | None = None) -> None:
+    def __init__(self, path: str, role_of: RoleOf, roles: Container[str], resolve: Resolver | None = None) -> None:
         self.path, self.role_of, self.roles, self.resolve = path, role_of, roles, resolve
         self.origin = path
         self.sites: list[Site] = []
         self.assigned: list[tuple[str, tuple[Guard, ...]]] = []  # self.<x> = <truthy value>
+        self.deferred: list[Deferred] = []
         self._subst: dict[str, ast.expr] = {}
-        self._calls: list[Function] = []
+        self._calls: list[FnKey] = []
         self.followed = 0
         self.capped = False  # more calls were worth following than MAX_FOLLOWED
+
+    def start_at(self, calls: tuple[FnKey, ...]) -> None:
+        """Resume in the module scanned, inside the functions ``calls`` (where a :class:`Deferred` was met)."""
+        self.path, self._subst, self._calls = self.origin, {}, list(calls)
 
     def _test(self, test: ast.expr) -> ast.expr:
         """A guard's test with the followed function's parameters replaced by the caller's arguments."""
@@ -103,25 +136,40 @@ class Collector:
         given = [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords if k.arg]
         if not any(self.role_of(a, names) for _, a in given if not isinstance(a, ast.Starred)):
             return
-        found = self.resolve(self.path, call.func)
-        if found is None or any(found[1] is fn for fn in self._calls):
+        args = []
+        for key, arg in given:
+            starred = isinstance(arg, ast.Starred)
+            role = None if starred else self.role_of(arg, names)
+            args.append(Given(key, starred, role, None if starred or role is not None else self._test(arg)))
+        self.call(dotted_name(call.func), tuple(args), g)
+
+    def call(self, dotted: str, args: tuple[Given, ...], g: tuple[Guard, ...]) -> None:
+        """Follow a call of ``dotted`` with ``args`` under ``g`` into the function it names, if any."""
+        assert self.resolve is not None
+        found = self.resolve(self.path, dotted)
+        if isinstance(found, Defer):
+            self.deferred.append(Deferred(dotted, args, g, tuple(self._calls)))
+            return
+        if found is None:
             return
         path, fn = found
+        here = (path, fn.lineno, fn.col_offset)
+        if here in self._calls:
+            return
         positional = [*fn.args.posonlyargs, *fn.args.args]
         by_name = {a.arg for a in (*positional, *fn.args.kwonlyargs)}
         roles: dict[str, str] = {}
         subst: dict[str, ast.expr] = {}
-        for i, (key, arg) in enumerate(given):
-            if key is None and (isinstance(arg, ast.Starred) or i >= len(positional)):
+        for i, arg in enumerate(args):
+            if arg.key is None and (arg.starred or i >= len(positional)):
                 continue
-            param = key if key is not None else positional[i].arg
+            param = arg.key if arg.key is not None else positional[i].arg
             if param not in by_name:
                 continue
-            role = self.role_of(arg, names)
-            if role is not None:
-                roles[param] = role
-            else:
-                subst[param] = self._test(arg)
+            if arg.role is not None:
+                roles[param] = arg.role
+            elif arg.expr is not None:
+                subst[param] = arg.expr
         if not roles:
             return
         if self.followed >= MAX_FOLLOWED:
@@ -130,7 +178,7 @@ class Collector:
         self.followed += 1
         saved = self.path, self._subst
         self.path, self._subst = path, subst
-        self._calls.append(fn)
+        self._calls.append(here)
         try:
             self.body(fn.body, g, roles)
         finally:
@@ -248,7 +296,7 @@ class Collector:
         optional: bool = False,
     ) -> bool:
         role = self.role_of(obj, names)
-        if role not in self.roles or name.startswith("__"):
+        if role is None or role not in self.roles or name.startswith("__"):
             return False
         for positive, test, by_raise in guard_facts(g):
             checked = _hasattr_on(test, name)

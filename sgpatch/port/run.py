@@ -31,6 +31,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from sgpatch.cache import Cache
 from sgpatch.checkout.export import header_of, render_chain, rerecord
 from sgpatch.checkout.journal import move_checkout
 from sgpatch.config import Config, Stack
@@ -82,12 +83,14 @@ def port_stack(
     dry_run: bool = False,
     strict: bool = False,
     force: bool = False,
+    cache: Cache | None = None,
     progress: Progress | None = None,
 ) -> PortResult:
     """Port the series of ``stack_name`` to SGLang ``version`` (see the module docstring).
 
     ``force`` replaces a stack that port wrote before (its table, series
     directory and clean checkout); any other existing stack is a ConfigError.
+    ``cache`` keeps work (each pinned wheel's file digests), never an answer.
     """
     if source not in ("pypi", "git"):
         raise SourceError(f"unknown source {source!r}: use pypi or git")
@@ -151,7 +154,7 @@ def port_stack(
     work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
     into = work / "checkout"
     # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
-    wheels = WheelsAgree(stack, progress=progress) if release.source[0].kind == "wheel" else None
+    wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None
     touched = old.series.touched
     laying = None
     if source == "pypi":  # the series is judged from the artifact while the checkout is laid out from it

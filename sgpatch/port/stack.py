@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from sgpatch.cache import cache_root, code_digest, digest, read_entry, write_entry
+from sgpatch.cache import Cache, key
 from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout, wheel_tree
 from sgpatch.config import Artifact, InstallRecipe, Stack
 from sgpatch.errors import SourceError
@@ -88,15 +88,19 @@ class Background(Generic[T]):
 class WheelsAgree:
     """``check_wheels_agree`` in a thread of its own, while the port lays out the checkout and judges the
     series: it reads every pinned wheel whole (zlib and sha256 let go of the interpreter lock).  The wheels
-    are downloaded first, here (pip runs from the main thread only), and each wheel's file digests are kept
-    in the cache under its sha256 (work, not an answer: the comparison runs every time)."""
+    are downloaded first, here (pip runs from the main thread only); with a ``cache`` each wheel's file
+    digests are kept under its sha256 (work, not an answer: the comparison runs every time)."""
 
-    def __init__(self, stack: Stack, *, progress: Progress | None = None) -> None:
+    def __init__(self, stack: Stack, *, cache: Cache | None = None, progress: Progress | None = None) -> None:
         self._check: Background[tuple[str, ...]] | None = None
         if len(stack.wheels) > 1:
             for artifact in stack.wheels:
                 fetch_artifact(artifact, stack.sglang_version, progress=progress)
-            self._check = Background(check_wheels_agree, stack, tree_of=_cached_tree)
+
+            def tree_of(artifact: Artifact, path: Path) -> dict[str, bytes]:
+                return _cached_tree(cache, artifact, path)
+
+            self._check = Background(check_wheels_agree, stack, tree_of=tree_of)
 
     def result(self) -> None:
         """Wait for the comparison; SourceError if two wheels differ."""
@@ -104,18 +108,18 @@ class WheelsAgree:
             self._check.result()
 
 
-def _cached_tree(artifact: Artifact, path: Path) -> dict[str, bytes]:
-    """``wheel_tree`` of a pinned wheel, kept in the cache under its sha256 and sgpatch's own digest."""
-    key = digest(artifact.sha256, code_digest())
-    slot = cache_root() / "wheel-trees" / f"{key}.json"
-    doc = read_entry(slot)
+def _cached_tree(cache: Cache | None, artifact: Artifact, path: Path) -> dict[str, bytes]:
+    """``wheel_tree`` of a pinned wheel (its sha256 checked by the download), kept in ``cache`` under it."""
+    entry = key("wheel-trees", artifact.sha256)
+    doc = cache.get("wheel-trees", entry) if cache is not None else None
     try:
-        if isinstance(doc, dict) and doc["key"] == key:
+        if isinstance(doc, dict) and isinstance(doc["members"], dict):
             return {str(name): bytes.fromhex(value) for name, value in doc["members"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
-        pass  # an entry of another shape: read the wheel, rewrite it
+        pass  # an entry of another shape: a miss
     tree = wheel_tree(path)
-    write_entry(slot, {"key": key, "members": {name: value.hex() for name, value in tree.items()}})
+    if cache is not None:
+        cache.put("wheel-trees", entry, {"members": {name: value.hex() for name, value in tree.items()}})
     return tree
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.errors import ConfigError
+from sgpatch.projectfiles import read_project_file
 from sgpatch.pyast import parse_python
 from sgpatch.series.patch import FilePatch, Patch, split_lines
 from sgpatch.source.tree import SourceTree
@@ -73,11 +74,11 @@ class AnchorResult:
 
 def load_anchors(path: Path) -> tuple[Anchor, ...]:
     """Parse and validate anchors.toml; ConfigError with file:line on any defect.  No file: no anchors."""
-    if not path.exists():
-        return ()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_project_file(path).decode("utf-8")
         data = tomllib.loads(text)
+    except FileNotFoundError:
+        return ()
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}:{getattr(exc, 'lineno', 1)}: malformed TOML: {getattr(exc, 'msg', exc)}") from None
     except (OSError, UnicodeDecodeError) as exc:

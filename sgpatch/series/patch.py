@@ -15,6 +15,7 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchedFile, PatchSet
 
 from sgpatch.errors import PatchError
+from sgpatch.projectfiles import read_project_file
 
 SERIES_FILE = "series"
 REQUIRED_FIELDS = ("Description", "Origin", "Upstream-Status")
@@ -398,7 +399,7 @@ def read_series(directory: Path) -> Series:
     """The series of ``directory``: every entry parsed, every patch file listed."""
     series_path = directory / SERIES_FILE
     try:
-        text = series_path.read_text(encoding="utf-8")
+        text = read_project_file(series_path).decode("utf-8")
     except FileNotFoundError:
         raise PatchError(f"{series_path}: no such file", hint="a series directory needs a 'series' file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -420,7 +421,11 @@ def read_series(directory: Path) -> Series:
         path = directory / entry
         if path.is_symlink() or not path.is_file():
             raise PatchError(f"{where}: {entry}: no such patch file (or not a regular file)")
-        patches.append(parse_patch(path.read_bytes(), path))
+        try:
+            data = read_project_file(path)
+        except OSError as exc:  # replaced since the check above
+            raise PatchError(f"{where}: {entry}: cannot read: {exc}") from None
+        patches.append(parse_patch(data, path))
     unlisted = sorted(p.name for p in directory.glob("*.patch") if p.name not in seen)
     if unlisted:
         raise PatchError(

@@ -6,7 +6,7 @@ and never ``git archive``, whose missing ``.git`` hides package data from
 setuptools-scm); build it with PyPA ``build`` under a forced version and
 ``SOURCE_DATE_EPOCH``; rewrite ``Requires-Dist``, add the provenance, re-zip
 deterministically; check the result; write the install recipe beside it.  The
-same inputs reuse the previous wheel.
+same inputs reuse the previous wheel (and check it again: a check's result is never kept).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from sgpatch.atomic import write_atomic
-from sgpatch.cache import cache_root
+from sgpatch.cache import EXPORTS, Cache
 from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
@@ -34,9 +34,9 @@ from sgpatch.results import Progress
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive
 from sgpatch.source.artifacts import fetch_artifact, sha256_file
-from sgpatch.wheel.cache import cache_key, cached_report, cached_wheel, report_cache_key, store_report, store_wheel
+from sgpatch.wheel.cache import cache_key, cached_wheel, store_wheel
 from sgpatch.wheel.check import check_wheel
-from sgpatch.wheel.export import clean_export_of, exports_root
+from sgpatch.wheel.export import clean_export_of
 from sgpatch.wheel.names import DIST_NAME, wheel_filename
 from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
@@ -211,10 +211,11 @@ def build_wheels(
     allow_unpatched: bool = False,
     cache_dir: Path | None = None,
     python: str | None = None,
-    no_cache: bool = False,
+    cache: Cache | None = None,
 ) -> tuple[BuildResult, ...]:
     """The stack's patched wheels: built from the sdist (one pure wheel), or, for a release without
-    an sdist, upstream's pinned wheels repacked (one per platform tag: all, or those in ``platforms``)."""
+    an sdist, upstream's pinned wheels repacked (one per platform tag: all, or those in ``platforms``).
+    ``cache`` (None: none): see :func:`build_wheel`."""
     if not stack.repacks:
         if platforms:
             raise BuildError(
@@ -231,7 +232,7 @@ def build_wheels(
             allow_unpatched=allow_unpatched,
             cache_dir=cache_dir,
             python=python,
-            no_cache=no_cache,
+            cache=cache,
         )
         return (built,)
     return repack_wheels(
@@ -244,7 +245,7 @@ def build_wheels(
         progress=progress,
         allow_unpatched=allow_unpatched,
         cache_dir=cache_dir,
-        no_cache=no_cache,
+        cache=cache,
     )
 
 
@@ -259,10 +260,11 @@ def repack_wheels(
     progress: Progress | None = None,
     allow_unpatched: bool = False,
     cache_dir: Path | None = None,
-    no_cache: bool = False,
+    cache: Cache | None = None,
 ) -> tuple[BuildResult, ...]:
     """Upstream's pinned wheels repacked with the checkout's patched files (sgpatch.wheel.repack), checked
-    against the wheel each was made from; the same inputs reuse the cached wheel."""
+    against the wheel each was made from; with ``cache``, the same inputs reuse the wheel kept in
+    ``cache_dir`` (checked again all the same)."""
     say = progress or _noop
     checkout, out_dir = _dirs(checkout, out_dir)
     g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
@@ -273,7 +275,7 @@ def repack_wheels(
         raise BuildError(f"{stack.name}: pins no wheel to repack", hint="pin the release's wheels (sgpatch port)")
     paths = series.touched
     patched = {p: g.read_blob(head, p) for p in paths}
-    cache = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
+    builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
     recipe = out_dir / recipe_filename(stack)
     results: list[BuildResult] = []
     parse_overrides(stack)  # a malformed override fails before anything is repacked
@@ -293,9 +295,9 @@ def repack_wheels(
     for artifact in wanted:
         inputs = dataclasses.replace(common, repacked=artifact)
         name = repacked_filename(artifact, version)
-        entry = cache / cache_key(inputs)[:24]
+        entry = builds / cache_key(inputs)[:24]
         upstream = fetch_artifact(artifact, stack.sglang_version, progress=say)
-        cached = None if no_cache else cached_wheel(entry, name)
+        cached = None if cache is None else cached_wheel(entry, name)
         wheel = out_dir / name
         if cached is not None:
             say(f"reusing the cached {name} (inputs unchanged)")
@@ -309,9 +311,8 @@ def repack_wheels(
                 write_atomic(wheel, final)
         recipe.write_text(install_recipe(stack, version))
         say(f"checking {name} against {artifact.filename}")
-        results_cache = None if no_cache else cache_root()
-        report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=results_cache)
-        if report.ok and cached is None and not no_cache:
+        report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=cache)
+        if report.ok and cached is None and cache is not None:
             store_wheel(entry, wheel)
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
         results.append(done)
@@ -340,22 +341,24 @@ def build_wheel(
     allow_unpatched: bool = False,
     cache_dir: Path | None = None,
     python: str | None = None,
-    no_cache: bool = False,
+    cache: Cache | None = None,
     exports: Path | None = None,
 ) -> BuildResult:
     """Build (or reuse) the patched wheel of ``checkout`` into ``out_dir`` and check it.
 
     ``isolated=False`` builds with the current environment's setuptools and
     setuptools-scm (offline); ``python`` is the interpreter whose environment that is
-    (default: this one).  ``cache_dir`` defaults to ``.sgpatch/builds``
-    beside VERSIONS.toml; an entry holds the wheel and the report of its checks, so a
-    rebuild with the same inputs (and the same output and checkout paths, which the
-    report names) checks nothing again.  ``exports`` is where the persistent export of
-    the checkout lives (default :func:`exports_root`).  ``no_cache``: a fresh export,
-    no cached wheel or report read or written.  The result's ``checks`` say whether the wheel passed.
+    (default: this one).  With ``cache`` (None: none), a wheel built from the same inputs is
+    reused from ``cache_dir`` (default ``.sgpatch/builds`` beside VERSIONS.toml), the build
+    runs in a persistent export of the checkout (in ``exports``, default the cache's
+    ``exports/``), and the checks keep their expensive parts in it; without it, a fresh export
+    and nothing kept (``exports`` ignored).  Every check runs on every call: the result's ``checks`` say whether the
+    wheel passed.
     """
-    if exports is None:
-        exports = exports_root()
+    if cache is None:
+        exports = None  # nothing kept: a fresh export
+    elif exports is None:
+        exports = cache.directory(EXPORTS)
     say = progress or _noop
     checkout, out_dir = _dirs(checkout, out_dir)
     g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
@@ -377,25 +380,18 @@ def build_wheel(
     )
     parse_overrides(stack)  # a malformed override fails before the build, not after it
     key = cache_key(inputs)
-    cache = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
-    entry = cache / key[:24]
+    builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
+    entry = builds / key[:24]
     name = wheel_filename(version)
     wheel = out_dir / name
     recipe = out_dir / recipe_filename(stack)
 
-    cached = None if no_cache else cached_wheel(entry, name)
-    report_key = ""
+    cached = None if cache is None else cached_wheel(entry, name)
     if cached is not None:
         say(f"reusing the cached {name} (inputs unchanged)")
-        stamp = sha256_file(cached)
-        if not wheel.is_file() or sha256_file(wheel) != stamp:
+        if not wheel.is_file() or sha256_file(wheel) != sha256_file(cached):
             write_atomic(wheel, cached)
         recipe.write_text(install_recipe(stack, version))
-        report_key = report_cache_key(key, stack, series, wheel, stamp, matching_upstream(stack, wheel), checkout)
-        stored = cached_report(entry, report_key, stack, wheel)
-        if stored is not None:
-            say(f"reusing the checks of {name} (inputs unchanged)")
-            return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=True, checks=stored)
     upstream = upstream_wheel_for(stack, Path(name), say)
     if cached is None:
         with tempfile.TemporaryDirectory(prefix="sgpatch-build-") as tmp:
@@ -403,8 +399,8 @@ def build_wheel(
             say(f"exporting {head[:12]} to a clean work tree")
             rezipped: Callable[[], None] | None = None
             try:
-                with clean_export_of(checkout, head, None if no_cache else exports) as src:
-                    log = cache / "logs" / f"{stack.name}-{key[:12]}.log"
+                with clean_export_of(checkout, head, exports) as src:
+                    log = builds / "logs" / f"{stack.name}-{key[:12]}.log"
                     say(f"building {name} ({'isolated' if isolated else 'current environment'}); log: {log}")
                     env = build_environment(version, inputs.source_date_epoch)
                     if isolated and stack.build_requires:
@@ -437,13 +433,7 @@ def build_wheel(
         recipe.write_text(install_recipe(stack, version))
 
     say(f"checking {name}")
-    results_cache = None if no_cache else cache_root()
-    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=results_cache)
-    if report.ok and not no_cache:
-        if cached is None:
-            store_wheel(entry, wheel)
-            report_key = report_cache_key(
-                key, stack, series, wheel, sha256_file(wheel), matching_upstream(stack, wheel), checkout
-            )
-        store_report(entry, report_key, report)
+    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=cache)
+    if report.ok and cached is None and cache is not None:
+        store_wheel(entry, wheel)
     return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)

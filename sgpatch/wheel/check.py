@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,11 +13,12 @@ from installer.records import InvalidRecordEntry, RecordEntry, parse_record_file
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from sgpatch.cache import Cache
 from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Stack, wheel_tags
 from sgpatch.errors import BuildError, SgpatchError
 from sgpatch.git.repo import Git
-from sgpatch.series.anchors import check_anchors, load_anchors
+from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
 from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
@@ -250,33 +252,46 @@ def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> Whee
     return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
 
 
-def _upstream_contents(wheel: Path, cache: Path | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
+def _upstream_contents(wheel: Path, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
     """Each member's sha256 and size, and METADATA, of the upstream wheel: read through sgpatch.source.archive,
-    or, in ``cache``, from the digests stored under the wheel's own sha256 by an earlier read."""
-    from sgpatch.cache import code_digest, digest, read_entry, write_entry
+    or kept in ``cache`` under the wheel's own bytes (its sha256) by an earlier read."""
+    from sgpatch.cache import key
     from sgpatch.source.artifacts import sha256_file
 
-    slot = None
+    entry = None
     if cache is not None:
-        key = digest(sha256_file(wheel), code_digest())
-        slot = cache / "wheel-digests" / f"{key}.json"
-        doc = read_entry(slot)
-        try:
-            if isinstance(doc, dict) and doc["key"] == key:
-                members = {str(n): (bytes.fromhex(d), int(s)) for n, (d, s) in doc["members"].items()}
-                meta = doc["metadata"]
-                return members, None if meta is None else meta.encode("latin-1")
-        except (KeyError, TypeError, ValueError, AttributeError):
-            pass  # an entry of another shape: read the wheel, rewrite it
+        entry = key("wheel-digests", sha256_file(wheel))
+        found = _digests_from(cache.get("wheel-digests", entry))
+        if found is not None:
+            return found
     with open_archive(wheel, "wheel") as up:
         members = dict(_contents(up).digests)
         metadata_name = next((e.name for e in up.entries if e.name.endswith(".dist-info/METADATA")), None)
         metadata = up.read(metadata_name) if metadata_name else None
-    if slot is not None:
+    if cache is not None and entry is not None:
         stored = {n: [d.hex(), s] for n, (d, s) in members.items()}
-        meta_text = None if metadata is None else metadata.decode("latin-1")
-        write_entry(slot, {"key": key, "members": stored, "metadata": meta_text})
+        cache.put("wheel-digests", entry, {"members": stored, "metadata": None if metadata is None else metadata.hex()})
     return members, metadata
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _digests_from(doc: Any) -> tuple[dict[str, tuple[bytes, int]], bytes | None] | None:
+    """A kept entry's members and METADATA, if it has exactly that shape (64 hex digits, a size, per name)."""
+    if not isinstance(doc, dict) or set(doc) != {"members", "metadata"} or not isinstance(doc["members"], dict):
+        return None
+    members: dict[str, tuple[bytes, int]] = {}
+    try:
+        for name, row in doc["members"].items():
+            sha, size = row
+            if not isinstance(sha, str) or not _SHA256.fullmatch(sha) or type(size) is not int or size < 0:
+                return None
+            members[name] = (bytes.fromhex(sha), size)
+        meta = doc["metadata"]
+        return members, None if meta is None else bytes.fromhex(meta)
+    except (TypeError, ValueError):
+        return None
 
 
 def check_wheel(
@@ -286,19 +301,24 @@ def check_wheel(
     *,
     upstream_wheel: Path | None = None,
     checkout: Path | None = None,
-    cache: Path | None = None,
+    cache: Cache | None = None,
+    anchors: Sequence[Anchor] | None = None,
 ) -> WheelReport:
     """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
     patched anchors, verify's report on its files; with ``upstream_wheel`` the file set and
     the unpatched bytes; with ``checkout`` the patched files' bytes.
+
+    ``anchors``: the stack's, as the caller read them with its series (``Project.anchors``), so that one
+    run reads anchors.toml once; None: read here.
 
     The wheel is read through sgpatch.source.archive: a member that is unsafe, over a limit,
     encrypted, compressed with another method than deflate, or corrupt is an
     ArchiveError (exit 2) naming it.  Members are hashed in chunks; only the few
     files the checks read whole (METADATA, RECORD, provenance, patched files) are.
 
-    ``cache``: the result cache (``cache.cache_root()``, None: none) where the interface report
-    and the upstream wheel's digests (keyed by its sha256) are kept."""
+    Every check runs each time; ``cache`` (None: none) keeps only expensive parts by the bytes they come
+    from: the upstream wheel's member digests (by its sha256), each source file's interface facts, each
+    file's landing results."""
     if not wheel.is_file():
         raise BuildError(f"{wheel}: no such wheel file")
     version = wheel_version(stack, series)
@@ -315,7 +335,8 @@ def check_wheel(
             _check_requires(stack, contents.read(f"{dist_info}/METADATA"), upstream_metadata),
             _check_provenance(stack, series, version, contents, dist_info),
         ]
-        anchors = load_anchors(stack.series_dir / "anchors.toml")
+        if anchors is None:
+            anchors = load_anchors(stack.series_dir / "anchors.toml")
         patched = check_anchors(anchors, tree, "patched")
         checks.append(
             _check(

@@ -1,19 +1,21 @@
 """Where a wheel is built: a clean export of the patched checkout as a git work tree, never the checkout
 itself (whose ``build/lib`` a second build would pack) and never ``git archive`` (whose missing ``.git``
-hides package data from setuptools-scm).  A few exports are kept in the user's cache and moved
-incrementally to the next commit, each proved clean before it is used."""
+hides package data from setuptools-scm).  A few exports are kept in the cache (``exports/`` under
+:func:`sgpatch.cache.results_root`) and moved incrementally to the next commit, each proved clean before
+it is used."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from sgpatch.cache import cache_root
+from sgpatch.cache import digest
 from sgpatch.errors import SgpatchError
 from sgpatch.git.clone import clean_export, clone_shared, move_export
 
@@ -25,21 +27,17 @@ def export_commit(checkout: Path, commit: str, into: Path) -> None:
     clone_shared(checkout, into, commit)
 
 
-EXPORTS_KEPT = 4  # persistent exports kept in the user's cache (one per checkout built, most recent first)
+EXPORTS_KEPT = 4  # persistent exports kept in the cache (one per checkout built, most recent first)
 EXPORT_MARK = "sgpatch-export.json"  # in the export's git directory: the checkout it was made from
 
 
-def exports_root() -> Path:
-    """Where persistent exports live: ``$XDG_CACHE_HOME/sgpatch/exports``."""
-    return cache_root() / "exports"
+_EXPORT_NAME = re.compile(r"[0-9a-f]{16}")
 
 
-def export_place(checkout: Path, root: Path | None = None) -> Path:
-    """Where the persistent export of ``checkout`` (an absolute path) lives under ``root``
-    (default :func:`exports_root`)."""
-    from sgpatch.cache import digest
-
-    return (root if root is not None else exports_root()) / digest(str(checkout))[:16]
+def export_place(checkout: Path, root: Path) -> Path:
+    """Where the persistent export of ``checkout`` (an absolute path) lives under ``root`` (the cache's
+    ``exports/``, :meth:`sgpatch.cache.Cache.directory`)."""
+    return root / digest(str(checkout))[:16]
 
 
 @contextlib.contextmanager
@@ -51,7 +49,7 @@ def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[
     owned by sgpatch: before each use everything git does not track is removed and the
     result proved clean (:func:`sgpatch.git.repo.move_export`), and an export that cannot be
     proved clean, or was not made from ``checkout``, is replaced by a fresh one.  Another
-    build holding it, or ``root`` None (``--no-cache``): a fresh export in a temporary directory."""
+    build holding it, or ``root`` None (no cache): a fresh export in a temporary directory."""
     from sgpatch.lock import exclusive
 
     held = None
@@ -93,7 +91,9 @@ def clean_export_of(checkout: Path, commit: str, root: Path | None) -> Iterator[
 
 
 def _prune_exports(root: Path, *, keep: Path) -> None:
-    """Remove all but the ``EXPORTS_KEPT`` most recently used exports (skipping any another build holds)."""
+    """Remove all but the ``EXPORTS_KEPT`` most recently used exports (skipping any another build holds).
+    Only what :func:`clean_export_of` made is removed: a directory named like an export, not a link, that
+    holds its mark (never through a link: ``shutil.rmtree`` does not follow one)."""
     from sgpatch.lock import exclusive
 
     def used(p: Path) -> float:
@@ -102,7 +102,18 @@ def _prune_exports(root: Path, *, keep: Path) -> None:
         except OSError:
             return 0.0
 
-    others = sorted((p for p in root.iterdir() if p.is_dir() and p != keep), key=used, reverse=True)
+    def ours(p: Path) -> bool:
+        mark = p / ".git" / EXPORT_MARK
+        return (
+            _EXPORT_NAME.fullmatch(p.name) is not None
+            and not p.is_symlink()
+            and p.is_dir()
+            and not mark.parent.is_symlink()
+            and not mark.is_symlink()
+            and mark.is_file()
+        )
+
+    others = sorted((p for p in root.iterdir() if p != keep and ours(p)), key=used, reverse=True)
     for old in others[EXPORTS_KEPT - 1 :]:
         with (
             contextlib.suppress(SgpatchError, OSError),

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sgpatch.checkout.verify import VerifyReport
-from sgpatch.config import Stack
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.source.artifacts import sha256_file
 
@@ -80,23 +78,3 @@ class BuildResult:
             "ok": self.checks.ok,
             "checks": self.checks.as_dict(),
         }
-
-
-def report_from_dict(doc: Any, stack: Stack, wheel: Path) -> WheelReport | None:
-    """The report on ``wheel`` whose :meth:`WheelReport.as_dict` is ``doc`` (a stored one, its anchors read
-    again from the stack's anchors.toml); None unless rebuilding it gives back exactly ``doc``."""
-    from sgpatch.checkout.verify import report_from_dict as verify_from_dict
-    from sgpatch.errors import SgpatchError
-    from sgpatch.series.anchors import load_anchors
-
-    try:
-        checks = tuple(WheelCheck(str(c["name"]), bool(c["ok"]), str(c["detail"])) for c in doc["checks"])
-        verify = None
-        if doc["verify"] is not None:
-            verify = verify_from_dict(doc["verify"], load_anchors(stack.series_dir / "anchors.toml"))
-            if verify is None:
-                return None
-        report = WheelReport(wheel, str(doc["stack"]), str(doc["version"]), checks, verify)
-    except (KeyError, TypeError, ValueError, SgpatchError):
-        return None
-    return report if json.loads(json.dumps(report.as_dict())) == doc else None
