@@ -361,20 +361,6 @@ class Git:
         else:
             self._run("read-tree", "-m", "-u", old, new, guarded=True)
 
-    def reset_index(self, rev: str) -> None:
-        """Load ``rev``'s tree into the repository's own index, refreshed; HEAD and files stay (guarded)."""
-        self._run("read-tree", "--end-of-options", rev, guarded=True)
-        self.refresh_index()
-
-    def worktree_changes(self, rev: str) -> list[str]:
-        """What ``git add -A`` would change against ``rev``: tracked paths whose work-tree file differs (or is
-        gone) and untracked files, ignored ones left out; sorted, no renames."""
-        args = ("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "--end-of-options")
-        tracked = self._run(*args, rev, "--").stdout
-        untracked = self._run("ls-files", "-z", "--others", "--exclude-standard").stdout
-        found = {p.decode("utf-8", "surrogateescape") for p in (tracked + untracked).split(b"\0") if p}
-        return sorted(found)
-
     def update_head(self, new: str, *, old: str, reason: str) -> None:
         """Point HEAD (and its branch) from ``old`` at ``new`` (guarded; index and files stay)."""
         self._run("update-ref", "-m", reason, "HEAD", new, old, guarded=True)
@@ -398,9 +384,6 @@ class Git:
 
     def set_ref(self, ref: str, value: str) -> None:
         self._run("update-ref", ref, value)
-
-    def delete_ref(self, ref: str) -> None:
-        self._run("update-ref", "-d", ref)
 
     def tag(self, name: str, commit: str) -> None:
         self._run("tag", "--no-sign", name, commit)

@@ -26,6 +26,7 @@ from sgpatch.config import Artifact, Config
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.batch import read_blobs, read_objects
 from sgpatch.git.repo import Git
+from sgpatch.git.worktree import delete_ref
 from sgpatch.lock import pause
 from sgpatch.port.carry import advance
 from sgpatch.port.outputs import Plan, check_series_dir, new_stack_name
@@ -250,7 +251,7 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
     if mine and aside.is_dir() and not aside.is_symlink():
         shutil.rmtree(aside)
     if g.rev_parse(STOP_REF) is not None:
-        g.delete_ref(STOP_REF)
+        delete_ref(g, STOP_REF)
     clear_record(g)
     return written
 

@@ -25,6 +25,7 @@ from sgpatch.config import Stack
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import CommitSpec, Git
+from sgpatch.git.worktree import reset_index, worktree_changes
 from sgpatch.lock import pause
 from sgpatch.port.outputs import Plan, move_checkout_into_place
 from sgpatch.port.rebase import Files, Rebase
@@ -107,7 +108,7 @@ def settle_stop(g: Git, record: dict[str, Any]) -> None:
         record["moved"] = True
         write_record(g, record)
     g.set_ref(STOP_REF, stop)
-    g.reset_index(tip)
+    reset_index(g, tip)
     if g.head() == stop:
         g.update_head(tip, old=stop, reason=f"sgpatch port: stop at {record['conflict']}")
     record["phase"] = "stopped"
@@ -146,7 +147,7 @@ def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) 
     local = DirTree(g.root)
     changes: dict[str, tuple[str, str]] = {}
     removed: list[str] = []
-    for path in g.worktree_changes(head):
+    for path in worktree_changes(g, head):
         full = g.root / path
         if full.is_symlink() or (full.exists() and not full.is_file()):
             raise CheckoutError(f"{full}: is not a regular file; a resolution holds regular files only")
@@ -166,7 +167,7 @@ def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) 
     _refuse_markers(g, tip, tree)
     carries = tree != g.tree_of(tip)
     new = g.commit_tree(CommitSpec(tree, (tip,), patch.commit_message(), date)) if carries else tip
-    g.reset_index(new)
+    reset_index(g, new)
     pause("port:resolved")
     if new != head:
         g.update_head(new, old=head, reason=f"sgpatch port --continue: {patch.name} resolved")

@@ -1,0 +1,24 @@
+"""The index and work tree beside HEAD, as a port that stopped for a person reads and sets them."""
+
+from __future__ import annotations
+
+from sgpatch.git.repo import Git
+
+
+def reset_index(g: Git, rev: str) -> None:
+    """Load ``rev``'s tree into the repository's own index, refreshed; HEAD and files stay (guarded)."""
+    g._run("read-tree", "--end-of-options", rev, guarded=True)
+    g.refresh_index()
+
+
+def worktree_changes(g: Git, rev: str) -> list[str]:
+    """What ``git add -A`` would change against ``rev``: tracked paths whose work-tree file differs (or is
+    gone) and untracked files, ignored ones left out; sorted, no renames."""
+    args = ("diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "--end-of-options")
+    tracked = g._run(*args, rev, "--").stdout
+    untracked = g._run("ls-files", "-z", "--others", "--exclude-standard").stdout
+    return sorted({p.decode("utf-8", "surrogateescape") for p in (tracked + b"\0" + untracked).split(b"\0") if p})
+
+
+def delete_ref(g: Git, ref: str) -> None:
+    g._run("update-ref", "-d", "--end-of-options", ref)
