@@ -697,6 +697,8 @@ def test_the_persistent_export_never_leaks_into_the_wheel(
     export = mark.parent.parent
     assert git(export, "status", "--porcelain", "--ignored") == ""  # the build's build/ and egg-info are gone
     made = mark.stat().st_ino
+    sentinel = mark.parent / "test-sentinel"  # inside .git: git clean never removes it; a fresh export has none
+    sentinel.write_text("the export as first made\n")
     # Left over or planted: build output a second in-tree build would pack, untracked and ignored
     # files inside the package, an edited tracked file.
     (export / "python" / "build" / "lib" / "sglang").mkdir(parents=True)
@@ -708,14 +710,14 @@ def test_the_persistent_export_never_leaks_into_the_wheel(
     (export / KIMI).write_text("# edited in the export\n")
     second = build(1)
     assert sha256(second.wheel) == expected and second.checks.ok
-    assert _export_mark(exports).stat().st_ino == made  # the same export, moved and cleaned
+    assert _export_mark(exports).stat().st_ino == made and sentinel.exists()  # the same export, moved and cleaned
     record("build-export-leftovers", exit=0, shown="the same wheel bytes; the export reused")
     # An edit git is told to ignore: the export cannot be proved clean, so it is made afresh.
     git(export, "update-index", "--assume-unchanged", DEEPSEEK)
     (export / DEEPSEEK).write_text("# hidden edit\n")
     third = build(2)
     assert sha256(third.wheel) == expected and third.checks.ok
-    assert _export_mark(exports).stat().st_ino != made
+    assert not sentinel.exists()  # made afresh (an inode number alone may be reused by the new file)
     assert git(export, "ls-files", "-v", DEEPSEEK).startswith("H ")
     record("build-export-hidden-edit", exit=0, shown="the same wheel bytes; the export made afresh")
 
