@@ -1,6 +1,6 @@
 """Shared fixtures: the real SGLang release files from PyPI, real git checkouts.
 
-Artifacts are downloaded once through pip into the sgpatch cache
+Artifacts are downloaded once (from pip's index, by sgpatch) into the sgpatch cache
 (``$XDG_CACHE_HOME/sgpatch``) and checked against their sha256 pins before use.
 A pristine 0.5.9 checkout is made once per session and copied for each test.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sgpatch.checkout.apply import apply_series
-from sgpatch.checkout.fetch import fetch, read_archive
+from sgpatch.checkout.fetch import extract_archive, fetch
 from sgpatch.config import Artifact, Config, load_config
 from sgpatch.project import Project, load_project
 from sgpatch.source.artifacts import fetch_artifact
@@ -180,12 +180,8 @@ def release_tree(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Ca
         else:
             artifact = RELEASES[version]
         path = fetch_artifact(artifact, version)
-        members, _ = read_archive(path)
         root = tmp_path_factory.mktemp(f"release-{version}")
-        for m in members:
-            target = root / m.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(m.data)
+        extract_archive(path, root)
         made[version] = root
         return root
 

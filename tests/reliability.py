@@ -790,7 +790,7 @@ _INDEX = "nothing written to the project (VERSIONS.toml, patches/) and no checko
 for _id, _fault, _expect in [
     ("wheels-index-not-json", "the index's project page (PEP 691) is not JSON", "malformed answer: not JSON"),
     ("wheels-index-html", "the index answers HTML, not the JSON API", "not the JSON API (PEP 691)"),
-    ("wheels-index-oversize", "the index's answer is over the 64 MiB bound", "the answer is over 64 MiB: refused"),
+    ("wheels-index-oversize", "the index's answer is over the 16 MiB bound", "the answer is over 16 MiB: refused"),
     ("wheels-index-bad-sha256", "a listed file's sha256 is not 64 hex digits", "no sha256 of 64 lowercase hex digits"),
     ("wheels-index-path-filename", "a listed file name is a path (`../../x.whl`)", "is not a plain file name"),
     ("wheels-index-no-files", "the answer's `files` is not a list", "malformed answer: no files list"),
