@@ -29,6 +29,7 @@ TESTS = (
     "tests/test_engine.py",
     "tests/test_cache.py",
     "tests/test_wheel.py",
+    "tests/test_supply.py",
 )
 sys.path.insert(0, str(ROOT))
 
