@@ -22,7 +22,7 @@ from pathlib import Path
 
 from sgpatch.cache import cache_root as cache_root
 from sgpatch.config import Artifact
-from sgpatch.errors import SourceError
+from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.lock import exclusive, pause
 from sgpatch.results import Progress
 from sgpatch.source.http import shown
@@ -58,18 +58,21 @@ def download(artifact: Artifact, version: str, dest: Path, *, progress: Progress
     """
     from sgpatch.source.index import locate
 
-    found, base, client = locate(PACKAGE, version, artifact)
-    if found.size is not None and found.size > MAX_DOWNLOAD:
-        raise SourceError(f"{artifact.filename}: the index lists {found.size} bytes, over the limit of {MAX_DOWNLOAD}")
-    if progress:
-        progress(f"downloading {artifact.filename} from {shown(base)}")
-    target = dest / artifact.filename
-    with target.open("wb") as out:
+    try:
+        found, base, client = locate(PACKAGE, version, artifact)
+        if found.size is not None and found.size > MAX_DOWNLOAD:
+            raise EnvironmentFailure(f"the index lists {found.size} bytes, over the limit of {MAX_DOWNLOAD}")
+        if progress:
+            progress(f"downloading {artifact.filename} from {shown(base)}")
+        target = dest / artifact.filename
+        with target.open("wb") as out:
 
-        def write(chunk: bytes) -> None:
-            out.write(chunk)
+            def write(chunk: bytes) -> None:
+                out.write(chunk)
 
-        answer = client.get(found.url, accept="*/*", max_bytes=MAX_DOWNLOAD, sink=write, what=artifact.filename)
+            answer = client.get(found.url, accept="*/*", max_bytes=MAX_DOWNLOAD, sink=write, what="the file")
+    except EnvironmentFailure as exc:
+        raise EnvironmentFailure(f"cannot download {artifact.filename}: {exc.message}", hint=exc.hint) from None
     if answer.sha256 != artifact.sha256:
         target.unlink()
         raise SourceError(

@@ -307,8 +307,9 @@ class Client:
             request.add_unredirected_header("Authorization", auth)
         with opener.open(request, timeout=min(IDLE_TIMEOUT, dog.remaining())) as answer:
             final = shown(answer.geturl())
-            length = answer.headers.get("Content-Length")
-            if length is not None and length.strip().isdigit() and int(length) > max_bytes:
+            length = (answer.headers.get("Content-Length") or "").strip()
+            expected = int(length) if length.isdigit() and len(length) < 20 else None
+            if expected is not None and expected > max_bytes:
                 raise _too_big(final, what, max_bytes)
             kind = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
             h = hashlib.sha256()
@@ -324,6 +325,11 @@ class Client:
                     raise _too_big(final, what, max_bytes)
                 h.update(chunk)
                 sink(chunk)
+            if expected is not None and size < expected:  # read(n) takes an early end for the end
+                raise EnvironmentFailure(
+                    f"{final}: the connection ended early ({size} of {expected} bytes)",
+                    hint="check the package index configured for pip (pip config list)",
+                )
         return Answer(final, kind, size, h.hexdigest())
 
 
@@ -344,6 +350,13 @@ def _failure(url: str, exc: BaseException) -> EnvironmentFailure:
             return EnvironmentFailure(f"{url}: redirects in a loop or more than {MAX_REDIRECTS} times", hint=hint)
         kind = NotFound if exc.code in (404, 410) else EnvironmentFailure
         return kind(f"{url}: the index answered HTTP {exc.code}", hint=hint)
+    if isinstance(exc, http.client.IncompleteRead) and exc.expected is not None:
+        return EnvironmentFailure(
+            f"{url}: the connection ended early ({len(exc.partial)} bytes read, {exc.expected} more expected)",
+            hint=hint,
+        )
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return EnvironmentFailure(f"{url}: the server closed the connection without an answer", hint=hint)
     if isinstance(exc, http.client.HTTPException):
         detail = str(exc)[:80] or type(exc).__name__
         return EnvironmentFailure(f"{url}: malformed HTTP answer: {type(exc).__name__}: {detail!r}", hint=hint)

@@ -361,7 +361,7 @@ def locate(project: str, version: str, artifact: Artifact) -> tuple[IndexFile, s
             hint="the index serves a different file than the one pinned in VERSIONS.toml; nothing was downloaded",
         )
     where = ", ".join(shown(b) for b in settings.indexes)
-    raise EnvironmentFailure(f"cannot download {artifact.filename}: no package index lists it ({where})", hint=_HINT)
+    raise EnvironmentFailure(f"no package index lists it ({where})", hint=_HINT)
 
 
 def _with_credentials(found: IndexFile, base: str) -> IndexFile:
