@@ -15,10 +15,13 @@ import contextlib
 import hashlib
 import http.server
 import json
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -47,6 +50,7 @@ class Seen:
 @dataclass
 class CraftedIndex:
     host: str = "127.0.0.1"
+    tls: tuple[Path, Path] | None = None  # certificate and key: serve https
     replies: dict[str, Reply] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
 
@@ -70,10 +74,14 @@ class CraftedIndex:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def _answer(self, handler: http.server.BaseHTTPRequestHandler, reply: Reply) -> None:
         out = handler.wfile
@@ -146,6 +154,18 @@ class CraftedIndex:
 
 
 @contextlib.contextmanager
-def crafted_index(host: str = "127.0.0.1") -> Iterator[CraftedIndex]:
-    with CraftedIndex(host) as index:
+def crafted_index(host: str = "127.0.0.1", tls: tuple[Path, Path] | None = None) -> Iterator[CraftedIndex]:
+    with CraftedIndex(host, tls) as index:
         yield index
+
+
+def self_signed(where: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (and its key), made by openssl: pip's ``cert`` for a test's https index."""
+    cert, key = where / "cert.pem", where / "key.pem"
+    request = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"]
+    subprocess.run(
+        ["openssl", *request, "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key

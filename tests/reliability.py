@@ -509,13 +509,13 @@ for _id, _fault, _exit, _expect in [
 NET = "network"
 _CACHE = "nothing in the cache (no partial file, no `.download-*`); no checkout; a retry succeeds"
 case("net-cut", NET, "the index cuts the connection half-way through the file", 3, "cannot download", _CACHE)
-case("net-short", NET, "the index serves a file of the wrong size (half of it)", 3, "cannot download", _CACHE)
+case("net-short", NET, "the index serves a file of the wrong size (half of it)", 2, "sha256 mismatch", _CACHE)
 case("net-altered", NET, "the index serves an altered file of the right size", 2, "sha256 mismatch", _CACHE)
 case("net-unreachable", NET, "the index is unreachable (connection refused)", 3, "cannot download", _CACHE)
 case(
     "net-killed",
     NET,
-    "`sgpatch fetch` SIGKILLed mid-download (pip dies with it)",
+    "`sgpatch fetch` SIGKILLed mid-download (sgpatch downloads by itself: no child process to outlive it)",
     None,
     "next fetch: created",
     "the `.download-*` directory the kill left is removed by the next fetch, which succeeds",

@@ -30,7 +30,7 @@ from sgpatch.config import Artifact, load_config
 from sgpatch.series.patch import parse_patch
 
 from .helpers import REPO, copy_project, run_cli
-from .indexserver import JSON_TYPE, CraftedIndex, Reply, crafted_index
+from .indexserver import JSON_TYPE, CraftedIndex, Reply, crafted_index, self_signed
 from .port_fixtures import SDIST_0510
 from .reliability import CASES, first_error, record
 from .smallrepo import Tiny, git, make_tiny
@@ -114,7 +114,10 @@ def use_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, real_artifacts: d
         monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
         for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_PROXY"):
             monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("PIP_INDEX_URL", f"http://{credentials}{index.host}:{index.port}/simple")
+        scheme = "https" if index.tls else "http"
+        monkeypatch.setenv("PIP_INDEX_URL", f"{scheme}://{credentials}{index.host}:{index.port}/simple")
+        if index.tls:
+            monkeypatch.setenv("PIP_CERT", str(index.tls[0]))
         monkeypatch.setenv("PIP_RETRIES", "0")
         cache = tmp_path / "cache"
         cache.mkdir(exist_ok=True)
@@ -336,6 +339,37 @@ def test_a_redirect_is_followed_only_where_it_may_go(
         result = run_cli("port", "--to", "0.5.22", "--config", str(proj / "VERSIONS.toml"), catch=True)
     _one_line(case_id, result, (tmp_path,))
     assert len(index.seen) <= 6 and _tree(proj) == before
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return self_signed(tmp_path_factory.mktemp("tls"))
+
+
+def test_https_index_keeps_its_deadline_and_never_downgrades(
+    use_index: Callable[..., Path], tmp_path: Path, tls: tuple[Path, Path]
+) -> None:
+    """Over TLS (pip's ``cert`` trusted): a trickling file meets the deadline as over plain http, and a
+    redirect from https to http is refused with the credentials never sent over it."""
+    assert SDIST_059 is not None
+    with crafted_index("localhost") as plain, crafted_index(tls=tls) as index:
+        index.serve_files({SDIST_059.filename: b"x" * 4096}, listed={SDIST_059.filename: SDIST_059.sha256})
+        index.replies[f"/files/{SDIST_059.filename}"] = Reply(b"x" * 4096, trickle=True)
+        use_index(index, deadline=DEADLINE, credentials="user:s3cret@")
+        trickled = run_cli(
+            "fetch", "--into", str(tmp_path / "co1"), "--config", str(REPO / "VERSIONS.toml"), catch=True
+        )
+        index.replies[f"/files/{SDIST_059.filename}"] = Reply(
+            status=302, headers=(("Location", f"{plain.url}/files/{SDIST_059.filename}"),)
+        )
+        downgraded = run_cli(
+            "fetch", "--into", str(tmp_path / "co2"), "--config", str(REPO / "VERSIONS.toml"), catch=True
+        )
+    assert trickled.exit_code == 3 and "deadline of 2 s (SGPATCH_DEADLINE)" in trickled.stderr, trickled.stderr
+    assert downgraded.exit_code == 3, downgraded.stderr
+    assert "redirects from https to plain http; refusing" in downgraded.stderr
+    assert plain.seen == [] and "s3cret" not in trickled.stderr + downgraded.stderr
+    assert index.seen and all(s.headers.get("Authorization") == "Basic dXNlcjpzM2NyZXQ=" for s in index.seen)
 
 
 # --------------------------------------------------------------------------- rows 7, 11: pins a person could type
