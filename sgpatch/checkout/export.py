@@ -143,7 +143,7 @@ def dep3_header(message: str, author: str, date: str) -> bytes:
         lines = para.split("\n")[1:] if i == 0 else para.split("\n")
         if i > 1 or (i == 1 and body_lines):
             body_lines.append(".")
-        body_lines.extend(one_line(ln.strip()) or "." for ln in lines)
+        body_lines.extend(one_line(ln.rstrip()) or "." for ln in lines)
     out = [f"Description: {subject or 'local change'}"]
     out.extend(f" {ln}" for ln in body_lines)
     out.append(f"Origin: {fields.pop('Origin', 'vendor')}")
