@@ -25,20 +25,22 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.atomic import write_atomic
+from sgpatch.checkout.apply import check_tree_paths
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import base_candidates, check_base_files, open_checkout, trailers
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckFailed, CheckoutError, PatchError
 from sgpatch.git.diff import diff_patch, write_info_attributes
-from sgpatch.git.repo import CommitSpec, Git
+from sgpatch.git.repo import CommitSpec, Git, object_sizes
 from sgpatch.pins import FilePin, set_file_pins
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.anchors import ANCHORS_FILE, load_anchors
 from sgpatch.series.engine import apply_in_order, apply_modes
-from sgpatch.series.patch import SERIES_FILE, TRAILER_PATCH, Patch, Series, parse_patch
+from sgpatch.series.patch import SERIES_FILE, TRAILER_PATCH, Patch, Series, one_line, parse_patch, path_refusal
 from sgpatch.series.relocate import AnchorMove, relocate_all, render_anchors
 
 MAX_COMMITS = 200  # how far below HEAD the base may be
+MAX_FILE_BYTES = 8 << 20  # a file a patch touches, either side (SGLang's largest source file is 0.25 MB)
 DEP3_TRAILERS = ("Origin", "Author", "Bug", "Forwarded", "Upstream-Status", "Applied-Upstream", "Reviewed-by")
 _NUMBER = re.compile(r"^(\d{4})-")
 _DIFF_START = re.compile(rb"^diff --git ", re.MULTILINE)
@@ -117,37 +119,64 @@ def slug(subject: str) -> str:
 
 
 def dep3_header(message: str, author: str, date: str) -> bytes:
-    """A DEP-3 header for a new patch from its commit message, author and date."""
-    paragraphs = [p.strip("\n") for p in re.split(r"\n\s*\n", message.strip()) if p.strip()]
+    """A DEP-3 header for a new patch from its commit message, author and date.
+
+    Lines end at LF only (a CR LF pair counts as one); every value is written on its own line with any
+    other line break or control character escaped (``one_line``), so ``parse_dep3`` reads back exactly
+    the fields written here and no text of a commit can add one.
+    """
+    text = message.replace("\r\n", "\n").strip()
+    paragraphs = [p.strip("\n") for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
     fields: dict[str, str] = {}
     if paragraphs:
-        last = paragraphs[-1].splitlines()
+        last = paragraphs[-1].split("\n")
         parsed = [ln.split(":", 1) for ln in last]
         if all(len(p) == 2 and re.match(r"^[A-Za-z][A-Za-z0-9-]*$", p[0]) for p in parsed):
             paragraphs.pop()
             for key, value in parsed:
                 canonical = next((k for k in DEP3_TRAILERS if k.lower() == key.lower()), None)
                 if canonical and value.strip():
-                    fields[canonical] = value.strip()
-    subject = paragraphs[0].splitlines()[0] if paragraphs else "local change"
+                    fields[canonical] = one_line(value.strip())
+    subject = one_line(paragraphs[0].split("\n")[0].strip()) if paragraphs else "local change"
     body_lines: list[str] = []
     for i, para in enumerate(paragraphs):
-        lines = para.splitlines()[1:] if i == 0 else para.splitlines()
+        lines = para.split("\n")[1:] if i == 0 else para.split("\n")
         if i > 1 or (i == 1 and body_lines):
             body_lines.append(".")
-        body_lines.extend(ln.rstrip() or "." for ln in lines)
-    out = [f"Description: {subject}"]
+        body_lines.extend(one_line(ln.rstrip()) or "." for ln in lines)
+    out = [f"Description: {subject or 'local change'}"]
     out.extend(f" {ln}" for ln in body_lines)
     out.append(f"Origin: {fields.pop('Origin', 'vendor')}")
-    out.append(f"Author: {fields.pop('Author', author)}")
+    out.append(f"Author: {fields.pop('Author', one_line(author.strip()))}")
     status = fields.pop("Upstream-Status", "Pending")
     out.extend(f"{k}: {v}" for k, v in fields.items() if k != "Applied-Upstream")
     out.append(f"Upstream-Status: {status}")
     if "Applied-Upstream" in fields:
         out.append(f"Applied-Upstream: {fields['Applied-Upstream']}")
-    out.append(f"Last-Update: {date}")
+    out.append(f"Last-Update: {one_line(date.strip())}")
     out.append("---")
     return ("\n".join(out) + "\n").encode()
+
+
+def check_commit_files(g: Git, commit: ChainCommit) -> None:
+    """Refuse a commit a patch cannot carry, before ``git diff`` runs: a path no patch may touch (the rule
+    ``apply`` holds every patch to: git metadata, control characters), or a file over MAX_FILE_BYTES on
+    either side (a patch is text a person reviews; a huge one would be built whole in memory)."""
+    paths = sorted(g.changed_paths(commit.parent, commit.commit))
+    where = f"{g.root}: commit {commit.commit[:12]}"
+    for path in paths:
+        problem = path_refusal(path)
+        if problem is not None:
+            hint = "sgpatch apply refuses such a patch: leave that file out of the commit"
+            raise PatchError(f"{where}: {problem}", hint=hint)
+    specs = [f"{rev}:{p}" for p in paths for rev in (commit.parent, commit.commit)]
+    for spec, size in zip(specs, object_sizes(g, specs), strict=True):
+        if size is not None and size > MAX_FILE_BYTES:
+            raise PatchError(
+                f"{where}: {spec.split(':', 1)[1]} is {size} bytes, over the limit of {MAX_FILE_BYTES >> 20} MiB "
+                "for a file a patch touches",
+                hint="a patch carries source code a person reviews; keep large files out of the series",
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +203,7 @@ def render_chain(
     taken = set(used)
     out: list[Rendered] = []
     for c in chain:
+        check_commit_files(g, c)
         diff = diff_patch(g, c.parent, c.commit)
         if c.patch is not None:
             if not diff:
@@ -188,7 +218,7 @@ def render_chain(
         if not diff:
             continue  # an empty commit carries nothing to export
         author, date, message = g.commit_info(c.commit)
-        subject = message.strip().splitlines()[0] if message.strip() else ""
+        subject = message.strip().split("\n")[0] if message.strip() else ""
         name = f"{next_number:04d}-{slug(subject)}.patch"
         while name in taken:
             next_number += 1
@@ -359,6 +389,7 @@ def _export(config: Config, stack: Stack, series: Series, g: Git, *, check: bool
     new_names = [r.name for r in rendered]
     outputs[series_path] = series_text(series_path.read_text(encoding="utf-8"), new_names).encode()
     new_patches = [parse_patch(r.data, directory / r.name, name=r.name) for r in rendered]
+    check_tree_paths(g, base, new_patches)
     check_applies(g, base, head, new_patches, directory)
 
     # Anchors and pins follow the files the series touches, before and after the edit.

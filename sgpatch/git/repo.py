@@ -446,3 +446,14 @@ def object_types(g: Git, specs: Sequence[str]) -> list[str | None]:
         raise CheckoutError(f"{g.root}: a path with a newline or NUL cannot be looked up")
     lines = g._run("cat-file", "--batch-check=%(objecttype)", input=data).stdout.decode().split("\n")
     return [line if line in ("blob", "tree", "commit", "tag") else None for line in lines[: len(specs)]]
+
+
+def object_sizes(g: Git, specs: Sequence[str]) -> list[int | None]:
+    """``git cat-file --batch-check`` sizes in bytes of ``rev:path`` specs; None if missing."""
+    if not specs:
+        return []
+    if any("\n" in s or "\0" in s for s in specs):
+        raise CheckoutError(f"{g.root}: a path with a newline or NUL cannot be looked up")
+    data = "".join(f"{s}\n" for s in specs).encode()
+    lines = g._run("cat-file", "--batch-check=%(objectsize)", input=data).stdout.decode().split("\n")
+    return [int(line) if line.isdigit() else None for line in lines[: len(specs)]]

@@ -18,6 +18,7 @@ from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Stack, wheel_tags
 from sgpatch.errors import BuildError, SgpatchError
 from sgpatch.git.repo import Git
+from sgpatch.requirements import parse_requirement
 from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
@@ -148,7 +149,7 @@ def _parsed_requires(metadata: bytes) -> list[tuple[str, Requirement]]:
     out = []
     for line in requires_dist(metadata):
         try:
-            out.append((line, Requirement(line)))
+            out.append((line, parse_requirement(line)))
         except InvalidRequirement as exc:
             raise ValueError(f"Requires-Dist {line[:200]!r} does not parse: {exc}") from None
     return out

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from sgpatch import __version__
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import BuildError
+from sgpatch.requirements import parse_requirement
 from sgpatch.series.patch import Series
 
 PROVENANCE_NAME = "sgpatch.json"
@@ -89,7 +90,7 @@ def parse_overrides(stack: Stack) -> dict[str, Requirement]:
     parsed: dict[str, Requirement] = {}
     for dist, text in stack.requires:
         try:
-            req = Requirement(text)
+            req = parse_requirement(text)
         except InvalidRequirement as exc:
             raise BuildError(f"{stack.name}: requires.{dist}: {text!r} is not a requirement: {exc}") from exc
         if canonicalize_name(req.name) != canonicalize_name(dist):
@@ -116,7 +117,7 @@ def rewrite_requires(metadata: bytes, stack: Stack) -> tuple[bytes, tuple[Requir
             continue
         value = text[len(_REQUIRES) :].strip()
         try:
-            original = Requirement(value)
+            original = parse_requirement(value)
         except InvalidRequirement as exc:
             raise BuildError(f"METADATA: Requires-Dist {value!r} does not parse: {exc}") from exc
         key = canonicalize_name(original.name)

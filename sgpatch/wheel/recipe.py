@@ -8,6 +8,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sgpatch.config import Stack
+from sgpatch.requirements import parse_requirement
 from sgpatch.wheel.names import DIST_NAME
 
 
@@ -49,7 +50,7 @@ def recipe_conflicts(stack: Stack, requirements: Sequence[Requirement]) -> list[
     conflicts = []
     for pin in stack.install.pins:
         try:
-            p = Requirement(pin)
+            p = parse_requirement(pin)
         except InvalidRequirement:
             conflicts.append(f"{pin!r} is not a requirement")
             continue
