@@ -21,7 +21,8 @@ from sgpatch.git.repo import Git, object_types
 from sgpatch.lock import Notify, pause
 from sgpatch.series.classify import Files, PatchState, classify
 from sgpatch.series.engine import apply_modes
-from sgpatch.series.patch import Patch, Series, path_refusal
+from sgpatch.series.patch import Patch, Series
+from sgpatch.series.paths import path_refusal
 
 
 @dataclass(frozen=True, slots=True)

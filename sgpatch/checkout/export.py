@@ -35,8 +35,10 @@ from sgpatch.git.repo import CommitSpec, Git, object_sizes
 from sgpatch.pins import FilePin, set_file_pins
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.anchors import ANCHORS_FILE, load_anchors
+from sgpatch.series.dep3 import one_line
 from sgpatch.series.engine import apply_in_order, apply_modes
-from sgpatch.series.patch import SERIES_FILE, TRAILER_PATCH, Patch, Series, one_line, parse_patch, path_refusal
+from sgpatch.series.patch import SERIES_FILE, TRAILER_PATCH, Patch, Series, parse_patch
+from sgpatch.series.paths import path_refusal
 from sgpatch.series.relocate import AnchorMove, relocate_all, render_anchors
 
 MAX_COMMITS = 200  # how far below HEAD the base may be

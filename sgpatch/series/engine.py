@@ -9,7 +9,8 @@ import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sgpatch.series.patch import INVISIBLE, FilePatch, Hunk, Patch, split_lines
+from sgpatch.series.patch import FilePatch, Hunk, Patch, split_lines
+from sgpatch.series.paths import INVISIBLE
 
 # --------------------------------------------------------------------------- applying
 

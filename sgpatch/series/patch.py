@@ -16,14 +16,14 @@ from unidiff.patch import PatchedFile, PatchSet
 
 from sgpatch.errors import PatchError
 from sgpatch.projectfiles import read_project_file
+from sgpatch.series.dep3 import parse_dep3
+from sgpatch.series.paths import path_refusal
 
 SERIES_FILE = "series"
-REQUIRED_FIELDS = ("Description", "Origin", "Upstream-Status")
 TRAILER_PATCH = "Sgpatch-Patch"
 TRAILER_SHA = "Sgpatch-Patch-Sha256"
 
 _HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
-_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 _ENTRY = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]*\.(patch|diff)$")
 
 
@@ -131,43 +131,6 @@ class Series:
 # --------------------------------------------------------------------------- parsing
 
 
-# Bidi overrides and zero-width characters make a path read differently from what it is (and macOS
-# ignores some of them in names, so ``.g\u200cit`` is ``.git`` there).
-INVISIBLE = frozenset(
-    chr(c)
-    for lo, hi in ((0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0xFEFF, 0xFEFF))
-    for c in range(lo, hi + 1)
-)
-# Names git reads as its own metadata wherever they are, in any case (and, as Windows and macOS do,
-# with trailing dots or spaces, or as the 8.3 short name of .git): they change what git runs or
-# writes, so no patch may touch them.
-GIT_METADATA = (".git", ".gitattributes", ".gitmodules")
-_SHORT_GIT = "git~1"
-
-
-def path_refusal(raw: str) -> str | None:
-    """Why no patch may touch the checkout-relative ``raw`` path, or None: the one path rule that parsing,
-    ``apply`` and ``export`` share (control and invisible characters, absolute and non-POSIX paths, ``..``,
-    and git metadata in any case).  Links are the other half: a patch may not create one (``_mode_of``)
-    nor write through one (``sgpatch.checkout.apply.check_tree_paths``)."""
-    bad = next((c for c in raw if ord(c) < 32 or ord(c) == 127 or c in INVISIBLE), None)
-    if bad is not None:
-        kind = "invisible or bidi control character" if bad in INVISIBLE else "control character"
-        return f"{kind} in a path (U+{ord(bad):04X}): '{raw.encode('unicode_escape').decode()}'"
-    if "\\" in raw or raw.startswith("/"):
-        return f"path {raw!r} is absolute or not POSIX"
-    pure = PurePosixPath(raw)
-    if ".." in pure.parts or not pure.parts or pure.parts[0] == ".":
-        return f"path {raw!r} leaves the checkout"
-    for part in pure.parts:
-        name = part.lower().rstrip(". ")
-        if name in (".git", _SHORT_GIT):
-            return f"path {raw!r} leaves the checkout: {part!r} is git metadata"
-        if name in GIT_METADATA:
-            return f"path {raw!r} is git metadata ({part} changes how git reads or writes the tree)"
-    return None
-
-
 def _safe_path(raw: str, where: str) -> str:
     problem = path_refusal(raw)
     if problem is not None:
@@ -189,53 +152,6 @@ def _strip_prefix(raw: str, prefix: str, where: str) -> str:
             f"{where}: expected a path starting with {prefix!r}, found {raw!r}", hint="use git diff style a/ b/ paths"
         )
     return _safe_path(raw[len(prefix) :], where)
-
-
-# What ``str.splitlines`` breaks a line at besides LF: in a DEP-3 header each is refused, so that no
-# reader (sgpatch's or another tool's) can see a field the writer did not write.
-LINE_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-
-
-def one_line(value: str) -> str:
-    """``value`` as a DEP-3 header value: every line break (``LINE_BREAKS``, LF too) and control character
-    but tab escaped as Python writes it (``\\u2028``, ``\\r``), so the value stays on its line and
-    ``parse_dep3`` reads back exactly what was written."""
-    return "".join(
-        c.encode("unicode_escape").decode() if c in LINE_BREAKS or (ord(c) < 32 and c != "\t") or ord(c) == 127 else c
-        for c in value
-    )
-
-
-def parse_dep3(text: str, where: str) -> tuple[tuple[str, str], ...]:
-    """DEP-3 fields (``Key: value`` with space-indented continuations); lines end at LF only, and a line
-    with another line break or a control character (but tab) is refused."""
-    fields: list[list[str]] = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        bad = next((c for c in line if c in LINE_BREAKS or (ord(c) < 32 and c != "\t") or ord(c) == 127), None)
-        if bad is not None:
-            raise PatchError(
-                f"{where}:{lineno}: a line break or control character (U+{ord(bad):04X}) in the DEP-3 header",
-                hint="a header field is one line; continuation lines start with a space",
-            )
-        if not line.strip():
-            continue
-        if line[0] in " \t":
-            if not fields:
-                raise PatchError(f"{where}:{lineno}: continuation line before any DEP-3 field")
-            fields[-1][1] += "\n" + line.strip()
-            continue
-        m = _FIELD.match(line)
-        if not m:
-            raise PatchError(f"{where}:{lineno}: not a DEP-3 'Field: value' line: {line[:60]!r}")
-        fields.append([m.group(1), m.group(2).strip()])
-    result = tuple((k, v) for k, v in fields)
-    present = {k.lower() for k, _ in result}
-    if "subject" in present:
-        present.add("description")
-    for req in REQUIRED_FIELDS:
-        if req.lower() not in present:
-            raise PatchError(f"{where}:1: DEP-3 header lacks {req!r}", hint="see SPEC §5 for the header fields")
-    return result
 
 
 def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
