@@ -14,9 +14,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from sgpatch.atomic import write_atomic
-from sgpatch.checkout.export import (
-    series_text,
-)
+from sgpatch.checkout.chain import series_text
 from sgpatch.checkout.state import inspect
 from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack, parse_config

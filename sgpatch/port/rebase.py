@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout.export import ChainCommit
+from sgpatch.checkout.chain import ChainCommit
 from sgpatch.checkout.state import trailers
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError

@@ -31,12 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout.export import (
-    find_chain,
-    header_of,
-    render_chain,
-    rerecord,
-)
+from sgpatch.checkout.chain import find_chain, header_of, render_chain
+from sgpatch.checkout.export import rerecord
 from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout
 from sgpatch.checkout.journal import lock_checkout, move_checkout
 from sgpatch.checkout.state import open_checkout
