@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
-from sgpatch.config import Artifact, Stack
+from sgpatch.config import Artifact, Override, Stack
 from sgpatch.errors import ConfigError
 from sgpatch.requirements import parse_requirement, shortened
 from sgpatch.tomlpos import locate
@@ -129,7 +129,7 @@ def stack_block(
         out.append("")
         out.extend(_comment(comments.get("requires", "")))
         out.append(f"[stacks.{name}.requires]")
-        out.extend(f"{_key(dist)} = {_value(spec)}" for dist, spec in stack.requires)
+        out.extend(f"{_key(o.dist)} = {_value(o.text)}" for o in stack.requires)
     if stack.build_requires:
         out.append("")
         out.extend(_comment(comments.get("build", "")))
@@ -192,7 +192,7 @@ class StackPins:
     """The install pins and Requires-Dist overrides of a ported stack, and what changed from the old one."""
 
     pins: tuple[str, ...]
-    requires: tuple[tuple[str, str], ...]
+    requires: tuple[Override, ...]
     changes: tuple[str, ...]
 
 
@@ -297,18 +297,17 @@ def port_pins(
 
     required = release_requires(metadata, where=source)
     changes: list[str] = []
-    requires: list[tuple[str, str]] = []
+    requires: list[Override] = []
     effective = dict(required)
-    for dist, text in old.requires:
-        override = requirement(text, where("requires", dist))
-        key = canonicalize_name(dist)
+    for carried in old.requires:
+        dist, override, key = carried.dist, carried.requirement, carried.key
         upstream = required.get(key)
         if upstream is None:
             changes.append(f"requires.{dist} dropped: sglang {version} does not require {dist}")
         elif not _still_needed(upstream, override):
             changes.append(f"requires.{dist} dropped: sglang {version} already asks for {upstream}")
         else:
-            requires.append((dist, text))
+            requires.append(carried)
             effective[key] = override
     stack_keys = {canonicalize_name(n) for n in STACK_PACKAGES}
     pins: list[str] = []
@@ -328,7 +327,7 @@ def port_pins(
         local = _local(req)
         want = effective.get(key)
         if want is not None and want is not required.get(key):  # an override: its text is the pin
-            new = next(t for d, t in requires if canonicalize_name(d) == key)
+            new = next(o.text for o in requires if o.key == key)
         elif want is not None and _exact(want.specifier) is not None:
             new = _pin(name, set(req.extras) | set(want.extras), str(_exact(want.specifier)), local)
         elif want is not None and _exact(req.specifier) is None and _overlap(req.specifier, want.specifier):

@@ -21,7 +21,7 @@ import pytest
 
 from sgpatch.cache import Cache
 from sgpatch.checkout.verify import verify_tree
-from sgpatch.config import Config, Stack
+from sgpatch.config import Config, Stack, parse_override
 from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.series.anchors import load_anchors
 from sgpatch.series.patch import Series, read_series
@@ -97,7 +97,7 @@ def test_requires_override_keeps_markers_and_extras(config: Config) -> None:
         b'Requires-Dist: torch==2.9.1; extra == "test"\n'
         b"Requires-Dist: numpy\n\nRequires-Dist: torch==1.0 (description text, not a header)\n"
     )
-    stack = dataclasses.replace(config.stack(CU130), requires=(("torch", "torch>=2.10"),))
+    stack = dataclasses.replace(config.stack(CU130), requires=(parse_override("torch", "torch>=2.10"),))
     after, changes = rewrite_requires(metadata, stack)
     assert requires_dist(after) == [
         'torch[opt]>=2.10; sys_platform == "linux"',
@@ -109,7 +109,7 @@ def test_requires_override_keeps_markers_and_extras(config: Config) -> None:
 
 
 def test_requires_override_naming_no_requirement_is_an_error(config: Config) -> None:
-    stack = dataclasses.replace(config.stack(CU130), requires=(("cuda-pyhton", "cuda-pyhton>=13"),))
+    stack = dataclasses.replace(config.stack(CU130), requires=(parse_override("cuda-pyhton", "cuda-pyhton>=13"),))
     with pytest.raises(BuildError, match="cuda-pyhton matches no requirement") as info:
         rewrite_requires(upstream_metadata(stack), stack)
     assert info.value.exit_code == 2
@@ -207,7 +207,7 @@ def test_cache_key_misses_on_any_changed_input(config: Config, monkeypatch: pyte
                 artifacts=tuple(dataclasses.replace(a, sha256="1" * 64) if a is source else a for a in stack.artifacts),
             ),
         ),
-        "override": _inputs(config, stack=dataclasses.replace(stack, requires=(("torch", "torch==9"),))),
+        "override": _inputs(config, stack=dataclasses.replace(stack, requires=(parse_override("torch", "torch==9"),))),
         "backend pins": _inputs(config, stack=dataclasses.replace(stack, build_requires=("setuptools==1",))),
         "version": _inputs(config, version="0.0.1"),
         "interpreter (no isolation)": _inputs(config, isolated=False, python="/other/python"),

@@ -86,17 +86,8 @@ def requires_dist(metadata: bytes) -> list[str]:
 
 
 def parse_overrides(stack: Stack) -> dict[str, Requirement]:
-    """The stack's overrides keyed by canonical project name; BuildError on a malformed one."""
-    parsed: dict[str, Requirement] = {}
-    for dist, text in stack.requires:
-        try:
-            req = parse_requirement(text)
-        except InvalidRequirement as exc:
-            raise BuildError(f"{stack.name}: requires.{dist}: {text!r} is not a requirement: {exc}") from exc
-        if canonicalize_name(req.name) != canonicalize_name(dist):
-            raise BuildError(f"{stack.name}: requires.{dist}: {text!r} names {req.name}, not {dist}")
-        parsed[canonicalize_name(dist)] = req
-    return parsed
+    """The stack's overrides keyed by canonical project name (parsed where the config was read)."""
+    return {o.key: o.requirement for o in stack.requires}
 
 
 def rewrite_requires(metadata: bytes, stack: Stack) -> tuple[bytes, tuple[RequirementChange, ...]]:

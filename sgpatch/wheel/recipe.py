@@ -26,7 +26,7 @@ def install_recipe(stack: Stack, version: str) -> str:
     if install.note:
         lines.append(f"# {install.note}")
     if stack.requires:
-        baked = "; ".join(text for _, text in stack.requires)
+        baked = "; ".join(o.text for o in stack.requires)
         lines.append(f"# Requires-Dist overrides baked into the wheel: {baked}")
     else:
         lines.append(f"# No Requires-Dist overrides: sglang {stack.sglang_version}'s own pins fit CUDA {stack.cuda}.")
