@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sgpatch.checkout.fetch import read_artifact
+from sgpatch.checkout.fetch import extract_artifact
 from sgpatch.config import Stack, load_config
 from sgpatch.interface import ClassRef, InterfaceReport, check_interface
 from sgpatch.source.artifacts import fetch_artifact
@@ -36,11 +36,7 @@ def extract_pinned(stack: Stack, into: Path) -> Path:
     artifact = stack.source_artifact
     if artifact is None:
         sys.exit(f"stack {stack.name} pins no PyPI artifact; pass --tree DIR")
-    members, _ = read_artifact(fetch_artifact(artifact, stack.sglang_version), artifact)
-    for m in members:
-        target = into / m.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(m.data)
+    extract_artifact(fetch_artifact(artifact, stack.sglang_version), artifact, into)
     return into
 
 

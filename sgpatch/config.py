@@ -6,21 +6,23 @@ errors: a typo must never silently turn a pin off.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from sgpatch.errors import ConfigError
 from sgpatch.projectfiles import read_project_file
-from sgpatch.tomlpos import locate
+from sgpatch.tomlpos import TableReader
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 CONFIG_NAME = "VERSIONS.toml"
 SCHEMA_VERSION = 1
@@ -30,7 +32,6 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _STACK_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
 _LABEL = re.compile(r"^[0-9A-Za-z]+(\.[0-9A-Za-z]+)*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,40 @@ class PinnedFile:
     path: str
     pristine: str
     patched: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """A ``Requires-Dist`` override for the wheel: the name VERSIONS.toml keys it by, the requirement as
+    written, and the requirement parsed (once, where the config is read)."""
+
+    dist: str
+    text: str
+    requirement: Requirement
+
+    @property
+    def key(self) -> str:
+        """The canonical project name (``cuda_python`` and ``cuda-python`` are one project)."""
+        from packaging.utils import canonicalize_name
+
+        return str(canonicalize_name(self.dist))
+
+
+def parse_override(dist: str, text: str) -> Override:
+    """``text`` as the override for ``dist``; ValueError saying why when it is no requirement a person could
+    type (:func:`sgpatch.requirements.parse_requirement`) or names another project."""
+    from packaging.requirements import InvalidRequirement
+    from packaging.utils import canonicalize_name
+
+    from sgpatch.requirements import parse_requirement
+
+    try:
+        req = parse_requirement(text)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{text!r} is not a requirement: {exc}") from None
+    if canonicalize_name(req.name) != canonicalize_name(dist):
+        raise ValueError(f"{text!r} names {req.name}, not {dist}")
+    return Override(dist, text, req)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +122,7 @@ class Stack:
     pypi_commit: str | None
     artifacts: tuple[Artifact, ...]
     files: tuple[PinnedFile, ...]
-    requires: tuple[tuple[str, str], ...]
+    requires: tuple[Override, ...]
     install: InstallRecipe
     interface: InterfaceSpec | None
     build_requires: tuple[str, ...] = ()
@@ -165,76 +200,7 @@ def find_config(start: Path) -> Path:
 # --------------------------------------------------------------------------- validation
 
 
-class _Reader:
-    """Typed access to one parsed table that records which keys were used."""
-
-    def __init__(self, config_path: Path, text: str, data: Mapping[str, Any], path: tuple[str, ...]) -> None:
-        self.config_path = config_path
-        self.text = text
-        self.data = data
-        self.path = path
-        self._used: set[str] = set()
-
-    def error(self, key: str | None, message: str, hint: str | None = None) -> ConfigError:
-        where = self.path + ((key,) if key else ())
-        line = locate(self.text, where)
-        # Keys are shown as TOML spells them: bare when plain, else quoted with escapes (never a raw control byte).
-        dotted = ".".join(k if _BARE_KEY.match(k) else json.dumps(k) for k in where) or "(top level)"
-        return ConfigError(f"{self.config_path}:{line}: {dotted}: {message}", hint=hint)
-
-    def _get(self, key: str, kind: type | tuple[type, ...], kind_name: str, *, required: bool) -> Any:
-        self._used.add(key)
-        if key not in self.data:
-            if required:
-                raise self.error(None, f"missing required key {key!r}")
-            return None
-        value = self.data[key]
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise self.error(key, f"expected {kind_name}, found {type(value).__name__}")
-        return value
-
-    def string(
-        self, key: str, *, required: bool = True, pattern: re.Pattern[str] | None = None, what: str = ""
-    ) -> str | None:
-        value: str | None = self._get(key, str, "a string", required=required)
-        if value is not None and pattern is not None and not pattern.match(value):
-            raise self.error(key, f"{value!r} is not {what or 'valid'}")
-        return value
-
-    def req_string(self, key: str, *, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
-        value = self.string(key, pattern=pattern, what=what)
-        assert value is not None
-        return value
-
-    def integer(self, key: str) -> int:
-        value: int = self._get(key, int, "an integer", required=True)
-        return value
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self._get(key, list, "an array of strings", required=False)
-        if value is None:
-            return ()
-        if not all(isinstance(v, str) for v in value):
-            raise self.error(key, "expected an array of strings")
-        return tuple(value)
-
-    def table(self, key: str, *, required: bool = False) -> _Reader | None:
-        value = self._get(key, dict, "a table", required=required)
-        if value is None:
-            return None
-        return _Reader(self.config_path, self.text, value, (*self.path, key))
-
-    def keys(self) -> list[str]:
-        self._used.update(self.data)
-        return list(self.data)
-
-    def finish(self) -> None:
-        unknown = [k for k in self.data if k not in self._used]
-        if unknown:
-            raise self.error(unknown[0], "unknown key", hint="check the spelling; unknown keys are errors")
-
-
-def _project_path(r: _Reader, key: str, root: Path) -> Path:
+def _project_path(r: TableReader, key: str, root: Path) -> Path:
     raw = r.req_string(key)
     if _CONTROL.search(raw):
         raise r.error(key, f"{raw!r} has a control character")
@@ -265,7 +231,7 @@ def wheel_tags(filename: str) -> frozenset[Tag]:
         return frozenset()
 
 
-def _artifact_entry(t: _Reader, kind: str) -> Artifact:
+def _artifact_entry(t: TableReader, kind: str) -> Artifact:
     filename = t.req_string("filename")
     if "/" in filename or "\\" in filename or filename.startswith(".") or _CONTROL.search(filename):
         raise t.error("filename", f"{filename!r} is not a plain file name")
@@ -276,12 +242,12 @@ def _artifact_entry(t: _Reader, kind: str) -> Artifact:
     return Artifact(kind=kind, filename=filename, sha256=sha)
 
 
-def _artifact(r: _Reader, kind: str) -> Artifact | None:
+def _artifact(r: TableReader, kind: str) -> Artifact | None:
     t = r.table(kind)
     return None if t is None else _artifact_entry(t, kind)
 
 
-def _wheels(r: _Reader) -> tuple[Artifact, ...]:
+def _wheels(r: TableReader) -> tuple[Artifact, ...]:
     """The ``wheels`` array of tables (one per CPython version and platform), or the single ``wheel`` table."""
     raw = r._get("wheels", list, "an array of tables", required=False)
     single = _artifact(r, "wheel")
@@ -293,7 +259,7 @@ def _wheels(r: _Reader) -> tuple[Artifact, ...]:
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
             raise r.error("wheels", f"entry {i + 1} is not a table (filename, sha256)")
-        out.append(_artifact_entry(_Reader(r.config_path, r.text, item, (*r.path, "wheels")), "wheel"))
+        out.append(_artifact_entry(TableReader(r.config_path, r.text, item, (*r.path, "wheels")), "wheel"))
     names = [a.filename for a in out]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -301,7 +267,7 @@ def _wheels(r: _Reader) -> tuple[Artifact, ...]:
     return tuple(out)
 
 
-def _stack(name: str, r: _Reader, root: Path) -> Stack:
+def _stack(name: str, r: TableReader, root: Path) -> Stack:
     if not _STACK_NAME.match(name):
         raise r.error(None, f"stack name {name!r} must be letters, digits and . + _ -")
     version = r.req_string("sglang_version")
@@ -341,11 +307,14 @@ def _stack(name: str, r: _Reader, root: Path) -> Stack:
             entry.finish()
             files.append(PinnedFile(path=path, pristine=pristine, patched=patched))
 
-    requires: list[tuple[str, str]] = []
+    requires: list[Override] = []
     rt = r.table("requires")
     if rt is not None:
         for dist in rt.keys():  # noqa: SIM118
-            requires.append((dist, rt.req_string(dist)))
+            try:
+                requires.append(parse_override(dist, rt.req_string(dist)))
+            except ValueError as exc:
+                raise rt.error(dist, str(exc)) from None
 
     it = r.table("install")
     install = InstallRecipe((), (), "")
@@ -406,7 +375,7 @@ def parse_config(text: str, path: Path) -> Config:
             line = int(m.group(1)) if m else 1
         msg = getattr(exc, "msg", str(exc))
         raise ConfigError(f"{path}:{line}: malformed TOML: {msg}") from None
-    top = _Reader(path, text, data, ())
+    top = TableReader(path, text, data, ())
     schema = top.integer("schema_version")
     if schema != SCHEMA_VERSION:
         raise top.error("schema_version", f"unsupported schema version {schema} (this sgpatch reads {SCHEMA_VERSION})")

@@ -9,7 +9,7 @@
   and its target left untouched.
 - ``signals_deferred``: SIGINT/SIGTERM/SIGHUP wait until a short critical
   section (moving HEAD, index and files together) is done.
-- ``tie_to_parent``: a child (git moving the checkout, pip downloading) is
+- ``tie_to_parent``: a child (git moving the checkout) is
   killed when sgpatch is killed (Linux), so a lock file it leaves is provably
   stale and nothing keeps writing behind our back; git moving the checkout
   also runs in its own process group, so a terminal's Ctrl-C cannot cut it

@@ -21,8 +21,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
-from sgpatch.config import Artifact, Stack
+from sgpatch.config import Artifact, Override, Stack
 from sgpatch.errors import ConfigError
+from sgpatch.requirements import parse_requirement, shortened
 from sgpatch.tomlpos import locate
 
 RULE = "# " + "-" * 75
@@ -128,7 +129,7 @@ def stack_block(
         out.append("")
         out.extend(_comment(comments.get("requires", "")))
         out.append(f"[stacks.{name}.requires]")
-        out.extend(f"{_key(dist)} = {_value(spec)}" for dist, spec in stack.requires)
+        out.extend(f"{_key(o.dist)} = {_value(o.text)}" for o in stack.requires)
     if stack.build_requires:
         out.append("")
         out.extend(_comment(comments.get("build", "")))
@@ -191,19 +192,32 @@ class StackPins:
     """The install pins and Requires-Dist overrides of a ported stack, and what changed from the old one."""
 
     pins: tuple[str, ...]
-    requires: tuple[tuple[str, str], ...]
+    requires: tuple[Override, ...]
     changes: tuple[str, ...]
 
 
-def release_requires(metadata: bytes) -> dict[str, Requirement]:
-    """The unconditional ``Requires-Dist`` of a release's METADATA (or PKG-INFO), keyed by canonical name."""
-    raw, _ = parse_email(metadata)
+def requirement(text: str, where: str, *, what: str = "requirement") -> Requirement:
+    """``text`` as a requirement a person could have typed (``parse_requirement``); ConfigError (exit 2)
+    naming it, shortened, and ``where`` it comes from."""
+    try:
+        return parse_requirement(text)
+    except InvalidRequirement as exc:
+        raise ConfigError(
+            f"{where}: {what} {shortened(text)}: {str(exc)[:200]}",
+            hint="a pin is a name and versions a person could type; fix it where it comes from",
+        ) from None
+
+
+def release_requires(metadata: bytes, *, where: str = "METADATA") -> dict[str, Requirement]:
+    """The unconditional ``Requires-Dist`` of a release's METADATA (or PKG-INFO), keyed by canonical name;
+    every one of them checked by ``requirement`` (``where`` names the file in errors)."""
+    try:
+        raw, _ = parse_email(metadata)
+    except (ValueError, UnicodeError) as exc:
+        raise ConfigError(f"{where}: does not parse as core metadata: {str(exc)[:120]}") from None
     out: dict[str, Requirement] = {}
     for text in raw.get("requires_dist", []):
-        try:
-            req = Requirement(text)
-        except InvalidRequirement as exc:
-            raise ConfigError(f"METADATA: Requires-Dist {text!r} does not parse: {exc}") from None
+        req = requirement(text, where, what="Requires-Dist")
         if req.marker is None:
             out.setdefault(canonicalize_name(req.name), req)
     return out
@@ -255,7 +269,14 @@ def _pin(name: str, extras: set[str], version: str, local: str | None) -> str:
     return f"{name}{'[' + ','.join(sorted(extras)) + ']' if extras else ''}=={version}{tail}"
 
 
-def port_pins(old: Stack, version: str, metadata: bytes, *, config: tuple[Path, str] | None = None) -> StackPins:
+def port_pins(
+    old: Stack,
+    version: str,
+    metadata: bytes,
+    *,
+    config: tuple[Path, str] | None = None,
+    source: str = "METADATA",
+) -> StackPins:
     """The install pins and overrides of ``old`` carried to sglang ``version``, whose METADATA is ``metadata``.
 
     The CUDA stack's packages take the release's own exact pins (renamed
@@ -264,7 +285,8 @@ def port_pins(old: Stack, version: str, metadata: bytes, *, config: tuple[Path, 
     (flashinfer-jit-cache with flashinfer-python).  Overrides stay only while
     the release still asks for something else.  A pin that the release rules
     out is a ConfigError naming it (at its ``file:line`` when ``config`` gives
-    VERSIONS.toml's path and text).
+    VERSIONS.toml's path and text); so is a requirement nobody could have typed (``requirement``), in the
+    release's metadata (``source`` names its file) or in the old stack.
     """
 
     def where(*keys: str) -> str:
@@ -273,32 +295,25 @@ def port_pins(old: Stack, version: str, metadata: bytes, *, config: tuple[Path, 
         path, text = config
         return f"{path}:{locate(text, ('stacks', old.name, *keys))}: stacks.{old.name}.{'.'.join(keys)}"
 
-    required = release_requires(metadata)
+    required = release_requires(metadata, where=source)
     changes: list[str] = []
-    requires: list[tuple[str, str]] = []
+    requires: list[Override] = []
     effective = dict(required)
-    for dist, text in old.requires:
-        try:
-            override = Requirement(text)
-        except InvalidRequirement as exc:
-            raise ConfigError(f"{where('requires', dist)}: {text!r} is not a requirement: {exc}") from None
-        key = canonicalize_name(dist)
+    for carried in old.requires:
+        dist, override, key = carried.dist, carried.requirement, carried.key
         upstream = required.get(key)
         if upstream is None:
             changes.append(f"requires.{dist} dropped: sglang {version} does not require {dist}")
         elif not _still_needed(upstream, override):
             changes.append(f"requires.{dist} dropped: sglang {version} already asks for {upstream}")
         else:
-            requires.append((dist, text))
+            requires.append(carried)
             effective[key] = override
     stack_keys = {canonicalize_name(n) for n in STACK_PACKAGES}
     pins: list[str] = []
     done: set[str] = set()
     for text in old.install.pins:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement as exc:
-            raise ConfigError(f"{where('install', 'pins')}: {text!r} is not a requirement: {exc}") from None
+        req = requirement(text, where("install", "pins"), what="install pin")
         key = canonicalize_name(req.name)
         name = req.name
         renamed = RENAMES.get(key)
@@ -312,7 +327,7 @@ def port_pins(old: Stack, version: str, metadata: bytes, *, config: tuple[Path, 
         local = _local(req)
         want = effective.get(key)
         if want is not None and want is not required.get(key):  # an override: its text is the pin
-            new = next(t for d, t in requires if canonicalize_name(d) == key)
+            new = next(o.text for o in requires if o.key == key)
         elif want is not None and _exact(want.specifier) is not None:
             new = _pin(name, set(req.extras) | set(want.extras), str(_exact(want.specifier)), local)
         elif want is not None and _exact(req.specifier) is None and _overlap(req.specifier, want.specifier):
@@ -365,16 +380,10 @@ def check_build_requires(pinned: Sequence[str], declared: Sequence[str], *, wher
     """ConfigError unless every backend the release's build-system declares is pinned, within its range."""
     by_name: dict[str, Requirement] = {}
     for text in pinned:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement as exc:
-            raise ConfigError(f"{where}: build requires {text!r} is not a requirement: {exc}") from None
+        req = requirement(text, where, what="build requires")
         by_name[canonicalize_name(req.name)] = req
     for text in declared:
-        try:
-            want = Requirement(text)
-        except InvalidRequirement as exc:
-            raise ConfigError(f"{where}: build-system requires {text!r} does not parse: {exc}") from None
+        want = requirement(text, where, what="build-system requires")
         if want.marker is not None and not want.marker.evaluate():
             continue
         ours = by_name.get(canonicalize_name(want.name))

@@ -1,6 +1,6 @@
 """Shared fixtures: the real SGLang release files from PyPI, real git checkouts, the session's own cache.
 
-Artifacts are downloaded once through pip into the sgpatch cache
+Artifacts are downloaded once (from pip's index, by sgpatch) into the sgpatch cache
 (``$XDG_CACHE_HOME/sgpatch/artifacts``) and checked against their sha256 pins before use: they stay
 shared between sessions.  What the checks keep (``results/``: parsed facts, landing results, exports)
 does not: each test session has its own, so the suite tests the checker, not an earlier run's entries.
@@ -19,7 +19,7 @@ import pytest
 import sgpatch.cache
 from sgpatch.cache import Cache
 from sgpatch.checkout.apply import apply_series
-from sgpatch.checkout.fetch import fetch, read_archive
+from sgpatch.checkout.fetch import extract_archive, fetch
 from sgpatch.config import Artifact, Config, load_config
 from sgpatch.project import Project, load_project
 from sgpatch.source.artifacts import fetch_artifact
@@ -198,12 +198,8 @@ def release_tree(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Ca
         else:
             artifact = RELEASES[version]
         path = fetch_artifact(artifact, version)
-        members, _ = read_archive(path)
         root = tmp_path_factory.mktemp(f"release-{version}")
-        for m in members:
-            target = root / m.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(m.data)
+        extract_archive(path, root)
         made[version] = root
         return root
 

@@ -509,13 +509,13 @@ for _id, _fault, _exit, _expect in [
 NET = "network"
 _CACHE = "nothing in the cache (no partial file, no `.download-*`); no checkout; a retry succeeds"
 case("net-cut", NET, "the index cuts the connection half-way through the file", 3, "cannot download", _CACHE)
-case("net-short", NET, "the index serves a file of the wrong size (half of it)", 3, "cannot download", _CACHE)
+case("net-short", NET, "the index serves a file of the wrong size (half of it)", 2, "sha256 mismatch", _CACHE)
 case("net-altered", NET, "the index serves an altered file of the right size", 2, "sha256 mismatch", _CACHE)
 case("net-unreachable", NET, "the index is unreachable (connection refused)", 3, "cannot download", _CACHE)
 case(
     "net-killed",
     NET,
-    "`sgpatch fetch` SIGKILLed mid-download (pip dies with it)",
+    "`sgpatch fetch` SIGKILLed mid-download (sgpatch downloads by itself: no child process to outlive it)",
     None,
     "next fetch: created",
     "the `.download-*` directory the kill left is removed by the next fetch, which succeeds",
@@ -828,7 +828,7 @@ _INDEX = "nothing written to the project (VERSIONS.toml, patches/) and no checko
 for _id, _fault, _expect in [
     ("wheels-index-not-json", "the index's project page (PEP 691) is not JSON", "malformed answer: not JSON"),
     ("wheels-index-html", "the index answers HTML, not the JSON API", "not the JSON API (PEP 691)"),
-    ("wheels-index-oversize", "the index's answer is over the 64 MiB bound", "the answer is over 64 MiB: refused"),
+    ("wheels-index-oversize", "the index's answer is over the 16 MiB bound", "the answer is over 16 MiB: refused"),
     ("wheels-index-bad-sha256", "a listed file's sha256 is not 64 hex digits", "no sha256 of 64 lowercase hex digits"),
     ("wheels-index-path-filename", "a listed file name is a path (`../../x.whl`)", "is not a plain file name"),
     ("wheels-index-no-files", "the answer's `files` is not a list", "malformed answer: no files list"),
@@ -986,6 +986,180 @@ for _how, _fault in [
         "check-interface: ok",
         f"{_AS_NO_CACHE}: the gaps close while that torch is found, and come back without it",
     )
+# --------------------------------------------------------------------------- the supply chain (issue 18)
+
+SUPPLY = "supply chain"
+_NOTHING_RAN = "the marker the crafted build backend writes when imported never appears; nothing cached, no checkout"
+_PROJECT = "VERSIONS.toml and patches/ byte-identical; no checkout"
+for _id, _fault, _exit, _expect, _kept in [
+    (
+        "supply-sdist-backend-fetch",
+        "`fetch`: the index lists a crafted `sglang-0.5.9.tar.gz` (an in-tree build backend) with its own sha256",
+        2,
+        "sha256 mismatch",
+        _NOTHING_RAN + "; the file is not even downloaded",
+    ),
+    (
+        "supply-sdist-backend-fetch-lying",
+        "`fetch`: the index lists the pinned sha256 but serves the crafted sdist",
+        2,
+        "sha256 mismatch",
+        _NOTHING_RAN,
+    ),
+    (
+        "supply-sdist-backend-port",
+        "`port --to 0.5.10`: the index lists a crafted sdist (with its true sha256) as 0.5.10's",
+        2,
+        "has no core metadata",
+        "the sdist is downloaded by the index's sha256 and read as an archive: the marker never appears; " + _PROJECT,
+    ),
+    (
+        "supply-build-download",
+        "`build`: the index serves crafted bytes under the pinned upstream wheel's name",
+        2,
+        "sha256 mismatch",
+        "refused before anything is built or read; nothing cached; no wheel written",
+    ),
+    (
+        "supply-http-bad-status",
+        "`port`: the index answers `HTTP/1.1 twohundred OK`",
+        3,
+        "malformed HTTP answer",
+        _PROJECT,
+    ),
+    ("supply-http-long-header", "`port`: a header line of 70 KiB", 3, "malformed HTTP answer", _PROJECT),
+    ("supply-http-many-headers", "`port`: 150 header lines", 3, "malformed HTTP answer", _PROJECT),
+    (
+        "supply-http-broken-chunk",
+        "`port`: a chunked answer whose chunk size is `zz`",
+        3,
+        "malformed HTTP answer",
+        _PROJECT,
+    ),
+    (
+        "supply-http-broken-download",
+        "`fetch`: the file's download is a chunked answer whose chunk size is `zz`",
+        3,
+        "malformed HTTP answer",
+        "no checkout; nothing cached",
+    ),
+    ("supply-json-deep", "`port`: PEP 691 JSON nested 100,000 deep", 3, "nested deeper than", _PROJECT),
+    (
+        "supply-json-many-values",
+        "`port`: 15 MiB of JSON holding 5 million empty lists",
+        3,
+        "more than",
+        _PROJECT + "; the lists are counted, never built",
+    ),
+    (
+        "supply-json-huge",
+        "`port`: a 62 MB JSON answer (20 million empty objects)",
+        3,
+        "over 16 MiB",
+        "refused at the byte cap, never parsed: peak RSS (sgpatch and its children) under 400 MiB",
+    ),
+    (
+        "supply-json-yanked-type",
+        '`port`: a file whose `"yanked"` is `{"x": 1}`',
+        3,
+        "yanked",
+        _PROJECT,
+    ),
+    (
+        "supply-trickle-page",
+        "`fetch`: the index page's body trickles one byte every 0.25 s (SGPATCH_DEADLINE=2)",
+        3,
+        "deadline of 2 s",
+        "no checkout",
+    ),
+    (
+        "supply-trickle-headers",
+        "`fetch`: the status line and headers trickle one byte every 0.25 s (SGPATCH_DEADLINE=2)",
+        3,
+        "deadline of 2 s",
+        "no checkout",
+    ),
+    (
+        "supply-trickle-file",
+        "`fetch`: the pinned file trickles one byte every 0.25 s (SGPATCH_DEADLINE=2)",
+        3,
+        "deadline of 2 s",
+        "no checkout; nothing cached",
+    ),
+    (
+        "supply-credentials-redirect",
+        "`port`: credentials in pip's index URL; the index redirects on its own host, then (302) to another host",
+        2,
+        "has no sdist or wheel",
+        "the credentials reach the index's host (both requests) and never the other host; never shown",
+    ),
+    (
+        "supply-redirect-loop",
+        "`port`: the index redirects (302) to the page itself",
+        3,
+        "redirects in a loop",
+        _PROJECT + "; at most 5 redirects followed",
+    ),
+    (
+        "supply-redirect-file",
+        "`port`: the index redirects (302) to `file:///etc/passwd`",
+        3,
+        "redirects to a file URL; refusing",
+        _PROJECT + "; nothing read from the local file",
+    ),
+    (
+        "supply-pin-digits",
+        "`port`: the new release's PKG-INFO requires `cuda-python==1.<5000 zeros>`",
+        2,
+        "digits",
+        _PROJECT + "; the requirement and its file named, shortened",
+    ),
+    (
+        "supply-pin-url",
+        "`port`: the new release's PKG-INFO requires `sglang-kernel @ https://…` (a URL requirement)",
+        2,
+        "URL requirement",
+        _PROJECT + "; the requirement and its file named",
+    ),
+    (
+        "supply-wheel-ratio",
+        "`fetch` of a pinned 21 MB wheel that unpacks to 1 GiB (16 members of 64 MiB, 50:1)",
+        2,
+        "pins pypi_commit",
+        "members streamed to disk one by one: peak RSS (sgpatch and git) under 400 MiB; no checkout",
+    ),
+    (
+        "supply-export-gitattributes",
+        "`export` of a commit that adds `.gitattributes`",
+        2,
+        "git metadata",
+        "patches/ and VERSIONS.toml byte-identical: export never writes a patch apply refuses",
+    ),
+    (
+        "supply-export-gitmodules",
+        "`export` of a commit that adds `python/.gitmodules`",
+        2,
+        "git metadata",
+        "patches/ and VERSIONS.toml byte-identical: export never writes a patch apply refuses",
+    ),
+    (
+        "supply-export-huge-file",
+        "`export` of a commit that adds a file just over 8 MiB",
+        2,
+        "over the limit of 8 MiB",
+        "patches/ and VERSIONS.toml byte-identical; no patch built",
+    ),
+    (
+        "supply-dep3-line-breaks",
+        "`export` of a commit whose author is `Eve\\u2028Origin: https://evil\\rUpstream-Status: Accepted` "
+        "(and line breaks U+2029, NEL, FF in its message)",
+        0,
+        "Author: Eve\\u2028Origin",
+        "each header value on one line, the breaks escaped; sgpatch's parser reads back exactly what was written "
+        "(Upstream-Status: Pending, no forged field)",
+    ),
+]:
+    case(_id, SUPPLY, _fault, _exit, _expect, _kept)
 UPGRADE = "upgrade day"
 _STOPPED = "the stopped checkout byte for byte (HEAD, index, status, files, refs); VERSIONS.toml and patches/ unchanged"
 for _id, _fault, _exit, _expect, _kept in [

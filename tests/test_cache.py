@@ -32,6 +32,7 @@ import sgpatch.cache
 from sgpatch.cache import KEEP, MAX_ENTRY_BYTES, Cache, key, open_cache
 from sgpatch.checkout.verify import verify_checkout
 from sgpatch.errors import ConfigError
+from sgpatch.git.history import first_parent_line
 from sgpatch.git.repo import Git
 from sgpatch.interface import ClassRef, ExternalBases, InterfaceReport, check_interface
 from sgpatch.interface.external import kept_nn_module
@@ -539,7 +540,7 @@ def test_a_config_included_from_another_file_is_checked(patched: Path, project: 
 
 def test_first_parent_line_agrees_with_git(patched: Path, project: Project) -> None:
     paths = [f.path for f in project.stack.files] + ["no/such/file.py"]
-    line = Git(patched).first_parent_line("HEAD", 5, paths)
+    line = first_parent_line(Git(patched), "HEAD", 5, paths)
     assert len(line) == 3  # two series commits and the base, which has no parent
     for k, commit in enumerate(line):
         assert commit.oid == git(patched, "rev-parse", f"HEAD~{k}")
@@ -548,9 +549,9 @@ def test_first_parent_line_agrees_with_git(patched: Path, project: Project) -> N
         for p in paths[:-1]:
             assert commit.blobs[p] == git(patched, "rev-parse", f"{commit.oid}:{p}")
         assert commit.blobs["no/such/file.py"] is None
-    alone = Git(patched).first_parent_line("HEAD", 0)  # depth 0: HEAD alone
+    alone = first_parent_line(Git(patched), "HEAD", 0)  # depth 0: HEAD alone
     assert [(c.oid, c.parents, c.message) for c in alone] == [(line[0].oid, line[0].parents, line[0].message)]
-    assert Git(patched).first_parent_line("no-such-ref", 3) == []
+    assert first_parent_line(Git(patched), "no-such-ref", 3) == []
 
 
 def test_landing_results_from_the_cache_follow_the_file(patched: Path, project: Project, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from sgpatch.config import Config, load_config, parse_config
 from sgpatch.errors import ConfigError
 
-from .helpers import REPO, json_out, run_cli
+from .helpers import REPO, copy_project, json_out, run_cli
 
 
 def test_shipped_versions_toml_pins_its_stacks(config: Config) -> None:
@@ -27,7 +27,7 @@ def test_shipped_versions_toml_pins_its_stacks(config: Config) -> None:
         assert kimi is not None and kimi.pristine.startswith("d8399a69")
         deepseek = stack.pinned_file("python/sglang/srt/models/deepseek_v2.py")
         assert deepseek is not None and deepseek.pristine.startswith("1583dd78")
-    assert dict(config.stacks["0.5.9-cu130"].requires)["cuda-python"].startswith("cuda-python>=13")
+    assert {o.dist: o.text for o in config.stacks["0.5.9-cu130"].requires}["cuda-python"].startswith("cuda-python>=13")
     assert config.stacks["0.5.9-cu128"].requires == ()
 
 
@@ -118,3 +118,21 @@ def test_cli_stacks_json() -> None:
     assert doc["default_stack"] == "0.5.9-cu130"
     assert [s["name"] for s in doc["stacks"]] == ["0.5.9-cu130", "0.5.9-cu128", "0.5.23-cu130"]
     assert doc["stacks"][0]["local_label"] == "cu130"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("cuda-python>=", "is not a requirement"),
+        ("cuda-pyhton>=13", "names cuda-pyhton, not cuda-python"),
+        ("cuda-python==1" + "0" * 5000, "digits"),
+        ("cuda-python @ https://example.invalid/cuda_python.whl", "URL requirement"),
+    ],
+)
+def test_a_requires_override_is_parsed_once_where_the_config_is_read(tmp_path: Path, text: str, why: str) -> None:
+    proj = copy_project(tmp_path / "p", {'cuda-python = "cuda-python>=13.0,<14"': f'cuda-python = "{text}"'})
+    with pytest.raises(ConfigError) as info:
+        load_config(proj / "VERSIONS.toml")
+    assert why in info.value.message and info.value.exit_code == 2
+    line = (proj / "VERSIONS.toml").read_text().splitlines().index(f'cuda-python = "{text}"') + 1
+    assert f"VERSIONS.toml:{line}:" in info.value.message

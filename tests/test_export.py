@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Callable
 from pathlib import Path
 
-from sgpatch.checkout.export import dep3_header, slug
+from sgpatch.checkout.chain import dep3_header, slug
 from sgpatch.config import load_config
 from sgpatch.series.patch import parse_patch, read_series
 

@@ -18,7 +18,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sgpatch"
 MAX_LINES = 450
 
 FLOORS: dict[str, int] = {
-    **dict.fromkeys(("__init__", "errors", "atomic", "results", "tomlpos", "pyast", "lock", "projectfiles"), 0),
+    **dict.fromkeys(
+        ("__init__", "errors", "atomic", "results", "tomlpos", "pyast", "lock", "projectfiles", "requirements"), 0
+    ),
     **dict.fromkeys(("config", "cache", "pins"), 1),
     "git": 2,
     "source": 3,

@@ -21,7 +21,7 @@ import pytest
 
 from sgpatch.cache import Cache
 from sgpatch.checkout.verify import verify_tree
-from sgpatch.config import Config, Stack
+from sgpatch.config import Config, Stack, parse_override
 from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.series.anchors import load_anchors
 from sgpatch.series.patch import Series, read_series
@@ -97,7 +97,7 @@ def test_requires_override_keeps_markers_and_extras(config: Config) -> None:
         b'Requires-Dist: torch==2.9.1; extra == "test"\n'
         b"Requires-Dist: numpy\n\nRequires-Dist: torch==1.0 (description text, not a header)\n"
     )
-    stack = dataclasses.replace(config.stack(CU130), requires=(("torch", "torch>=2.10"),))
+    stack = dataclasses.replace(config.stack(CU130), requires=(parse_override("torch", "torch>=2.10"),))
     after, changes = rewrite_requires(metadata, stack)
     assert requires_dist(after) == [
         'torch[opt]>=2.10; sys_platform == "linux"',
@@ -109,7 +109,7 @@ def test_requires_override_keeps_markers_and_extras(config: Config) -> None:
 
 
 def test_requires_override_naming_no_requirement_is_an_error(config: Config) -> None:
-    stack = dataclasses.replace(config.stack(CU130), requires=(("cuda-pyhton", "cuda-pyhton>=13"),))
+    stack = dataclasses.replace(config.stack(CU130), requires=(parse_override("cuda-pyhton", "cuda-pyhton>=13"),))
     with pytest.raises(BuildError, match="cuda-pyhton matches no requirement") as info:
         rewrite_requires(upstream_metadata(stack), stack)
     assert info.value.exit_code == 2
@@ -207,7 +207,7 @@ def test_cache_key_misses_on_any_changed_input(config: Config, monkeypatch: pyte
                 artifacts=tuple(dataclasses.replace(a, sha256="1" * 64) if a is source else a for a in stack.artifacts),
             ),
         ),
-        "override": _inputs(config, stack=dataclasses.replace(stack, requires=(("torch", "torch==9"),))),
+        "override": _inputs(config, stack=dataclasses.replace(stack, requires=(parse_override("torch", "torch==9"),))),
         "backend pins": _inputs(config, stack=dataclasses.replace(stack, build_requires=("setuptools==1",))),
         "version": _inputs(config, version="0.0.1"),
         "interpreter (no isolation)": _inputs(config, isolated=False, python="/other/python"),
@@ -697,6 +697,8 @@ def test_the_persistent_export_never_leaks_into_the_wheel(
     export = mark.parent.parent
     assert git(export, "status", "--porcelain", "--ignored") == ""  # the build's build/ and egg-info are gone
     made = mark.stat().st_ino
+    sentinel = mark.parent / "test-sentinel"  # inside .git: git clean never removes it; a fresh export has none
+    sentinel.write_text("the export as first made\n")
     # Left over or planted: build output a second in-tree build would pack, untracked and ignored
     # files inside the package, an edited tracked file.
     (export / "python" / "build" / "lib" / "sglang").mkdir(parents=True)
@@ -708,14 +710,14 @@ def test_the_persistent_export_never_leaks_into_the_wheel(
     (export / KIMI).write_text("# edited in the export\n")
     second = build(1)
     assert sha256(second.wheel) == expected and second.checks.ok
-    assert _export_mark(exports).stat().st_ino == made  # the same export, moved and cleaned
+    assert _export_mark(exports).stat().st_ino == made and sentinel.exists()  # the same export, moved and cleaned
     record("build-export-leftovers", exit=0, shown="the same wheel bytes; the export reused")
     # An edit git is told to ignore: the export cannot be proved clean, so it is made afresh.
     git(export, "update-index", "--assume-unchanged", DEEPSEEK)
     (export / DEEPSEEK).write_text("# hidden edit\n")
     third = build(2)
     assert sha256(third.wheel) == expected and third.checks.ok
-    assert _export_mark(exports).stat().st_ino != made
+    assert not sentinel.exists()  # made afresh (an inode number alone may be reused by the new file)
     assert git(export, "ls-files", "-v", DEEPSEEK).startswith("H ")
     record("build-export-hidden-edit", exit=0, shown="the same wheel bytes; the export made afresh")
 

@@ -21,7 +21,7 @@ from packaging.tags import Tag
 from sgpatch.checkout.fetch import create_pypi_checkout, is_extension
 from sgpatch.config import load_config, parse_config
 from sgpatch.errors import BuildError, ConfigError
-from sgpatch.source.artifacts import fetch_artifact, target_options
+from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.index import release_files
 from sgpatch.wheel.repack import select_wheels, wheel_tag
 from sgpatch.wheel.writer import deflated, raw_members, rezip_wheel, write_raw_zip
@@ -83,21 +83,6 @@ def test_the_index_lists_every_served_wheel_of_a_release_with_its_sha256() -> No
     assert all(f.kind == "wheel" for f in files)  # no sdist from 0.5.11 on
     shipped = load_config(REPO / "VERSIONS.toml").stack(STACK_0523)
     assert {(a.filename, a.sha256) for a in shipped.wheels} == {(f.filename, f.sha256) for f in files}
-
-
-def test_pip_is_told_which_platform_wheel_to_download() -> None:
-    opts = target_options("sglang-0.5.23-cp312-cp312-manylinux_2_34_aarch64.whl")
-    assert opts == [
-        "--platform",
-        "manylinux_2_34_aarch64",
-        "--python-version",
-        "3.12",
-        "--implementation",
-        "cp",
-        "--abi",
-        "cp312",
-    ]
-    assert target_options("sglang-0.5.9-py3-none-any.whl") == []
 
 
 def test_raw_members_are_copied_as_stored(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ TESTS = (
     "tests/test_cache.py",
     "tests/test_wheel.py",
     "tests/test_truth.py",
+    "tests/test_supply.py",
 )
 sys.path.insert(0, str(ROOT))
 

@@ -9,6 +9,7 @@ second sgpatch waits for it (or gives up with exit 3).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from sgpatch.lock import Notify, pause
 from sgpatch.series.classify import Files, PatchState, classify
 from sgpatch.series.engine import apply_modes
 from sgpatch.series.patch import Patch, Series
+from sgpatch.series.paths import path_refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,66 +96,73 @@ def apply_series(stack: Stack, series: Series, checkout: Path, *, notify: Notify
     return ApplyResult(stack.name, checkout, tuple(states), state.head, new_head, True)
 
 
-_GIT_METADATA = (".gitattributes", ".gitmodules")
-
-
-def check_touched_paths(g: Git, base: str, series: Series) -> None:
-    """Refuse a series that would write anywhere but a regular file inside the checkout.
-
-    Checked against the base commit and the work tree, before anything is
-    written: no control character in a path; no leading component may be a
-    file, symlink or submodule; the target may not be a symlink, submodule or
-    directory; nothing on the way may be a symlink on disk (tracked or not); a
-    file the series creates may not exist yet (an ignored or untracked file
-    would be overwritten); and no patch may touch ``.git`` or the files that
-    change how git writes the tree.
-    """
+def _owners(patches: Sequence[Patch]) -> dict[str, Patch]:
     owners: dict[str, Patch] = {}
-    for patch in series.patches:
+    for patch in patches:
         for fp in patch.files:
             owners.setdefault(fp.path, patch)
-            if any(ord(c) < 32 or ord(c) == 127 for c in fp.path):
-                raise PatchError(
-                    f"{patch.path}: {fp.path!r}: control character in a path",
-                    hint="a patch may only change regular files inside the checkout",
-                )
+    return owners
+
+
+def _refusal(patch: Patch, path: str, why: str) -> PatchError:
+    return PatchError(f"{patch.path}: {path}: {why}", hint="a patch may only change regular files inside the checkout")
+
+
+def check_tree_paths(g: Git, base: str, patches: Sequence[Patch]) -> dict[str, tuple[str | None, str | None]]:
+    """Refuse patches that would write anywhere but a regular file of the tree at ``base``: the path rule
+    every patch is held to (``path_refusal``: no control character, no ``..``, no git metadata in any case),
+    no leading component that is a file, symlink or submodule, and no target that is a symlink, submodule
+    or directory.  What ``apply`` and ``export`` check alike, so export never writes a patch apply refuses.
+    Returns each path's object type and mode at ``base`` (None: absent)."""
+    owners = _owners(patches)
+    for path, patch in owners.items():
+        problem = path_refusal(path)
+        if problem is not None:
+            raise _refusal(patch, path, problem)
     paths = list(owners)
     prefixes = sorted({"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 1)})
     specs = prefixes + paths
     types = dict(zip(specs, object_types(g, [f"{base}:{s}" for s in specs]), strict=True))
     modes = g.modes(base, paths)
     for path, patch in owners.items():
-
-        def refuse(why: str, path: str = path, patch: Patch = patch) -> PatchError:
-            return PatchError(
-                f"{patch.path}: {path}: {why}", hint="a patch may only change regular files inside the checkout"
-            )
-
         parts = path.split("/")
-        if any(part.lower() == ".git" for part in parts) or parts[-1].lower() in _GIT_METADATA:
-            raise refuse("git metadata; refusing to touch it")
         for i in range(1, len(parts)):
             prefix = "/".join(parts[:i])
             kind = types.get(prefix)
             if kind is None:
                 break
             if kind != "tree":
-                raise refuse(f"{prefix} is a file, symlink or submodule in the checkout, not a directory")
+                why = f"{prefix} is a file, symlink or submodule in the checkout, not a directory"
+                raise _refusal(patch, path, why)
         kind, mode = types.get(path), modes.get(path)
         if kind == "tree":
-            raise refuse("is a directory in the checkout")
+            raise _refusal(patch, path, "is a directory in the checkout")
         if mode is not None and mode not in ("100644", "100755"):
             what = "a symlink" if mode == "120000" else "a submodule" if mode == "160000" else f"mode {mode}"
-            raise refuse(f"is {what} in the checkout")
+            raise _refusal(patch, path, f"is {what} in the checkout")
+    return {path: (types.get(path), modes.get(path)) for path in owners}
+
+
+def check_touched_paths(g: Git, base: str, series: Series) -> None:
+    """Refuse a series that would write anywhere but a regular file inside the checkout.
+
+    Checked against the base commit (``check_tree_paths``) and the work tree, before anything is
+    written: nothing on the way may be a symlink on disk (tracked or not), and a file the series
+    creates may not exist yet (an ignored or untracked file would be overwritten).
+    """
+    at_base = check_tree_paths(g, base, series.patches)
+    for path, patch in _owners(series.patches).items():
         local = g.root
-        for part in parts:
+        for part in path.split("/"):
             local = local / part
             if local.is_symlink():
                 rel, target = local.relative_to(g.root), local.readlink()
-                raise refuse(f"{rel} is a symlink in the work tree (to {target}); refusing to write through it")
+                raise _refusal(
+                    patch, path, f"{rel} is a symlink in the work tree (to {target}); refusing to write through it"
+                )
             if not local.exists():
                 break
-        if kind is None and mode is None and (g.root / path).exists():
+        if at_base[path] == (None, None) and (g.root / path).exists():
             raise CheckoutError(
                 f"{g.root}: {path} exists but is not tracked (ignored or untracked); {patch.name} would overwrite it",
                 hint="move it away; sgpatch never discards your files",

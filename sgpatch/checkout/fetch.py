@@ -33,7 +33,6 @@ from pathlib import Path, PurePosixPath
 
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, SourceError
-from sgpatch.git.batch import write_blobs
 from sgpatch.git.clone import check_git_url, check_ref_name, clone
 from sgpatch.git.diff import write_info_attributes
 from sgpatch.git.repo import CommitSpec, Git
@@ -63,10 +62,9 @@ def is_extension(name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """One regular file of an artifact, mapped into upstream's layout."""
+    """One regular file of an artifact, mapped into upstream's layout (its bytes are on disk)."""
 
     path: str  # checkout-relative, e.g. python/sglang/__init__.py
-    data: bytes
     executable: bool
 
 
@@ -84,21 +82,38 @@ def _keep(rel: PurePosixPath, *, wheel: bool = False) -> bool:
     return str(rel) != _VERSION_FILE
 
 
-def read_archive(path: Path, kind: Kind | None = None) -> tuple[list[Member], int]:
-    """Regular files of an sdist or wheel under ``python/`` (packaging output left out), and the
-    newest member mtime; every member checked by sgpatch.source.archive first."""
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def extract_archive(path: Path, dest: Path, kind: Kind | None = None) -> tuple[list[Member], int]:
+    """Write the regular files of an sdist or wheel under ``dest/python/`` (packaging output left out),
+    member by member in chunks, so no member is ever held whole in memory; returns them and the newest
+    member mtime.  Every member is checked by sgpatch.source.archive before anything is written, and each
+    file is created anew (never through a link, never over another)."""
     with open_archive(path, kind) as archive:
         wheel = archive.kind == "wheel"
-        keep = [e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)]
-        # From wheels, no executable bits: they vary between the wheels of one release (each CPython
-        # version's build sets its own), so the checkout is the same whichever wheel it was made from.
-        members = [Member(f"python/{e.name}", data, e.executable and not wheel) for e, data in archive.files(set(keep))]
+        keep = {e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)}
+        members: list[Member] = []
+        for entry in archive.entries:
+            if entry.name not in keep:
+                continue
+            # From wheels, no executable bits: they vary between the wheels of one release (each CPython
+            # version's build sets its own), so the checkout is the same whichever wheel it was made from.
+            member = Member(f"python/{entry.name}", entry.executable and not wheel)
+            target = dest / member.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, _NEW_FILE, 0o755 if member.executable else 0o644)
+            with os.fdopen(fd, "wb") as out:
+                for chunk in archive.chunks(entry.name):
+                    out.write(chunk)
+            members.append(member)
         return members, WHEEL_CHECKOUT_EPOCH if wheel else archive.newest
 
 
-def read_artifact(path: Path, artifact: Artifact) -> tuple[list[Member], int]:
+def extract_artifact(path: Path, artifact: Artifact, dest: Path) -> tuple[list[Member], int]:
+    """``extract_archive`` of a pinned artifact, its sha256 checked first."""
     verify_artifact(path, artifact)
-    return read_archive(path, "sdist" if artifact.kind == "sdist" else "wheel")
+    return extract_archive(path, dest, "sdist" if artifact.kind == "sdist" else "wheel")
 
 
 def wheel_tree(path: Path) -> dict[str, bytes]:
@@ -111,9 +126,9 @@ TreeOf = Callable[[Artifact, Path], dict[str, bytes]]
 
 
 def check_wheels_agree(
-    stack: Stack, *, progress: Progress | None = None, show_pip: bool = False, tree_of: TreeOf | None = None
+    stack: Stack, *, progress: Progress | None = None, tree_of: TreeOf | None = None
 ) -> tuple[str, ...]:
-    """Every pinned wheel downloaded (through pip, sha256-checked) and compared: their files other than
+    """Every pinned wheel downloaded (sha256-checked) and compared: their files other than
     compiled extensions must be the same, so the checkout is one whichever wheel a host makes it from.
     ``tree_of`` reads a wheel's ``wheel_tree`` (a cache may keep it, keyed by the wheel's sha256).
 
@@ -123,7 +138,7 @@ def check_wheels_agree(
         return tuple(a.filename for a in wheels)
     first: tuple[Artifact, dict[str, bytes]] | None = None
     for artifact in wheels:
-        path = fetch_artifact(artifact, stack.sglang_version, progress=progress, show_pip=show_pip)
+        path = fetch_artifact(artifact, stack.sglang_version, progress=progress)
         if progress:
             progress(f"comparing the files of {artifact.filename}")
         tree = tree_of(artifact, path) if tree_of is not None else wheel_tree(path)
@@ -252,26 +267,18 @@ def create_pypi_checkout(
     complete and accepted by ``check`` (called with the new repository and
     commit), so a failure or a kill never leaves a half-made checkout at ``into``.
     """
-    members, newest = read_artifact(archive, artifact)  # sha256 checked before reading members
+    verify_artifact(archive, artifact)  # before any member is read
     check_ref_name(stack.tag)
     _prepare_target(into)
     with _target_lock(into), _staged(into) as staging:
         _prepare_target(into)
         g = Git(staging)
         g.init(branch=f"sgpatch/{stack.name}")
-        made: set[Path] = set()
         try:
-            for m in members:
-                target = staging / m.path
-                if target.parent not in made:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    made.add(target.parent)
-                target.write_bytes(m.data)
-                if m.executable:
-                    target.chmod(0o755)
+            members, newest = extract_archive(archive, staging, "sdist" if artifact.kind == "sdist" else "wheel")
         except OSError as exc:
             raise SourceError(f"{archive}: cannot lay out {artifact.filename}: {exc}") from None
-        blobs = write_blobs(g, [m.data for m in members])  # one pack: the same ids as a loose object per file
+        blobs = g.hash_files([m.path for m in members])
         g.add_index_entries(
             [("100755" if m.executable else "100644", blob, m.path) for m, blob in zip(members, blobs, strict=True)]
         )
@@ -325,7 +332,6 @@ def fetch(
     source: str | None = None,
     url: str | None = None,
     progress: Progress | None = None,
-    show_pip: bool = False,
 ) -> FetchResult:
     """Create the stack's checkout in ``into`` (or accept the one there) from the pinned source."""
     kind = source or stack.default_source
@@ -334,9 +340,7 @@ def fetch(
     if into.is_dir() and (into / ".git").exists():
         return _existing(stack, into, kind, explicit=source is not None)  # checkouts appear whole: no lock to read one
     with _target_lock(into, progress):
-        return _fetch_locked(
-            stack, into, kind, url=url, progress=progress, show_pip=show_pip, explicit=source is not None
-        )
+        return _fetch_locked(stack, into, kind, url=url, progress=progress, explicit=source is not None)
 
 
 def _existing(stack: Stack, into: Path, kind: str, *, explicit: bool = False) -> FetchResult:
@@ -373,7 +377,6 @@ def _fetch_locked(
     *,
     url: str | None,
     progress: Progress | None,
-    show_pip: bool,
     explicit: bool = False,
 ) -> FetchResult:
     from sgpatch.checkout.state import check_base_files
@@ -402,7 +405,7 @@ def _fetch_locked(
     else:
         artifact = stack.source_artifact
         assert artifact is not None
-        artifact_path = fetch_artifact(artifact, stack.sglang_version, progress=progress, show_pip=show_pip)
+        artifact_path = fetch_artifact(artifact, stack.sglang_version, progress=progress)
         if progress:
             progress(f"laying out {artifact.filename} as a git checkout in {into}")
         commit = create_pypi_checkout(stack, artifact_path, into, artifact, check=accept)

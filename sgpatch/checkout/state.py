@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sgpatch.checkout.journal import recover
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError
+from sgpatch.git.history import first_parent_line
 from sgpatch.git.repo import Git
 from sgpatch.series.patch import TRAILER_PATCH, TRAILER_SHA, Series
 
@@ -70,7 +71,7 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
         notify(done)
     # HEAD, the commits below it that could be the series, their messages and the pinned files' blobs
     # in each (one of them is the base): one git process.
-    line = g.first_parent_line("HEAD", len(series.patches), [f.path for f in stack.files])
+    line = first_parent_line(g, "HEAD", len(series.patches), [f.path for f in stack.files])
     if not line:
         raise CheckoutError(f"{g.root}: has no commits", hint="run 'sgpatch fetch' to create the checkout")
     head = line[0].oid

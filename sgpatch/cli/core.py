@@ -53,7 +53,7 @@ def fetch(
     st = cfg.stack(stack)
     target = _checkout(cfg, st, into)
     progress = _progress(json_out)
-    result = do_fetch(st, target, source=source, url=url, progress=progress, show_pip=progress is not None)
+    result = do_fetch(st, target, source=source, url=url, progress=progress)
     echo_json(dumps(fetch_doc(result))) if json_out else echo(render_fetch(result))
 
 

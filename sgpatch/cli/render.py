@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # annotations only: rendering one result imports no other com
 
 # What a terminal would act on or hide, shown escaped in every line meant for people: C0 controls but tab
 # and newline (ESC starts a sequence, CR rewrites the line), DEL, C1 controls (U+009B is a CSI to some
-# terminals), bidi overrides and zero-width characters (series/patch.py's INVISIBLE), and the lone
+# terminals), bidi overrides and zero-width characters (series/paths.py's INVISIBLE), and the lone
 # surrogates that stand for bytes that are not UTF-8 (shown as those bytes).
 _SHOWN: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if chr(c) not in "\n\t"}
 _SHOWN.update(

@@ -23,6 +23,7 @@ from sgpatch.config import Stack
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
 from sgpatch.deployed.remote import run_probe, target_for
 from sgpatch.errors import ConfigError
+from sgpatch.requirements import parse_requirement
 from sgpatch.results import SCHEMA_VERSION
 
 SGLANG = "sglang"
@@ -87,7 +88,7 @@ def pins(stack: Stack) -> list[Requirement]:
     parsed = []
     for text in stack.install.pins:
         try:
-            parsed.append(Requirement(text))
+            parsed.append(parse_requirement(text))
         except InvalidRequirement as exc:
             raise ConfigError(f"{stack.name}: install pin {text!r} is not a requirement: {exc}") from exc
     return parsed

@@ -1,11 +1,8 @@
-"""Many objects in one git process: blobs read in one ``git cat-file --batch`` (a port reads every file its
-series touches), blobs written as one pack (a checkout is thousands of files)."""
+"""Many blobs of one revision in one ``git cat-file --batch`` (a port reads every file its series touches)."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 from sgpatch.errors import CheckoutError
 from sgpatch.git.repo import Git
@@ -41,25 +38,3 @@ def read_objects(g: Git, specs: Sequence[str]) -> list[bytes | None]:
         pos += size + 1
         found.append(body if header[1] == b"blob" else None)
     return found
-
-
-def write_blobs(g: Git, datas: Sequence[bytes]) -> list[str]:
-    """Write each of ``datas`` as a blob, as it is (no filters), into one pack; their ids, in order.
-
-    ``git fast-import`` without deltas: the objects ``hash-object -w`` writes one file each, several times
-    quicker for a release's thousands of files.  The ids are git's own (its marks, exported).
-    """
-    if not datas:
-        return []
-    stream = b"".join(b"blob\nmark :%d\ndata %d\n%s\n" % (n, len(d), d) for n, d in enumerate(datas, 1))
-    with tempfile.TemporaryDirectory(prefix="sgpatch-marks-") as tmp:
-        marks = Path(tmp) / "marks"
-        args = ("fast-import", "--done", "--quiet", "--depth=0", f"--export-marks={marks}")
-        g._run("-c", "core.compression=1", *args, input=stream + b"done\n")
-        ids: dict[int, str] = {}
-        for line in marks.read_text(encoding="ascii").splitlines():
-            mark, _, oid = line.partition(" ")
-            ids[int(mark[1:])] = oid
-    if len(ids) != len(datas):
-        raise CheckoutError(f"{g.root}: git fast-import wrote {len(ids)} of {len(datas)} blobs")
-    return [ids[n] for n in range(1, len(datas) + 1)]

@@ -11,12 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from sgpatch.atomic import write_atomic
-from sgpatch.checkout.export import (
-    series_text,
-)
+from sgpatch.checkout.chain import series_text
 from sgpatch.checkout.state import inspect
 from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack, parse_config
@@ -164,10 +160,8 @@ def _pin_comments(stack: Stack, old: Stack, release: Release) -> dict[str, str]:
     version = release.version
     out: dict[str, str] = {}
     if stack.requires:
-        asked = "; ".join(
-            str(required[canonicalize_name(d)]) for d, _ in stack.requires if canonicalize_name(d) in required
-        )
-        wanted = "; ".join(t for _, t in stack.requires)
+        asked = "; ".join(str(required[o.key]) for o in stack.requires if o.key in required)
+        wanted = "; ".join(o.text for o in stack.requires)
         out["requires"] = (
             f"Requires-Dist overrides for the wheel: sglang {version} requires {asked}; "
             f"CUDA {stack.cuda} needs {wanted}."

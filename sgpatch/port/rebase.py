@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from sgpatch.checkout.export import ChainCommit
+from sgpatch.checkout.chain import ChainCommit
 from sgpatch.checkout.state import trailers
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sgpatch.cache import Cache
-from sgpatch.checkout.export import header_of, render_chain, rerecord
+from sgpatch.checkout.chain import header_of, render_chain
+from sgpatch.checkout.export import rerecord
 from sgpatch.checkout.journal import move_checkout
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError

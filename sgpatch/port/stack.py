@@ -29,7 +29,8 @@ def new_stack(
     """The new stack's table: the old one's with the release's own pins (install, overrides, build backend),
     and how those pins changed."""
     name = new_stack_name(old, version)
-    carried = port_pins(old, version, release.metadata(), config=config)
+    source, metadata = release.metadata_file()
+    carried = port_pins(old, version, metadata, config=config, source=source)
     declared = release.build_system_requires()
     if declared is not None:  # a source build: the pinned backend must be one the release accepts
         check_build_requires(old.build_requires, declared, where=f"{release.source[0].filename}: pyproject.toml")

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sgpatch.pyast import parse_python
-from sgpatch.series.patch import INVISIBLE, FilePatch, Hunk, Patch, split_lines
+from sgpatch.series.patch import FilePatch, Hunk, Patch, split_lines
+from sgpatch.series.paths import INVISIBLE
 
 # --------------------------------------------------------------------------- applying
 

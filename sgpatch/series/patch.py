@@ -16,14 +16,14 @@ from unidiff.patch import PatchedFile, PatchSet
 
 from sgpatch.errors import PatchError
 from sgpatch.projectfiles import read_project_file
+from sgpatch.series.dep3 import parse_dep3
+from sgpatch.series.paths import path_refusal
 
 SERIES_FILE = "series"
-REQUIRED_FIELDS = ("Description", "Origin", "Upstream-Status")
 TRAILER_PATCH = "Sgpatch-Patch"
 TRAILER_SHA = "Sgpatch-Patch-Sha256"
 
 _HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
-_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 _ENTRY = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]*\.(patch|diff)$")
 
 
@@ -131,28 +131,16 @@ class Series:
 # --------------------------------------------------------------------------- parsing
 
 
-# Bidi overrides and zero-width characters make a path read differently from what it is.
-INVISIBLE = frozenset(
-    chr(c) for lo, hi in ((0x200B, 0x200F), (0x202A, 0x202E), (0x2066, 0x2069)) for c in range(lo, hi + 1)
-)
-
-
 def _safe_path(raw: str, where: str) -> str:
-    bad = next((c for c in raw if ord(c) < 32 or ord(c) == 127 or c in INVISIBLE), None)
-    if bad is not None:
-        kind = "invisible or bidi control character" if bad in INVISIBLE else "control character"
-        raise PatchError(
-            f"{where}: {kind} in a path (U+{ord(bad):04X}): '{raw.encode('unicode_escape').decode()}'",
-            hint="a path must read as what it is; rename the file",
+    problem = path_refusal(raw)
+    if problem is not None:
+        hint = (
+            "a path must read as what it is; rename the file"
+            if "character" in problem
+            else "patches may only touch files inside the checkout, never git metadata"
         )
-    if "\\" in raw or raw.startswith("/"):
-        raise PatchError(
-            f"{where}: path {raw!r} is absolute or not POSIX", hint="paths are relative to the checkout root"
-        )
-    pure = PurePosixPath(raw)
-    if ".." in pure.parts or not pure.parts or pure.parts[0] in (".", ".git") or ".git" in pure.parts:
-        raise PatchError(f"{where}: path {raw!r} leaves the checkout", hint="patches may only touch files inside it")
-    return str(pure)
+        raise PatchError(f"{where}: {problem}", hint=hint)
+    return str(PurePosixPath(raw))
 
 
 def _strip_prefix(raw: str, prefix: str, where: str) -> str:
@@ -164,31 +152,6 @@ def _strip_prefix(raw: str, prefix: str, where: str) -> str:
             f"{where}: expected a path starting with {prefix!r}, found {raw!r}", hint="use git diff style a/ b/ paths"
         )
     return _safe_path(raw[len(prefix) :], where)
-
-
-def parse_dep3(text: str, where: str) -> tuple[tuple[str, str], ...]:
-    """DEP-3 fields (``Key: value`` with space-indented continuations)."""
-    fields: list[list[str]] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        if line[0] in " \t":
-            if not fields:
-                raise PatchError(f"{where}:{lineno}: continuation line before any DEP-3 field")
-            fields[-1][1] += "\n" + line.strip()
-            continue
-        m = _FIELD.match(line)
-        if not m:
-            raise PatchError(f"{where}:{lineno}: not a DEP-3 'Field: value' line: {line[:60]!r}")
-        fields.append([m.group(1), m.group(2).strip()])
-    result = tuple((k, v) for k, v in fields)
-    present = {k.lower() for k, _ in result}
-    if "subject" in present:
-        present.add("description")
-    for req in REQUIRED_FIELDS:
-        if req.lower() not in present:
-            raise PatchError(f"{where}:1: DEP-3 header lacks {req!r}", hint="see SPEC §5 for the header fields")
-    return result
 
 
 def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:

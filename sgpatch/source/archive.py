@@ -9,6 +9,14 @@ then read in chunks, so a large one is never held in memory to be hashed; a
 member whose stream is corrupt (bad deflate data, CRC mismatch, short) is an
 error naming it.  Every refusal is an ``ArchiveError`` (exit 2).
 
+Memory stays bounded whatever an archive holds: members are extracted and hashed
+in CHUNK pieces, one at a time, and only ``read`` (for a small file: METADATA, a
+pyproject.toml, a source file a check reads) holds one member whole, never more
+than MAX_MEMBER_BYTES and usually under a limit its caller sets.  Listing holds
+one small record per member (at most MAX_MEMBERS).  So the peak is a few hundred
+MiB at worst, far under a 24 GB host; MAX_TOTAL_BYTES bounds the disk an
+extraction takes, not memory.
+
 The limits leave a wide margin over SGLang's real files, which grow with each
 release (measured: the 0.5.9 sdist has 2,166 members, 22.0 MB unpacked, the
 largest 250 KB; the 0.5.9 wheel 1,942 members, 22.1 MB; the 0.5.15 manylinux
@@ -374,8 +382,15 @@ class Archive:
         assert fh is not None  # a regular file
         return fh
 
-    def read(self, name: str) -> bytes:
-        """The whole of member ``name`` (bounded by MAX_MEMBER_BYTES); for small files."""
+    def read(self, name: str, *, limit: int = MAX_MEMBER_BYTES) -> bytes:
+        """The whole of member ``name``, for small files: ArchiveError when its header says it is over
+        ``limit`` bytes (at most MAX_MEMBER_BYTES, which every member is checked against when listed)."""
+        entry = self._by_name[name]
+        if entry.size > limit:
+            raise ArchiveError(
+                f"{self.where}: member {name!r} is {entry.size} bytes, over the limit of {limit} for it",
+                hint=_HOSTILE,
+            )
         return b"".join(self.chunks(name))
 
     def digest(self, name: str) -> bytes:

@@ -1,29 +1,34 @@
-"""The package index's JSON API (PEP 691): every file a release publishes, with its sha256.
+"""The package index's JSON API (PEP 691): every file a release publishes, with its sha256 and URL.
 
-``port`` pins every wheel a stack may be served from (one per CPython version
-and platform), not only the one pip would pick on the porting machine.  The
-index asked is the one pip is configured with (``PIP_INDEX_URL``, else pip's
-``index-url`` setting, else PyPI), with pip's certificate bundle and the
-environment's proxy.  The answer is hostile input: read up to a bound, parsed,
-and every field used is validated; a network failure or a malformed answer is
-exit 3 with one line.  Only the names and hashes are taken from it: the files
-themselves still come through pip and are checked against these hashes.
+The indexes asked are the ones pip is configured with: ``index-url`` (else
+PyPI) and each ``extra-index-url``, with pip's ``cert`` bundle and ``proxy``
+(else the environment's), read from the environment (``PIP_INDEX_URL``, ...)
+and from ``pip config list`` once (within the deadline); never a hard-coded
+host but PyPI's as pip's own default.  ``port`` lists a release's files on the
+first of them (the one pip downloads from), and pins every wheel a stack may be
+served from (one per CPython version and platform).  ``locate`` finds a pinned
+file on any of them: an index that lists it with another sha256 is passed over,
+and the file itself is then downloaded by sgpatch.source.artifacts and checked
+against the pin before any byte of it is used.
+
+An answer is hostile input: at most MAX_ANSWER bytes, counted before it is
+parsed (arrays and objects, values, nesting), then every field of every file
+checked for the type PEP 691/700 gives it.  Anything else is exit 3 with one
+line naming the index.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
-import ssl
 import subprocess
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
 
 from packaging.tags import Tag
 from packaging.utils import (
@@ -36,16 +41,20 @@ from packaging.utils import (
 from packaging.version import Version
 
 from sgpatch.config import Artifact
-from sgpatch.errors import EnvironmentFailure
+from sgpatch.errors import EnvironmentFailure, SourceError
+from sgpatch.source.http import Client, NotFound, deadline_seconds, deadline_text, origin, shown, split_credentials
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json"
-MAX_ANSWER = 64 << 20  # sglang's page is ~0.2 MB today; a bigger answer is refused, not read
-TIMEOUT = 60
+MAX_ANSWER = 16 << 20  # bytes; sglang's page is 0.17 MB for 412 files today
+MAX_CONTAINERS = 250_000  # arrays and objects in one answer (today: about 830)
+MAX_VALUES = 1_000_000  # commas, i.e. values and keys beyond the first of each (today: about 3,000)
+MAX_DEPTH = 32  # nesting (a PEP 691 page nests 4 deep)
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _PLAIN = re.compile(r"^[A-Za-z0-9._+-]{1,255}$")
 # Platforms the CUDA stacks are served on: Linux x86_64 and aarch64 (and pure-Python wheels).
 _SERVED = re.compile(r"^(any|manylinux[0-9_]*_(x86_64|aarch64)|linux_(x86_64|aarch64))$")
+_HINT = "check the package index configured for pip (pip config list)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,105 +62,184 @@ class IndexFile:
     filename: str
     sha256: str
     kind: str  # "sdist" or "wheel"
+    url: str = ""  # absolute, without credentials
+    yanked: bool = False
+    size: int | None = None
 
 
-def _pip_setting(key: str) -> str | None:
-    """pip's own setting ``key`` (e.g. ``index-url``), environment first, as ``pip config list`` shows it."""
-    env = os.environ.get(f"PIP_{key.upper().replace('-', '_')}")
-    if env:
-        return env.split()[0]
+# --------------------------------------------------------------------------- pip's configuration
+
+
+@dataclass(frozen=True, slots=True)
+class PipSettings:
+    """What pip downloads from: its index, extra indexes, certificate bundle and proxy."""
+
+    index_url: str = DEFAULT_INDEX
+    extra_index_urls: tuple[str, ...] = ()
+    cert: str | None = None
+    proxy: str | None = None
+
+    @property
+    def indexes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([self.index_url, *self.extra_index_urls]))
+
+    def client(self) -> Client:
+        return Client(cert=self.cert, proxy=self.proxy)
+
+
+_KEYS = ("index-url", "extra-index-url", "cert", "proxy")
+_ASKED: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+
+
+def _pip_config_list() -> dict[str, str]:
+    """``pip config list``, the values of the keys sgpatch uses (command sections as pip's download reads them).
+
+    Asked once per process and environment (which decides the files pip reads): a port downloads several files.
+    """
+    key = tuple(
+        sorted((k, v) for k, v in os.environ.items() if k.startswith(("PIP_", "XDG_", "VIRTUAL_ENV")) or k == "HOME")
+    )
+    if key not in _ASKED:
+        _ASKED[key] = _ask_pip()
+    return dict(_ASKED[key])
+
+
+def _ask_pip() -> dict[str, str]:
+    seconds = deadline_seconds()
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             check=False,
-            timeout=TIMEOUT,
+            timeout=seconds,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found: dict[str, str] = {}
+    except subprocess.TimeoutExpired:
+        raise EnvironmentFailure(f"'pip config list' did not finish within {deadline_text(seconds)}") from None
+    except OSError:
+        return {}
+    found: dict[str, dict[str, str]] = {}
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
         name, sep, value = line.partition("=")
         section, _, option = name.rpartition(".")
-        if sep and option == key:
-            found[section] = value.strip().strip("'\"")
-    for section in (":env:", "site", "user", "global", "install", "download"):
-        if found.get(section):
-            return found[section].split()[0]
-    return None
+        if sep and option in _KEYS:
+            found.setdefault(option, {})[section] = value.strip().strip("'\"")
+    out: dict[str, str] = {}
+    for key, by_section in found.items():
+        for section in (":env:", "site", "user", "global", "install", "download"):
+            if by_section.get(section):
+                out[key] = by_section[section]
+                break
+    return out
 
 
-def index_url() -> str:
-    """The index pip downloads from: its configured ``index-url``, else PyPI."""
-    return (_pip_setting("index-url") or DEFAULT_INDEX).rstrip("/")
+def pip_settings() -> PipSettings:
+    """pip's settings, the environment first (``PIP_INDEX_URL``, ...), then its configuration files."""
+    env = {key: os.environ.get(f"PIP_{key.upper().replace('-', '_')}", "").strip() for key in _KEYS}
+    config = _pip_config_list() if not all(env.values()) else {}
+    value = {key: env[key] or config.get(key, "") for key in _KEYS}
+    index = value["index-url"].split()[0] if value["index-url"].split() else DEFAULT_INDEX
+    return PipSettings(
+        index_url=index.rstrip("/"),
+        extra_index_urls=tuple(u.rstrip("/") for u in value["extra-index-url"].split()),
+        cert=value["cert"] or None,
+        proxy=value["proxy"] or None,
+    )
 
 
-def shown(url: str) -> str:
-    """``url`` as messages show it: without a ``user:password@`` part (index URLs may carry credentials)."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+# --------------------------------------------------------------------------- asking an index
 
 
-def _context() -> ssl.SSLContext:
-    cert = _pip_setting("cert")
-    try:
-        return ssl.create_default_context(cafile=cert) if cert else ssl.create_default_context()
-    except (OSError, ssl.SSLError) as exc:
-        raise EnvironmentFailure(f"pip's certificate bundle {cert}: cannot be read: {exc}") from None
-
-
-def fetch_project_page(project: str, *, url: str | None = None) -> bytes:
-    """The JSON project page of ``project`` at the index (bounded); EnvironmentFailure (exit 3) otherwise."""
-    base = url or index_url()
+def fetch_project_page(project: str, base: str, client: Client) -> tuple[bytes, str]:
+    """The JSON project page of ``project`` at the index ``base`` (bounded) and the URL it came from;
+    NotFound when the index has no such project, EnvironmentFailure (exit 3) otherwise."""
     if not base.startswith(("https://", "http://", "file://")):
-        raise EnvironmentFailure(
-            f"pip's index URL {shown(base)!r} is not http(s) or file", hint="check pip config list"
-        )
+        raise EnvironmentFailure(f"pip's index URL {shown(base)!r} is not http(s) or file", hint=_HINT)
     page = f"{base}/{canonicalize_name(project)}/"
-    where = shown(page)
-    headers = {"Accept": ACCEPT, "User-Agent": "sgpatch"}
-    parts = urllib.parse.urlsplit(page)
-    if "@" in parts.netloc:  # credentials in the index URL, as pip accepts them: sent as HTTP basic auth
-        userinfo, _, host = parts.netloc.rpartition("@")
-        user, _, password = userinfo.partition(":")
-        token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
-        headers["Authorization"] = "Basic " + base64.b64encode(token).decode()
-        page = urllib.parse.urlunsplit(parts._replace(netloc=host))
-    request = urllib.request.Request(page, headers=headers)
-    hint = "check the package index configured for pip (pip config list)"
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT, context=_context()) as answer:
-            kind = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
-            if page.startswith("http") and kind != ACCEPT:
-                raise EnvironmentFailure(
-                    f"{where}: answered {kind or 'no content type'}, not the JSON API (PEP 691)",
-                    hint="the index must serve application/vnd.pypi.simple.v1+json",
-                )
-            data: bytes = answer.read(MAX_ANSWER + 1)
-    except urllib.error.HTTPError as exc:
-        raise EnvironmentFailure(f"{where}: the index answered HTTP {exc.code}", hint=hint) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise EnvironmentFailure(f"{where}: cannot reach the index: {reason}", hint=hint) from None
-    if len(data) > MAX_ANSWER:
-        raise EnvironmentFailure(f"{where}: the answer is over {MAX_ANSWER >> 20} MiB: refused")
-    return data
+    buf = bytearray()
+    answer = client.get(page, accept=ACCEPT, max_bytes=MAX_ANSWER, sink=buf.extend, what="the answer")
+    if page.startswith("http") and answer.content_type != ACCEPT:
+        raise EnvironmentFailure(
+            f"{shown(page)}: answered {answer.content_type[:60] or 'no content type'!r}, not the JSON API (PEP 691)",
+            hint="the index must serve application/vnd.pypi.simple.v1+json",
+        )
+    return bytes(buf), answer.url
 
 
-def parse_project_page(data: bytes, project: str, version: str, *, where: str = "the index") -> list[IndexFile]:
-    """The files of ``project`` ``version`` that a JSON project page lists (yanked ones left out).
+def _check_shape(data: bytes, bad: Any) -> None:
+    """Refuse an answer that would make a huge or deep object, before it is parsed.
 
-    Every field used is checked: a malformed answer is EnvironmentFailure (exit 3) naming what is wrong.
+    Brackets and commas are counted in the raw bytes (inside strings too, so the counts are upper
+    bounds); what they miss (a string's brackets hiding nesting) the parser's own recursion check catches.
+    """
+    containers = data.count(b"[") + data.count(b"{")
+    if containers > MAX_CONTAINERS:
+        raise bad(f"more than {MAX_CONTAINERS} arrays and objects")
+    if data.count(b",") > MAX_VALUES:
+        raise bad(f"more than {MAX_VALUES} values")
+    brackets = data.translate(None, _NOT_BRACKETS)
+    if max(accumulate(1 if b in b"[{" else -1 for b in brackets), default=0) > MAX_DEPTH:
+        raise bad(f"nested deeper than {MAX_DEPTH} levels")
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+# The fields of a file (PEP 691, 700, 714, 740) and the types they may have; others are ignored.
+_STR, _OPT_STR, _BOOL = (str,), (str, type(None)), (bool,)
+_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "filename": (_STR, "a string"),
+    "url": (_STR, "a string"),
+    "hashes": ((dict,), "an object"),
+    "requires-python": (_OPT_STR, "a string or null"),
+    "yanked": ((bool, str), "true, false or a reason"),
+    "size": ((int,), "a non-negative integer"),
+    "upload-time": (_OPT_STR, "a string or null"),
+    "gpg-sig": (_BOOL, "true or false"),
+    "dist-info-metadata": ((bool, dict), "true, false or an object of hashes"),
+    "data-dist-info-metadata": ((bool, dict), "true, false or an object of hashes"),
+    "core-metadata": ((bool, dict), "true, false or an object of hashes"),
+    "provenance": (_OPT_STR, "a string or null"),
+}
+
+
+def _check_file(item: Any, i: int, bad: Any) -> None:
+    if not isinstance(item, dict):
+        raise bad(f"files[{i}] is not an object")
+    for key, (types, words) in _FIELDS.items():
+        if key not in item:
+            if key in ("filename", "hashes"):
+                raise bad(f"files[{i}] has no {key}")
+            continue
+        value = item[key]
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)  # True is an int
+        if ok and isinstance(value, int) and value < 0:
+            ok = False
+        if ok and isinstance(value, dict):
+            ok = all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+        if not ok:
+            name = item.get("filename") if isinstance(item.get("filename"), str) else f"files[{i}]"
+            raise bad(f"{str(name)[:80]!r}: {key!r} is {type(value).__name__}, not {words}")
+
+
+def parse_project_page(
+    data: bytes, project: str, version: str, *, where: str = "the index", page_url: str = ""
+) -> list[IndexFile]:
+    """The files of ``project`` ``version`` that a JSON project page lists (yanked ones marked).
+
+    Every field of every file is checked by type, and the files of the release must carry a sha256 and a
+    URL (resolved against ``page_url``): a malformed answer is EnvironmentFailure (exit 3) naming what is wrong.
     """
 
     def bad(what: str) -> EnvironmentFailure:
         return EnvironmentFailure(f"{where}: malformed answer: {what}", hint="the index is not a PEP 691 index")
 
+    if len(data) > MAX_ANSWER:
+        raise bad(f"over {MAX_ANSWER >> 20} MiB")
+    _check_shape(data, bad)
     try:
         doc = json.loads(data)
+    except RecursionError:
+        raise bad("nested deeper than the parser's limit") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad(f"not JSON ({str(exc)[:80]})") from None
     if not isinstance(doc, dict):
@@ -161,30 +249,48 @@ def parse_project_page(data: bytes, project: str, version: str, *, where: str = 
         raise bad("no meta.api-version")
     if not meta["api-version"].startswith("1."):
         raise bad(f"api-version {meta['api-version'][:20]!r} is not 1.x")
+    if "name" in doc and not isinstance(doc["name"], str):
+        raise bad("'name' is not a string")
+    if "versions" in doc and not (
+        isinstance(doc["versions"], list) and all(isinstance(v, str) for v in doc["versions"])
+    ):
+        raise bad("'versions' is not a list of strings")
     files = doc.get("files")
     if not isinstance(files, list):
         raise bad("no files list")
     want = Version(version)
     out: dict[str, IndexFile] = {}
     for i, item in enumerate(files):
-        if not isinstance(item, dict) or not isinstance(item.get("filename"), str):
-            raise bad(f"files[{i}] has no filename")
+        _check_file(item, i, bad)
         name = item["filename"]
         if not _PLAIN.match(name) or name.startswith("."):
             raise bad(f"files[{i}].filename {name[:80]!r} is not a plain file name")
         parsed = _release_of(name, project)
         if parsed is None or parsed[0] != want:
             continue
-        if item.get("yanked") not in (None, False):
-            continue
-        hashes = item.get("hashes")
-        sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+        sha = item["hashes"].get("sha256")
         if not isinstance(sha, str) or not _HEX64.match(sha):
             raise bad(f"{name}: no sha256 of 64 lowercase hex digits")
         if name in out and out[name].sha256 != sha:
             raise bad(f"{name} listed twice with different sha256")
-        out[name] = IndexFile(name, sha, parsed[1])
+        url = _file_url(item.get("url"), page_url, name, bad)
+        yanked = item.get("yanked", False) is not False
+        out[name] = IndexFile(name, sha, parsed[1], url, yanked, item.get("size"))
     return sorted(out.values(), key=lambda f: f.filename)
+
+
+def _file_url(raw: object, page_url: str, name: str, bad: Any) -> str:
+    """The absolute URL of a listed file: http(s), or a local file only on a local index."""
+    if not page_url:
+        return raw if isinstance(raw, str) else ""
+    if not isinstance(raw, str) or not raw:
+        raise bad(f"{name}: no url")
+    url = urllib.parse.urljoin(page_url, raw.strip()).partition("#")[0]
+    scheme = urllib.parse.urlsplit(url).scheme
+    allowed = ("http", "https", "file") if page_url.startswith("file:") else ("http", "https")
+    if scheme not in allowed:
+        raise bad(f"{name}: url {shown(url)[:120]!r} is not {' or '.join(allowed)}")
+    return url
 
 
 def _release_of(filename: str, project: str) -> tuple[Version, str] | None:
@@ -210,11 +316,69 @@ def served(tags: Iterable[Tag]) -> bool:
     )
 
 
+def _listing(project: str, version: str, base: str, client: Client) -> list[IndexFile]:
+    data, page = fetch_project_page(project, base, client)
+    return parse_project_page(data, project, version, where=shown(base), page_url=page)
+
+
 def release_files(project: str, version: str, *, url: str | None = None) -> list[IndexFile]:
-    """The sdist and the served wheels (Linux x86_64/aarch64 CPython, or pure) of a release, with sha256."""
-    base = url or index_url()
-    files = parse_project_page(fetch_project_page(project, url=base), project, version, where=shown(base))
-    return [f for f in files if f.kind == "sdist" or served(parse_wheel_filename(f.filename)[3])]
+    """The sdist and the served wheels (Linux x86_64/aarch64 CPython, or pure) of a release, with sha256,
+    as pip's index lists them (yanked files left out)."""
+    settings = pip_settings()
+    base = url or settings.index_url
+    try:
+        files = _listing(project, version, base, settings.client())
+    except NotFound as exc:
+        raise EnvironmentFailure(exc.message, hint=exc.hint) from None
+    return [f for f in files if not f.yanked and (f.kind == "sdist" or served(parse_wheel_filename(f.filename)[3]))]
+
+
+def locate(project: str, version: str, artifact: Artifact) -> tuple[IndexFile, str, Client]:
+    """The pinned ``artifact`` as an index of pip's lists it with the pinned sha256, the index, and the client
+    to download it with (the index's credentials on the file's URL when it is on the index's own host).
+
+    SourceError (exit 2) when an index lists the file with another sha256 and none with the pinned one;
+    EnvironmentFailure (exit 3) when no index lists it.
+    """
+    settings = pip_settings()
+    client = settings.client()
+    other: list[str] = []
+    for base in settings.indexes:
+        try:
+            files = _listing(project, version, base, client)
+        except NotFound:
+            continue
+        found = next((f for f in files if f.filename == artifact.filename), None)
+        if found is None:
+            continue
+        if found.sha256 != artifact.sha256:
+            other.append(f"{shown(base)} lists sha256 {found.sha256}")
+            continue
+        return _with_credentials(found, base), base, client
+    if other:
+        raise SourceError(
+            f"{artifact.filename}: sha256 mismatch: expected {artifact.sha256}; " + "; ".join(other),
+            hint="the index serves a different file than the one pinned in VERSIONS.toml; nothing was downloaded",
+        )
+    where = ", ".join(shown(b) for b in settings.indexes)
+    raise EnvironmentFailure(f"no package index lists it ({where})", hint=_HINT)
+
+
+def _with_credentials(found: IndexFile, base: str) -> IndexFile:
+    """``found`` with the index URL's credentials on its URL when the file is on the index's own host."""
+    clean, auth = split_credentials(base)
+    if auth is None or origin(found.url) != origin(clean):
+        return found
+    parts = urllib.parse.urlsplit(found.url)
+    userinfo = urllib.parse.urlsplit(base).netloc.rpartition("@")[0]
+    return IndexFile(
+        found.filename,
+        found.sha256,
+        found.kind,
+        urllib.parse.urlunsplit(parts._replace(netloc=f"{userinfo}@{parts.netloc}")),
+        found.yanked,
+        found.size,
+    )
 
 
 def as_artifacts(files: Iterable[IndexFile]) -> tuple[Artifact, ...]:

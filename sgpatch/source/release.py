@@ -1,9 +1,11 @@
-"""A release that is not pinned yet: find its PyPI files through pip and pin them by sha256.
+"""A release that is not pinned yet: its files as the index lists them, pinned by the sha256 it states.
 
-``port`` needs the new release's source before VERSIONS.toml knows it.  pip
-downloads it (so the user's index, mirrors, proxy and certificates apply),
-and the sha256 of what it served becomes the new stack's pin, shown in the
-report for review.  A file already in sgpatch's cache under the same name is
+``port`` needs the new release's source before VERSIONS.toml knows it.  The
+index pip is configured with lists the release's files with their sha256
+(sgpatch.source.index); those hashes become the new stack's pins, shown in the
+report for review, and the files are downloaded by them
+(sgpatch.source.artifacts) and read as archives: no build backend of the
+release ever runs.  A file already in sgpatch's cache under the same pin is
 reused: it entered the cache only after its hash was checked.
 """
 
@@ -56,17 +58,23 @@ class Release:
 
     def metadata(self) -> bytes:
         """The release's core metadata: the wheel's METADATA, else the sdist's PKG-INFO."""
+        return self.metadata_file()[1]
+
+    def metadata_file(self) -> tuple[str, bytes]:
+        """Where the core metadata comes from (``sglang-0.5.10.tar.gz: PKG-INFO``) and its bytes."""
         wheel = self.file("wheel")
         if wheel is not None:
+            artifact, path = wheel
             name = f"{PACKAGE}-{self.version}.dist-info/METADATA"
-            data = _member(wheel[1], name)
         else:
             sdist = self.file("sdist")
             assert sdist is not None
-            data = _member(sdist[1], "PKG-INFO")
+            artifact, path = sdist
+            name = "PKG-INFO"
+        data = _member(path, name)
         if data is None:
             raise SourceError(f"{self.source[0].filename}: has no core metadata (METADATA or PKG-INFO)")
-        return data
+        return f"{artifact.filename}: {name}", data
 
     def build_system_requires(self) -> tuple[str, ...] | None:
         """``[build-system] requires`` of the sdist's pyproject.toml; None without an sdist."""
@@ -78,22 +86,32 @@ class Release:
             return ()
         try:
             doc = tomllib.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise SourceError(f"{sdist[0].filename}: pyproject.toml does not parse: {exc}") from None
-        requires = (doc.get("build-system") or {}).get("requires") or []
-        return tuple(str(r) for r in requires)
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+            detail = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:120]
+            raise SourceError(f"{sdist[0].filename}: pyproject.toml does not parse: {detail}") from None
+        system = doc.get("build-system")
+        requires = system.get("requires") if isinstance(system, dict) else None
+        if requires is None:
+            return ()
+        if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+            raise SourceError(f"{sdist[0].filename}: pyproject.toml: build-system.requires is not a list of strings")
+        return tuple(requires)
+
+
+MAX_METADATA_BYTES = 4 << 20  # METADATA, PKG-INFO or pyproject.toml (sglang's are a few KB)
 
 
 def _member(path: Path, name: str) -> bytes | None:
-    """One member of a wheel, or of an sdist (named below its top directory), read through the archive reader."""
+    """One small member of a wheel, or of an sdist (named below its top directory), read through the archive
+    reader (at most MAX_METADATA_BYTES)."""
     with open_archive(path) as archive:
-        return archive.read(name) if name in archive else None
+        return archive.read(name, limit=MAX_METADATA_BYTES) if name in archive else None
 
 
 def find_release(version: str, *, progress: Progress | None = None) -> Release:
     """The release's files as the index lists them (PEP 691, with their sha256): the sdist if PyPI ships
     one and every wheel a Linux x86_64/aarch64 CPython host may install; the sdist (else this host's
-    wheel, else the first one) downloaded through pip and checked against the index's sha256."""
+    wheel, else the first one) downloaded by the index's sha256 and checked against it."""
     if progress:
         progress(f"asking the package index for the files of {PACKAGE} {version}")
     artifacts = as_artifacts(release_files(PACKAGE, version))

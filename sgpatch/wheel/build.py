@@ -43,7 +43,6 @@ from sgpatch.wheel.provenance import (
     BuildInputs,
     dump_provenance,
     make_provenance,
-    parse_overrides,
     rewrite_requires,
     wheel_version,
 )
@@ -278,7 +277,6 @@ def repack_wheels(
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
     recipe = out_dir / recipe_filename(stack)
     results: list[BuildResult] = []
-    parse_overrides(stack)  # a malformed override fails before anything is repacked
     common = BuildInputs(
         stack=stack,
         series=series,
@@ -378,7 +376,6 @@ def build_wheel(
         before=tuple((p, g.blob_id(base, p)) for p in paths),
         after=tuple((p, g.blob_id(head, p)) for p in paths),
     )
-    parse_overrides(stack)  # a malformed override fails before the build, not after it
     key = cache_key(inputs)
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
     entry = builds / key[:24]

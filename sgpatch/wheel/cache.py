@@ -34,7 +34,7 @@ def cache_key(inputs: BuildInputs) -> str:
         "tree": inputs.tree,
         "phase": inputs.phase,
         "series": [inputs.series.id, [[p.name, p.sha256] for p in inputs.series.patches]],
-        "requires": [list(r) for r in stack.requires],
+        "requires": [[o.dist, o.text] for o in stack.requires],
         "source_date_epoch": inputs.source_date_epoch,
         "isolated": inputs.isolated,
         "build_requires": list(stack.build_requires) if inputs.isolated else None,

@@ -18,6 +18,7 @@ from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Stack, wheel_tags
 from sgpatch.errors import BuildError, SgpatchError
 from sgpatch.git.repo import Git
+from sgpatch.requirements import parse_requirement
 from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
@@ -148,7 +149,7 @@ def _parsed_requires(metadata: bytes) -> list[tuple[str, Requirement]]:
     out = []
     for line in requires_dist(metadata):
         try:
-            out.append((line, Requirement(line)))
+            out.append((line, parse_requirement(line)))
         except InvalidRequirement as exc:
             raise ValueError(f"Requires-Dist {line[:200]!r} does not parse: {exc}") from None
     return out
@@ -163,17 +164,14 @@ def _check_requires(stack: Stack, metadata: bytes | None, upstream_metadata: byt
         return WheelCheck("requires", False, f"METADATA: {exc}")
     found = [line for line, _ in parsed]
     problems: list[str] = []
-    try:
-        overrides = parse_overrides(stack)
-    except SgpatchError as exc:
-        return WheelCheck("requires", False, exc.message)
+    overrides = parse_overrides(stack)
     for line, req in parsed:
         want = overrides.get(canonicalize_name(req.name))
         if want is not None and req.specifier != want.specifier:
             problems.append(f"Requires-Dist {line} is not the stack's {want}")
-    for dist, _ in stack.requires:
-        if not any(canonicalize_name(req.name) == canonicalize_name(dist) for _, req in parsed):
-            problems.append(f"no Requires-Dist for {dist}")
+    for o in stack.requires:
+        if not any(canonicalize_name(req.name) == o.key for _, req in parsed):
+            problems.append(f"no Requires-Dist for {o.dist}")
     conflicts = recipe_conflicts(stack, [req for _, req in parsed])
     problems.extend(f"install recipe: {c}" for c in conflicts)
     kept = ""
@@ -186,7 +184,7 @@ def _check_requires(stack: Stack, metadata: bytes | None, upstream_metadata: byt
                 f"{diff[0] if diff else f'{len(found)} vs {len(expected)} entries'}"
             )
         kept = f"; all {len(found)} Requires-Dist equal upstream's after the overrides"
-    done = ", ".join(text for _, text in stack.requires) or "none (upstream's pins kept)"
+    done = ", ".join(o.text for o in stack.requires) or "none (upstream's pins kept)"
     return _check("requires", problems, f"overrides: {done}{kept}")
 
 

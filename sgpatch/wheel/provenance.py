@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from sgpatch import __version__
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import BuildError
+from sgpatch.requirements import parse_requirement
 from sgpatch.series.patch import Series
 
 PROVENANCE_NAME = "sgpatch.json"
@@ -85,17 +86,8 @@ def requires_dist(metadata: bytes) -> list[str]:
 
 
 def parse_overrides(stack: Stack) -> dict[str, Requirement]:
-    """The stack's overrides keyed by canonical project name; BuildError on a malformed one."""
-    parsed: dict[str, Requirement] = {}
-    for dist, text in stack.requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement as exc:
-            raise BuildError(f"{stack.name}: requires.{dist}: {text!r} is not a requirement: {exc}") from exc
-        if canonicalize_name(req.name) != canonicalize_name(dist):
-            raise BuildError(f"{stack.name}: requires.{dist}: {text!r} names {req.name}, not {dist}")
-        parsed[canonicalize_name(dist)] = req
-    return parsed
+    """The stack's overrides keyed by canonical project name (parsed where the config was read)."""
+    return {o.key: o.requirement for o in stack.requires}
 
 
 def rewrite_requires(metadata: bytes, stack: Stack) -> tuple[bytes, tuple[RequirementChange, ...]]:
@@ -116,7 +108,7 @@ def rewrite_requires(metadata: bytes, stack: Stack) -> tuple[bytes, tuple[Requir
             continue
         value = text[len(_REQUIRES) :].strip()
         try:
-            original = Requirement(value)
+            original = parse_requirement(value)
         except InvalidRequirement as exc:
             raise BuildError(f"METADATA: Requires-Dist {value!r} does not parse: {exc}") from exc
         key = canonicalize_name(original.name)

@@ -8,6 +8,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sgpatch.config import Stack
+from sgpatch.requirements import parse_requirement
 from sgpatch.wheel.names import DIST_NAME
 
 
@@ -25,7 +26,7 @@ def install_recipe(stack: Stack, version: str) -> str:
     if install.note:
         lines.append(f"# {install.note}")
     if stack.requires:
-        baked = "; ".join(text for _, text in stack.requires)
+        baked = "; ".join(o.text for o in stack.requires)
         lines.append(f"# Requires-Dist overrides baked into the wheel: {baked}")
     else:
         lines.append(f"# No Requires-Dist overrides: sglang {stack.sglang_version}'s own pins fit CUDA {stack.cuda}.")
@@ -49,7 +50,7 @@ def recipe_conflicts(stack: Stack, requirements: Sequence[Requirement]) -> list[
     conflicts = []
     for pin in stack.install.pins:
         try:
-            p = Requirement(pin)
+            p = parse_requirement(pin)
         except InvalidRequirement:
             conflicts.append(f"{pin!r} is not a requirement")
             continue

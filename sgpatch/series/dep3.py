@@ -1,0 +1,56 @@
+"""DEP-3 patch headers: read (``parse_dep3``) and written one field a line (``one_line``)."""
+
+from __future__ import annotations
+
+import re
+
+from sgpatch.errors import PatchError
+
+REQUIRED_FIELDS = ("Description", "Origin", "Upstream-Status")
+_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
+
+# What ``str.splitlines`` breaks a line at besides LF: in a DEP-3 header each is refused, so that no
+# reader (sgpatch's or another tool's) can see a field the writer did not write.
+LINE_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def one_line(value: str) -> str:
+    """``value`` as a DEP-3 header value: every line break (``LINE_BREAKS``, LF too) and control character
+    but tab escaped as Python writes it (``\\u2028``, ``\\r``), so the value stays on its line and
+    ``parse_dep3`` reads back exactly what was written."""
+    return "".join(
+        c.encode("unicode_escape").decode() if c in LINE_BREAKS or (ord(c) < 32 and c != "\t") or ord(c) == 127 else c
+        for c in value
+    )
+
+
+def parse_dep3(text: str, where: str) -> tuple[tuple[str, str], ...]:
+    """DEP-3 fields (``Key: value`` with space-indented continuations); lines end at LF only, and a line
+    with another line break or a control character (but tab) is refused."""
+    fields: list[list[str]] = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        bad = next((c for c in line if c in LINE_BREAKS or (ord(c) < 32 and c != "\t") or ord(c) == 127), None)
+        if bad is not None:
+            raise PatchError(
+                f"{where}:{lineno}: a line break or control character (U+{ord(bad):04X}) in the DEP-3 header",
+                hint="a header field is one line; continuation lines start with a space",
+            )
+        if not line.strip():
+            continue
+        if line[0] in " \t":
+            if not fields:
+                raise PatchError(f"{where}:{lineno}: continuation line before any DEP-3 field")
+            fields[-1][1] += "\n" + line.strip()
+            continue
+        m = _FIELD.match(line)
+        if not m:
+            raise PatchError(f"{where}:{lineno}: not a DEP-3 'Field: value' line: {line[:60]!r}")
+        fields.append([m.group(1), m.group(2).strip()])
+    result = tuple((k, v) for k, v in fields)
+    present = {k.lower() for k, _ in result}
+    if "subject" in present:
+        present.add("description")
+    for req in REQUIRED_FIELDS:
+        if req.lower() not in present:
+            raise PatchError(f"{where}:1: DEP-3 header lacks {req!r}", hint="see SPEC §5 for the header fields")
+    return result
