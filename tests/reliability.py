@@ -882,14 +882,14 @@ for _where, _fault in [
     ("anchor", "an anchor whose `file` holds `ESC[31m` and a carriage return"),
     ("file-path", "an untracked file in the checkout whose name holds `ESC[31m` and a carriage return"),
     ("commit-message", "a commit in the checkout whose `Sgpatch-Patch` trailer holds `ESC[31m`"),
-    ("patch-description", "a patch whose DEP-3 description line holds `ESC[31m` and a carriage return"),
+    ("patch-description", "a patch whose DEP-3 header line holds `ESC[31m` and a carriage return (refused by name)"),
 ]:
     case(
         f"cli-escape-{_where}",
         CLI,
         _fault,
         {"anchor": 1, "patch-description": 2}.get(_where, 2),
-        "\\x1b[31m",
+        "U+001B" if _where == "patch-description" else "\\x1b[31m",
         "no control byte on stdout or stderr (`verify` and `apply`); `--json` escapes it as JSON does",
     )
 _NORUN_REPOINT = (
