@@ -1228,6 +1228,13 @@ for _id, _fault, _exit, _expect, _kept in [
         "carries credentials; refusing",
         _NO_OTHER + "; the credentials never shown",
     ),
+    (
+        "supply-html-marked-section",
+        "`port`: a marked section `<![x[ a ]]>` (the stdlib parser asserts on it)",
+        3,
+        "HTML the parser cannot read",
+        _NO_OTHER,
+    ),
     ("supply-html-not-utf8", "`port`: an HTML page that is not UTF-8", 3, "not UTF-8", _NO_OTHER),
     (
         "supply-html-bad-version",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,7 @@ HOSTILE: dict[str, bytes] = {
     "supply-html-file-url": _link(_WHL, "file:///etc/passwd"),
     "supply-html-credentials-url": _link(_WHL, "http://user:s3cret@localhost:{other}/files/" + _WHL),
     "supply-html-base-credentials": b'<base href="http://u:p@localhost:{other}/x/">' + _link(_WHL, _WHL),
+    "supply-html-marked-section": b"<html><body><![x[ a ]]>" + _link(_WHL, _WHL),
     "supply-html-not-utf8": b"<html><body>\xff\xfe<a href=x>x</a></body></html>",
     "supply-html-bad-version": b'<meta name="pypi:repository-version" content="2.0">' + _link(_WHL, _WHL),
 }
@@ -194,3 +196,24 @@ def test_a_hostile_html_page_is_one_line_and_exit_3(use_index: Callable[..., Pat
         assert "s3cret" not in result.stderr and "u:p@" not in result.stderr, result.stderr
         assert other.seen == [] and [s.path for s in index.seen] == ["/simple/sglang/"], case_id
         assert _tree(proj) == before
+
+
+def test_random_html_is_read_or_refused_with_exit_3() -> None:
+    """Seeded random pages from HTML's special characters (marked sections, declarations, charrefs, links):
+    each is read or refused as malformed (exit 3), never another error.  Before the reader caught it, the
+    stdlib parser's AssertionError on ``<![x[`` came out of here as an internal error."""
+    from sgpatch.errors import EnvironmentFailure
+
+    rng = random.Random(503)
+    alphabet = [*b"<>!-[]/=\"' &#x;a", *b"\xc3\xa9"]
+    tokens = [b"<a href=", b"sglang-0.5.22.tar.gz", b"#sha256=" + b"0" * 64, b"<![", b"<!--", b"<base href=", b"</a>"]
+    read = refused = 0
+    for _ in range(5000):
+        parts = [rng.choice(tokens) if rng.random() < 0.2 else bytes([rng.choice(alphabet)]) for _ in range(40)]
+        try:
+            parse_project_page(b"".join(parts), "sglang", "0.5.22", page_url="http://h/simple/sglang/", kind="html")
+            read += 1
+        except EnvironmentFailure as exc:
+            assert exc.exit_code == 3 and "malformed HTML page" in exc.message, exc.message
+            refused += 1
+    assert read and refused  # both ends reached

@@ -104,11 +104,14 @@ def read_page(data: bytes, bad: Bad) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise bad(f"not UTF-8 HTML (byte {exc.start})") from None
     page = _Page(bad)
-    for start in range(0, len(text), CHUNK):
-        page.feed(text[start : start + CHUNK])
-        if len(page.rawdata) > MAX_CONSTRUCT:  # what the parser holds unparsed
-            raise bad(f"a tag, comment or declaration over {MAX_CONSTRUCT >> 10} KiB")
-    page.close()
+    try:
+        for start in range(0, len(text), CHUNK):
+            page.feed(text[start : start + CHUNK])
+            if len(page.rawdata) > MAX_CONSTRUCT:  # what the parser holds unparsed
+                raise bad(f"a tag, comment or declaration over {MAX_CONSTRUCT >> 10} KiB")
+        page.close()
+    except (AssertionError, ValueError) as exc:  # _markupbase asserts on a declaration it cannot read (<![x[)
+        raise bad(f"HTML the parser cannot read ({str(exc)[:80]})") from None
     version = "1.0" if page.version is None else page.version
     if not _VERSION.match(version):
         raise bad(f"pypi:repository-version {version[:20]!r} is not a version")
