@@ -12,7 +12,9 @@ block stops the server.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import html
 import http.server
 import json
 import ssl
@@ -151,6 +153,45 @@ class CraftedIndex:
 
     def page(self, body: bytes, *, project: str = "sglang", kind: str = JSON_TYPE, **reply: Any) -> None:
         self.replies[f"/simple/{project}/"] = Reply(body, headers=(("Content-Type", kind),), **reply)
+
+    def html(self, page: dict[str, Any], *, project: str = "sglang", kind: str = "text/html") -> bytes:
+        """Serve the JSON ``page`` (as ``serve_files`` makes it) as the PEP 503 HTML page saying the same."""
+        body = as_html(page)
+        self.page(body, project=project, kind=kind)
+        return body
+
+
+def as_html(page: dict[str, Any]) -> bytes:
+    """The PEP 503 page (with PEP 592, 629 and 658/714 attributes) that says what the PEP 691 ``page`` says.
+
+    Written here by hand from the PEPs, independently of sgpatch's reader: the differential tests compare
+    what sgpatch reads from the two."""
+    q = functools.partial(html.escape, quote=True)
+    lines = [
+        "<!DOCTYPE html>",
+        "<html><head>",
+        f'<meta name="pypi:repository-version" content="{q(page["meta"]["api-version"])}">',
+        f"<title>Links for {q(page.get('name', ''))}</title></head><body>",
+        f"<h1>Links for {q(page.get('name', ''))}</h1>",
+    ]
+    for f in page["files"]:
+        hashes = f.get("hashes", {})
+        name = "sha256" if "sha256" in hashes else next(iter(hashes), None)
+        href = f["url"] + (f"#{name}={hashes[name]}" if name else "")
+        attrs = [f'href="{q(href)}"']
+        if f.get("requires-python") is not None:
+            attrs.append(f'data-requires-python="{q(f["requires-python"])}"')
+        if f.get("yanked", False) is not False:
+            attrs.append(f'data-yanked="{q(f["yanked"]) if isinstance(f["yanked"], str) else ""}"')
+        meta = f.get("core-metadata")
+        if isinstance(meta, dict):
+            value = "=".join(next(iter(meta.items())))
+            attrs += [f'data-core-metadata="{value}"', f'data-dist-info-metadata="{value}"']
+        elif meta is True:
+            attrs += ['data-core-metadata="true"', 'data-dist-info-metadata="true"']
+        lines.append(f"<a {' '.join(attrs)}>{q(f['filename'])}</a><br />")
+    lines.append("</body></html>")
+    return "\n".join(lines).encode()
 
 
 @contextlib.contextmanager

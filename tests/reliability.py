@@ -827,7 +827,11 @@ WHEELS = "wheel-only releases"
 _INDEX = "nothing written to the project (VERSIONS.toml, patches/) and no checkout left; one line naming the index"
 for _id, _fault, _expect in [
     ("wheels-index-not-json", "the index's project page (PEP 691) is not JSON", "malformed answer: not JSON"),
-    ("wheels-index-html", "the index answers HTML, not the JSON API", "not the JSON API (PEP 691)"),
+    (
+        "wheels-index-other-type",
+        "the index answers `application/json`: neither the JSON API (PEP 691) nor HTML (PEP 503)",
+        "not the JSON (PEP 691) or HTML (PEP 503) simple API",
+    ),
     ("wheels-index-oversize", "the index's answer is over the 16 MiB bound", "the answer is over 16 MiB: refused"),
     ("wheels-index-bad-sha256", "a listed file's sha256 is not 64 hex digits", "no sha256 of 64 lowercase hex digits"),
     ("wheels-index-path-filename", "a listed file name is a path (`../../x.whl`)", "is not a plain file name"),
@@ -882,14 +886,14 @@ for _where, _fault in [
     ("anchor", "an anchor whose `file` holds `ESC[31m` and a carriage return"),
     ("file-path", "an untracked file in the checkout whose name holds `ESC[31m` and a carriage return"),
     ("commit-message", "a commit in the checkout whose `Sgpatch-Patch` trailer holds `ESC[31m`"),
-    ("patch-description", "a patch whose DEP-3 description line holds `ESC[31m` and a carriage return"),
+    ("patch-description", "a patch whose DEP-3 header line holds `ESC[31m` and a carriage return (refused by name)"),
 ]:
     case(
         f"cli-escape-{_where}",
         CLI,
         _fault,
         {"anchor": 1, "patch-description": 2}.get(_where, 2),
-        "\\x1b[31m",
+        "U+001B" if _where == "patch-description" else "\\x1b[31m",
         "no control byte on stdout or stderr (`verify` and `apply`); `--json` escapes it as JSON does",
     )
 _NORUN_REPOINT = (
@@ -1157,6 +1161,87 @@ for _id, _fault, _exit, _expect, _kept in [
         "Author: Eve\\u2028Origin",
         "each header value on one line, the breaks escaped; sgpatch's parser reads back exactly what was written "
         "(Upstream-Status: Pending, no forged field)",
+    ),
+]:
+    case(_id, SUPPLY, _fault, _exit, _expect, _kept)
+
+_NO_OTHER = _PROJECT + "; no other host asked, nothing downloaded"
+for _id, _fault, _exit, _expect, _kept in [
+    (
+        "supply-html-fetch",
+        "`fetch` through an index that serves only PEP 503 HTML (the real pinned 0.5.9 sdist listed on it)",
+        0,
+        "commit",
+        "the checkout's commit is the pinned `pypi_commit`, as through a JSON index; the page asked for JSON first",
+    ),
+    (
+        "supply-html-wrong-sha256",
+        "`fetch`: the HTML page lists `sglang-0.5.9.tar.gz` with another `#sha256=`",
+        2,
+        "sha256 mismatch",
+        "refused before the file is asked for; nothing cached, no checkout",
+    ),
+    (
+        "supply-html-yanked",
+        "a release whose wheels carry `data-yanked` (empty and with a reason), as JSON, HTML and a local HTML index",
+        0,
+        "yanked",
+        "the same release in all three: yanked files left out of a port, a pinned yanked file still fetched",
+    ),
+    (
+        "supply-html-differential",
+        "the same release (yanked, metadata hashes, absolute URL, md5-only and other projects' files) as PEP 691 "
+        "JSON and as PEP 503 HTML",
+        0,
+        "the same",
+        "the parsed file lists are equal, fact by fact",
+    ),
+    ("supply-html-huge", "`port`: a 17 MiB HTML page", 3, "over 16 MiB: refused", _NO_OTHER),
+    ("supply-html-many-links", "`port`: an HTML page of 100,000 links", 3, "more than 50000 links", _NO_OTHER),
+    ("supply-html-many-tags", "`port`: an HTML page of 300,000 unclosed tags", 3, "more than 250000 tags", _NO_OTHER),
+    ("supply-html-long-tag", "`port`: one `<a>` tag of 140 KB (20,000 attributes)", 3, "over 64 KiB", _NO_OTHER),
+    (
+        "supply-html-javascript-url",
+        "`port`: a release file's `href` is `javascript:alert(1)//…`",
+        3,
+        "is not http or https",
+        _NO_OTHER,
+    ),
+    (
+        "supply-html-file-url",
+        "`port`: a release file's `href` is `file:///etc/passwd`",
+        3,
+        "is not http or https",
+        _NO_OTHER,
+    ),
+    (
+        "supply-html-credentials-url",
+        "`port`: a release file's `href` is `http://user:s3cret@localhost:P/…` (another host)",
+        3,
+        "carries credentials; refusing",
+        _NO_OTHER + "; the credentials never shown",
+    ),
+    (
+        "supply-html-base-credentials",
+        "`port`: the page's `<base href>` is `http://u:p@localhost:P/x/`",
+        3,
+        "carries credentials; refusing",
+        _NO_OTHER + "; the credentials never shown",
+    ),
+    (
+        "supply-html-marked-section",
+        "`port`: a marked section `<![x[ a ]]>` (the stdlib parser asserts on it)",
+        3,
+        "HTML the parser cannot read",
+        _NO_OTHER,
+    ),
+    ("supply-html-not-utf8", "`port`: an HTML page that is not UTF-8", 3, "not UTF-8", _NO_OTHER),
+    (
+        "supply-html-bad-version",
+        "`port`: the page's `pypi:repository-version` (PEP 629) is 2.0",
+        3,
+        "is not 1.x",
+        _NO_OTHER,
     ),
 ]:
     case(_id, SUPPLY, _fault, _exit, _expect, _kept)

@@ -950,7 +950,7 @@ def _page(**changes: Any) -> bytes:
 _JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 INDEX_ANSWERS: dict[str, tuple[int, str, bytes]] = {
     "wheels-index-not-json": (200, _JSON_TYPE, b"<html>not json"),
-    "wheels-index-html": (200, "text/html", b"<html><a href='x.whl'>x</a></html>"),
+    "wheels-index-other-type": (200, "application/json", b'{"files": []}'),
     "wheels-index-oversize": (200, _JSON_TYPE, b" " * ((16 << 20) + 1)),
     "wheels-index-bad-sha256": (200, _JSON_TYPE, _page(hashes={"sha256": "ABC"})),
     "wheels-index-path-filename": (200, _JSON_TYPE, _page(filename="../../sglang-0.5.22-py3-none-any.whl")),

@@ -31,6 +31,7 @@ TESTS = (
     "tests/test_wheel.py",
     "tests/test_truth.py",
     "tests/test_supply.py",
+    "tests/test_index_html.py",
 )
 sys.path.insert(0, str(ROOT))
 

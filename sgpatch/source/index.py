@@ -1,4 +1,8 @@
-"""The package index's JSON API (PEP 691): every file a release publishes, with its sha256 and URL.
+"""The package index's simple API: every file a release publishes, with its sha256 and URL.
+
+Asked for the JSON API (PEP 691) and, on an index that serves only HTML, read
+from its PEP 503 page (sgpatch.source.simple_html turns that into the same JSON
+document, so both are checked and used by the one path below).
 
 The indexes asked are the ones pip is configured with: ``index-url`` (else
 PyPI) and each ``extra-index-url``, with pip's ``cert`` bundle and ``proxy``
@@ -12,9 +16,10 @@ and the file itself is then downloaded by sgpatch.source.artifacts and checked
 against the pin before any byte of it is used.
 
 An answer is hostile input: at most MAX_ANSWER bytes, counted before it is
-parsed (arrays and objects, values, nesting), then every field of every file
-checked for the type PEP 691/700 gives it.  Anything else is exit 3 with one
-line naming the index.
+parsed (arrays and objects, values, nesting; tags and links for HTML), then
+every field of every file checked for the type PEP 691/700 gives it, and every
+file URL of the release for its scheme and for credentials (never taken from a
+page).  Anything else is exit 3 with one line naming the index.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import re
 import subprocess
 import sys
 import urllib.parse
+import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
@@ -43,9 +49,12 @@ from packaging.version import Version
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.source.http import Client, NotFound, deadline_seconds, deadline_text, origin, shown, split_credentials
+from sgpatch.source.simple_html import read_page
 
 DEFAULT_INDEX = "https://pypi.org/simple"
-ACCEPT = "application/vnd.pypi.simple.v1+json"
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
+ACCEPT = f"{JSON_TYPE}, {HTML_TYPES[1]};q=0.2, text/html;q=0.1"  # PEP 691's recommended form
 MAX_ANSWER = 16 << 20  # bytes; sglang's page is 0.17 MB for 412 files today
 MAX_CONTAINERS = 250_000  # arrays and objects in one answer (today: about 830)
 MAX_VALUES = 1_000_000  # commas, i.e. values and keys beyond the first of each (today: about 3,000)
@@ -150,20 +159,30 @@ def pip_settings() -> PipSettings:
 # --------------------------------------------------------------------------- asking an index
 
 
-def fetch_project_page(project: str, base: str, client: Client) -> tuple[bytes, str]:
-    """The JSON project page of ``project`` at the index ``base`` (bounded) and the URL it came from;
-    NotFound when the index has no such project, EnvironmentFailure (exit 3) otherwise."""
+def fetch_project_page(project: str, base: str, client: Client) -> tuple[bytes, str, str]:
+    """The project page of ``project`` at the index ``base`` (bounded), the URL it came from and its format
+    (``json`` or ``html``); NotFound when the index has no such project, EnvironmentFailure (exit 3) otherwise.
+
+    A local index (``file://``) is a directory: the page is its ``index.html`` (as pip reads it), or a
+    JSON file if it starts with ``{``."""
     if not base.startswith(("https://", "http://", "file://")):
         raise EnvironmentFailure(f"pip's index URL {shown(base)!r} is not http(s) or file", hint=_HINT)
     page = f"{base}/{canonicalize_name(project)}/"
+    if page.startswith("file:") and os.path.isdir(urllib.request.url2pathname(urllib.parse.urlsplit(page).path)):
+        page += "index.html"
     buf = bytearray()
     answer = client.get(page, accept=ACCEPT, max_bytes=MAX_ANSWER, sink=buf.extend, what="the answer")
-    if page.startswith("http") and answer.content_type != ACCEPT:
-        raise EnvironmentFailure(
-            f"{shown(page)}: answered {answer.content_type[:60] or 'no content type'!r}, not the JSON API (PEP 691)",
-            hint="the index must serve application/vnd.pypi.simple.v1+json",
-        )
-    return bytes(buf), answer.url
+    if not page.startswith("http"):
+        return bytes(buf), answer.url, "json" if buf.lstrip()[:1] == b"{" else "html"
+    if answer.content_type == JSON_TYPE:
+        return bytes(buf), answer.url, "json"
+    if answer.content_type in HTML_TYPES:
+        return bytes(buf), answer.url, "html"
+    raise EnvironmentFailure(
+        f"{shown(page)}: answered {answer.content_type[:60] or 'no content type'!r}, "
+        "not the JSON (PEP 691) or HTML (PEP 503) simple API",
+        hint=f"the index must serve {JSON_TYPE} or text/html",
+    )
 
 
 def _check_shape(data: bytes, bad: Any) -> None:
@@ -222,26 +241,40 @@ def _check_file(item: Any, i: int, bad: Any) -> None:
 
 
 def parse_project_page(
-    data: bytes, project: str, version: str, *, where: str = "the index", page_url: str = ""
+    data: bytes, project: str, version: str, *, where: str = "the index", page_url: str = "", kind: str = "json"
 ) -> list[IndexFile]:
-    """The files of ``project`` ``version`` that a JSON project page lists (yanked ones marked).
+    """The files of ``project`` ``version`` that a project page lists (yanked ones marked): a JSON page
+    (PEP 691), or with ``kind="html"`` an HTML one (PEP 503), read as the JSON document it stands for.
 
     Every field of every file is checked by type, and the files of the release must carry a sha256 and a
     URL (resolved against ``page_url``): a malformed answer is EnvironmentFailure (exit 3) naming what is wrong.
     """
+    html = kind == "html"
 
     def bad(what: str) -> EnvironmentFailure:
-        return EnvironmentFailure(f"{where}: malformed answer: {what}", hint="the index is not a PEP 691 index")
+        return EnvironmentFailure(
+            f"{where}: malformed {'HTML page' if html else 'answer'}: {what}",
+            hint=f"the index is not a {'PEP 503' if html else 'PEP 691'} index",
+        )
 
     if len(data) > MAX_ANSWER:
         raise bad(f"over {MAX_ANSWER >> 20} MiB")
+    doc = read_page(data, bad) if html else _json_document(data, bad)
+    return _release_files(doc, project, version, page_url, bad)
+
+
+def _json_document(data: bytes, bad: Any) -> Any:
     _check_shape(data, bad)
     try:
-        doc = json.loads(data)
+        return json.loads(data)
     except RecursionError:
         raise bad("nested deeper than the parser's limit") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad(f"not JSON ({str(exc)[:80]})") from None
+
+
+def _release_files(doc: Any, project: str, version: str, page_url: str, bad: Any) -> list[IndexFile]:
+    """The release's files in a PEP 691 document, every file checked (the one path for JSON and HTML)."""
     if not isinstance(doc, dict):
         raise bad("not a JSON object")
     meta = doc.get("meta")
@@ -290,6 +323,8 @@ def _file_url(raw: object, page_url: str, name: str, bad: Any) -> str:
     allowed = ("http", "https", "file") if page_url.startswith("file:") else ("http", "https")
     if scheme not in allowed:
         raise bad(f"{name}: url {shown(url)[:120]!r} is not {' or '.join(allowed)}")
+    if "@" in urllib.parse.urlsplit(url).netloc:  # credentials come from pip's configuration, never from a page
+        raise bad(f"{name}: url {shown(url)[:120]!r} carries credentials; refusing")
     return url
 
 
@@ -317,8 +352,8 @@ def served(tags: Iterable[Tag]) -> bool:
 
 
 def _listing(project: str, version: str, base: str, client: Client) -> list[IndexFile]:
-    data, page = fetch_project_page(project, base, client)
-    return parse_project_page(data, project, version, where=shown(base), page_url=page)
+    data, page, kind = fetch_project_page(project, base, client)
+    return parse_project_page(data, project, version, where=shown(base), page_url=page, kind=kind)
 
 
 def release_files(project: str, version: str, *, url: str | None = None) -> list[IndexFile]:
