@@ -1,6 +1,6 @@
 """Upgrade day for a real series (issue 19): slime's 49-file patch on SGLang 0.5.9, carried hunk by hunk.
 
-The series is the RL framework slime's own (``/work/shared/series``, Apache-2.0), read from there and
+The series is the RL framework slime's own (``../shared/series`` beside the project, Apache-2.0), read from there and
 never copied into the project.  It is adopted as the maintainers of a stack would: ``git apply`` in a
 0.5.9 checkout, commit, ``sgpatch export``.  Every command then runs as a whole ``sgpatch`` process.
 """
@@ -28,7 +28,9 @@ from sgpatch.series.patch import read_series
 from .helpers import empty_series_project, git, snapshot
 from .reliability import first_error, record
 
-SLIME = Path(os.environ.get("SGPATCH_SLIME_PATCH", "/work/shared/series/slime-sglang-0.5.9.patch"))
+# ../shared/ beside the project's checkout (where CI lays it too); SGPATCH_SLIME_PATCH names another copy
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+SLIME = Path(os.environ.get("SGPATCH_SLIME_PATCH", str(SHARED / "series" / "slime-sglang-0.5.9.patch")))
 PATCH = "0001-slime-the-rl-framework-s-changes-to-sglang-0-5-9.patch"
 NEW = "0.5.12.post1-cu130"
 RECORD = "sgpatch-port.json"
@@ -47,6 +49,8 @@ MESSAGE = (
     "Origin: vendor, https://github.com/THUDM/slime\nUpstream-Status: Inappropriate [RL framework integration]\n"
 )
 
+if not SLIME.is_file() and os.environ.get("CI"):
+    raise RuntimeError(f"the slime series is not at {SLIME}: CI must test on the real series (../shared/series)")
 pytestmark = pytest.mark.skipif(not SLIME.is_file(), reason=f"the slime series is not at {SLIME}")
 
 

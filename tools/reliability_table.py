@@ -32,6 +32,8 @@ TESTS = (
     "tests/test_truth.py",
     "tests/test_supply.py",
     "tests/test_index_html.py",
+    "tests/test_port_series.py",
+    "tests/test_port_resume.py",
 )
 sys.path.insert(0, str(ROOT))
 
