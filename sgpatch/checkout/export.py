@@ -165,7 +165,7 @@ def _export(config: Config, stack: Stack, series: Series, g: Git, *, check: bool
     head = chain[-1].commit if chain else base
 
     directory = series.directory
-    current = {p.name: p.path.read_bytes() for p in series.patches}
+    current = {p.name: p.data for p in series.patches}
     headers = {name: header_of(data) for name, data in current.items()}
     rendered = render_chain(g, chain, headers, current, names)
     for r in rendered:

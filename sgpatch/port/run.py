@@ -249,7 +249,7 @@ def prepare(
     g = run.g
     chain = series_chain(g, run.base, run.tip)
     old_by_name = {p.name: p for p in plan.old.series.patches}
-    headers = {name: header_of(old_by_name[name].path.read_bytes()) for name in run.kept}
+    headers = {name: header_of(old_by_name[name].data) for name in run.kept}
     rendered = render_chain(g, chain, headers, {}, list(old_by_name))
     new_patches: list[Patch] = [parse_patch(r.data, plan.series_dir / r.name, name=r.name) for r in rendered]
     final = rerecord(g, run.base, chain, new_patches) if chain else run.base

@@ -59,7 +59,7 @@ def exclude_droppings(g: Git) -> None:
 
 def _section(patch: Patch, index: int) -> bytes:
     """The bytes of the ``index``-th file section of the patch file (from its ``diff --git`` line)."""
-    lines = patch.path.read_bytes().split(b"\n")
+    lines = patch.data.split(b"\n")
     start = patch.files[index].patch_line - 1
     end = patch.files[index + 1].patch_line - 1 if index + 1 < len(patch.files) else len(lines)
     body = b"\n".join(lines[start:end])

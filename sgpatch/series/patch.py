@@ -5,6 +5,7 @@ Pure: it reads patch files; git is never involved.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Sequence
@@ -86,6 +87,9 @@ class Patch:
     sha256: str
     fields: tuple[tuple[str, str], ...]
     files: tuple[FilePatch, ...]
+    # The patch file's bytes as they were read (``sha256`` is theirs), so no caller reads the file again;
+    # empty for a patch sgpatch derives from another (one file or one hunk of it).
+    data: bytes = dataclasses.field(default=b"", repr=False, compare=False)
 
     def field(self, key: str) -> str | None:
         return next((v for k, v in self.fields if k.lower() == key.lower()), None)
@@ -190,6 +194,7 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
         sha256=hashlib.sha256(data).hexdigest(),
         fields=fields,
         files=tuple(files),
+        data=data,
     )
 
 
