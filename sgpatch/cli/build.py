@@ -65,6 +65,7 @@ def build(
         isolated=not no_isolation,
         progress=_progress(json_out),
         cache=_cache(no_cache),
+        anchors=project.anchors,
     )
     if json_out:  # the first wheel's document, with every wheel's under "wheels" (one per platform tag)
         docs = [r.as_dict() for r in results]

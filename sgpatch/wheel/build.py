@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -31,6 +31,7 @@ from sgpatch.config import Artifact, Config, Stack, wheel_tags
 from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.git.repo import Git
 from sgpatch.results import Progress
+from sgpatch.series.anchors import Anchor, load_anchors
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive
 from sgpatch.source.artifacts import fetch_artifact, sha256_file
@@ -211,10 +212,12 @@ def build_wheels(
     cache_dir: Path | None = None,
     python: str | None = None,
     cache: Cache | None = None,
+    anchors: Sequence[Anchor] | None = None,
 ) -> tuple[BuildResult, ...]:
     """The stack's patched wheels: built from the sdist (one pure wheel), or, for a release without
     an sdist, upstream's pinned wheels repacked (one per platform tag: all, or those in ``platforms``).
-    ``cache`` (None: none): see :func:`build_wheel`."""
+    ``cache`` (None: none): see :func:`build_wheel`.  ``anchors``: the stack's, as the caller read them with
+    its series (None: read here, once for every wheel's check)."""
     if not stack.repacks:
         if platforms:
             raise BuildError(
@@ -232,6 +235,7 @@ def build_wheels(
             cache_dir=cache_dir,
             python=python,
             cache=cache,
+            anchors=anchors,
         )
         return (built,)
     return repack_wheels(
@@ -245,6 +249,7 @@ def build_wheels(
         allow_unpatched=allow_unpatched,
         cache_dir=cache_dir,
         cache=cache,
+        anchors=anchors,
     )
 
 
@@ -260,6 +265,7 @@ def repack_wheels(
     allow_unpatched: bool = False,
     cache_dir: Path | None = None,
     cache: Cache | None = None,
+    anchors: Sequence[Anchor] | None = None,
 ) -> tuple[BuildResult, ...]:
     """Upstream's pinned wheels repacked with the checkout's patched files (sgpatch.wheel.repack), checked
     against the wheel each was made from; with ``cache``, the same inputs reuse the wheel kept in
@@ -274,6 +280,8 @@ def repack_wheels(
         raise BuildError(f"{stack.name}: pins no wheel to repack", hint="pin the release's wheels (sgpatch port)")
     paths = series.touched
     patched = {p: g.read_blob(head, p) for p in paths}
+    if anchors is None:  # read once for every wheel's check
+        anchors = load_anchors(stack.series_dir / "anchors.toml")
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
     recipe = out_dir / recipe_filename(stack)
     results: list[BuildResult] = []
@@ -309,7 +317,9 @@ def repack_wheels(
                 write_atomic(wheel, final)
         recipe.write_text(install_recipe(stack, version))
         say(f"checking {name} against {artifact.filename}")
-        report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=cache)
+        report = check_wheel(
+            stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors
+        )
         if report.ok and cached is None and cache is not None:
             store_wheel(entry, wheel)
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
@@ -340,6 +350,7 @@ def build_wheel(
     cache_dir: Path | None = None,
     python: str | None = None,
     cache: Cache | None = None,
+    anchors: Sequence[Anchor] | None = None,
     exports: Path | None = None,
 ) -> BuildResult:
     """Build (or reuse) the patched wheel of ``checkout`` into ``out_dir`` and check it.
@@ -430,7 +441,7 @@ def build_wheel(
         recipe.write_text(install_recipe(stack, version))
 
     say(f"checking {name}")
-    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=cache)
+    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors)
     if report.ok and cached is None and cache is not None:
         store_wheel(entry, wheel)
     return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
