@@ -177,7 +177,7 @@ def test_a_conflict_needs_a_person_and_names_patch_file_and_hunk(
     with crafted_index() as index:
         index.serve_files(real_files)
         use_index(index)
-        result = watch(proj, "--json", "--out", str(tmp_path / "reports"))
+        result = watch(proj, "--json", "--out", str(tmp_path / "reports"), "--release", "0.5.10")
     assert result.exit_code == 1, result.stderr + result.stdout
     [rel] = json_out(result)["releases"]
     assert rel["state"] == "needs-person"
@@ -207,6 +207,8 @@ def test_dry_run_lists_and_json_shape(
         use_index(index)
         result = watch(proj, "--dry-run", "--json")
         human = watch(proj, "--dry-run")
+        unlisted = watch(proj, "--release", "0.5.11")
+        older = watch(proj, "--release", "0.5.9")
     assert result.exit_code == 10, result.stderr
     doc = json_out(result)
     assert set(doc) == {
@@ -224,6 +226,9 @@ def test_dry_run_lists_and_json_shape(
     assert [(r["version"], r["state"], r["port"]) for r in doc["releases"]] == [("0.5.10", "new", None)]
     assert tree(proj) == before
     assert human.exit_code == 10 and "0.5.10       new" in human.stdout and "TOTAL: attempted 0" in human.stdout
+    assert unlisted.exit_code == 2 and "lists no usable file of sglang 0.5.11" in unlisted.stderr
+    assert older.exit_code == 2 and "not newer than 0.5.9" in older.stderr
+    assert tree(proj) == before
 
 
 @pytest.mark.parametrize("release", ["latest", "0.5.10;rm -rf /", "../0.5.10"])

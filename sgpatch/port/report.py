@@ -72,7 +72,7 @@ def _patches(r: WatchedRelease) -> list[str]:
         lines += [_row("patch", "file", "hunk", "state", "evidence"), _row("---", "---", "---", "---", "---")]
         for p, f, h in hunks:
             why = h.detail or h.proof
-            if h.offset:
+            if h.offset and f"offset {h.offset:+d}" not in why:
                 why = f"{why} (offset {h.offset:+d})".strip()
             lines.append(_row(code(p.name), code(f.path), f"{h.index} {code(h.header)}", h.state, code(why)))
         total = counts(r.port.patches)["hunks"]
