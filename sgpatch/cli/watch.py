@@ -10,7 +10,7 @@ import typer
 from sgpatch.cli.base import ConfigOpt, JsonOpt, NoCacheOpt, _cache, _config, _progress, app, echo, echo_json, handled
 
 if TYPE_CHECKING:
-    from sgpatch.port.watch import WatchResult
+    from sgpatch.port.watched import WatchResult
 
 
 @app.command()
@@ -66,7 +66,7 @@ def watch(
 
 def render_watch(result: WatchResult) -> str:
     """One line per release (auto-upgrade-helper style), then the TOTAL line."""
-    from sgpatch.port.watch import ERROR, NEEDS_PERSON, NEW, PORTED
+    from sgpatch.port.watched import ERROR, NEEDS_PERSON, NEW, PORTED
 
     lines = [f"watch   from {result.base} (newest on its line: sglang {result.newest}), index {result.index}"]
     for s in result.skipped:

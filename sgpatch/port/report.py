@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from sgpatch.port.verdict import counts
-from sgpatch.port.watch import ERROR, NEEDS_PERSON, PORTED, WatchedRelease
+from sgpatch.port.watched import ERROR, NEEDS_PERSON, PORTED, WatchedRelease
 
 MAX_REPORT = 60_000  # characters: under a pull request body's 65,536
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
