@@ -21,7 +21,7 @@ from sgpatch.cli.base import (
 )
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+@app.command()
 @handled
 def preflight(
     words: Annotated[

@@ -161,7 +161,11 @@ def quantization_finding(tree: SourceTree, args: Mapping[str, object], draft: Mo
     method = own.get("quant_method") if isinstance(own, Mapping) else None
     if quant is None or "speculative_draft_model_quantization" in args:
         chosen = args.get("speculative_draft_model_quantization")
-        shown = f"--speculative-draft-model-quantization {chosen}" if chosen else f"its own config ({method})"
+        shown = (
+            f"--speculative-draft-model-quantization {chosen}"
+            if chosen
+            else f"its own config ({method or 'unquantized'})"
+        )
         return Finding("draft-quantization", "ok", "draft", f"draft quantization: {shown}", at)
     if method == quant:
         return Finding("draft-quantization", "ok", "draft", f"draft inherits --quantization {quant}, its own", at)
@@ -176,7 +180,10 @@ def quantization_finding(tree: SourceTree, args: Mapping[str, object], draft: Mo
 
 
 def file_findings(
-    tree: SourceTree, target: ModelFiles, draft: ModelFiles | None, draft_class: tuple[str, str] | None,
+    tree: SourceTree,
+    target: ModelFiles,
+    draft: ModelFiles | None,
+    draft_class: tuple[str, str] | None,
     args: Mapping[str, object],
 ) -> tuple[Finding, ...]:
     """The model-file rules for this launch (none without a draft)."""

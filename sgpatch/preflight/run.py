@@ -134,7 +134,9 @@ def preflight(
     from sgpatch.source.tree import DirTree
 
     if not checkout.is_dir():
-        raise ConfigError(f"{checkout}: no such checkout", hint="run 'sgpatch fetch' (and 'sgpatch apply'), or --checkout")
+        raise ConfigError(
+            f"{checkout}: no such checkout", hint="run 'sgpatch fetch' (and 'sgpatch apply'), or --checkout"
+        )
     tree = DirTree(checkout)
     launch = parse_launch(words, read_flags(tree))
     environ = os.environ if environ is None else environ
@@ -146,12 +148,20 @@ def preflight(
     findings: list[Finding] = []
     if launch.rejected:
         findings.append(
-            Finding("launch-args", "crash", "launch", launch.rejected[:300], launch.parse_at,
-                    "SGLang's parser exits on this before anything loads: fix the flag")
+            Finding(
+                "launch-args",
+                "crash",
+                "launch",
+                launch.rejected[:300],
+                launch.parse_at,
+                "SGLang's parser exits on this before anything loads: fix the flag",
+            )
         )
     target_path = launch.args.get("model_path")
     if not isinstance(target_path, str):
-        return PreflightReport(str(checkout), launch, (), tuple(findings), None, (*notes, "no --model-path: nothing else checked"))
+        return PreflightReport(
+            str(checkout), launch, (), tuple(findings), None, (*notes, "no --model-path: nothing else checked")
+        )
     draft_path = launch.args.get("speculative_draft_model_path")
     specs = [("target", target_path)]
     if isinstance(draft_path, str):
