@@ -466,3 +466,34 @@ def test_preflight_reads_no_weights_and_imports_no_torch(patched: Path, kimi: tu
 def test_a_missing_launch_command_is_a_usage_error(patched: Path) -> None:
     with pytest.raises(SgpatchError, match="no launch command"):
         parse_launch([], read_flags(DirTree(patched)))
+
+
+def test_flags_of_0523_come_from_its_annotated_fields(release_tree: Callable[[str], Path]) -> None:
+    flags = read_flags(DirTree(release_tree("0.5.23")))
+    launch = parse_launch(
+        [
+            *SERVE,
+            "--model-path",
+            "/m",
+            "--tp",
+            "8",
+            "--context-length",
+            "128k",
+            "--enable-dp-attention",
+            "--speculative-algorithm",
+            "EAGLE3",
+        ],
+        flags,
+    )
+    assert launch.rejected == ""
+    assert launch.args == {
+        "model_path": "/m",
+        "tp_size": 8,
+        "context_length": 128000,
+        "enable_dp_attention": True,
+        "speculative_algorithm": "EAGLE3",
+    }
+    tp = next(f for f in flags.flags if f.dest == "tp_size")
+    assert tp.strings == ("--tp-size", "--tensor-parallel-size")
+    assert tp.at.startswith("python/sglang/srt/arg_groups/fields/parallel.py:")
+    assert flags.renames == ()  # 0.5.9 renames tensor_parallel_size in from_cli_args; 0.5.23 names the field
