@@ -147,7 +147,7 @@ def test_new_commit_becomes_a_new_numbered_patch(
         "Origin: vendor, https://example.com/issues/7\n"
         "Author: Dev One <dev@example.com>\n"
         "Bug: https://example.com/issues/7\n"
-        "Upstream-Status: Pending\n"
+        "Forwarded: no\n"
         f"Last-Update: {date}\n"
         "---\n"
     )
@@ -187,7 +187,7 @@ def test_header_and_slug_from_a_commit_message() -> None:
     assert slug("deepseek_v2: guard layer_ids[0] == 1 (PR #25454)") == "deepseek-v2-guard-layer-ids-0-1-pr-25454"
     assert slug("") == "local-change"
     header = dep3_header("Fix it\n", "A <a@x>", "2026-01-02").decode()
-    assert header.startswith("Description: Fix it\nOrigin: vendor\nAuthor: A <a@x>\nUpstream-Status: Pending\n")
+    assert header.startswith("Description: Fix it\nOrigin: vendor\nAuthor: A <a@x>\nForwarded: no\n")
     parsed = parse_patch(
         header.encode() + b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n", Path("0001-x.patch")
     )
