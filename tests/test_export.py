@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 from collections.abc import Callable
 from pathlib import Path
@@ -65,7 +66,9 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
     commit(co, "", amend=True)
     stale = export(config, "--checkout", str(co), "--check")
     assert stale.exit_code == 1 and "STALE" in stale.stdout
+    days = {datetime.date.today().isoformat()}
     result = export(config, "--checkout", str(co), "--json")
+    days.add(datetime.date.today().isoformat())
     assert result.exit_code == 0, result.stderr
     doc = json_out(result)
     assert [p["status"] for p in doc["patches"]] == ["unchanged", "updated"]
@@ -77,7 +80,9 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
         )
         if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
     ]
-    assert changed == [
+    # The change changed: Last-Update is today's date; 0001 (untouched) keeps its bytes.
+    assert changed[0] == "-Last-Update: 2026-11-30" and changed[1].removeprefix("+Last-Update: ") in days
+    assert changed[2:] == [
         "-index 1583dd7..c5c7124 100644",
         f"+index 1583dd7..{git(co, 'rev-parse', f'HEAD:{DEEPSEEK}')[:7]} 100644",
         "-+            # adjustment",
