@@ -159,6 +159,11 @@ def export_series(config: Config, stack: Stack, series: Series, checkout: Path, 
         return _export(config, stack, series, g, check=check)
 
 
+def export_held(config: Config, stack: Stack, series: Series, g: Git) -> ExportResult:
+    """Export from ``g`` with its checkout lock already held (an edit's write-back)."""
+    return _export(config, stack, series, g, check=False)
+
+
 def _export(
     config: Config, stack: Stack, series: Series, g: Git, *, check: bool, today: str | None = None
 ) -> ExportResult:
