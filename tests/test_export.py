@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 from collections.abc import Callable
 from pathlib import Path
@@ -65,7 +66,9 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
     commit(co, "", amend=True)
     stale = export(config, "--checkout", str(co), "--check")
     assert stale.exit_code == 1 and "STALE" in stale.stdout
+    days = {datetime.date.today().isoformat()}
     result = export(config, "--checkout", str(co), "--json")
+    days.add(datetime.date.today().isoformat())
     assert result.exit_code == 0, result.stderr
     doc = json_out(result)
     assert [p["status"] for p in doc["patches"]] == ["unchanged", "updated"]
@@ -77,7 +80,9 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
         )
         if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
     ]
-    assert changed == [
+    # The change changed: Last-Update is today's date; 0001 (untouched) keeps its bytes.
+    assert changed[0] == "-Last-Update: 2026-11-30" and changed[1].removeprefix("+Last-Update: ") in days
+    assert changed[2:] == [
         "-index 1583dd7..c5c7124 100644",
         f"+index 1583dd7..{git(co, 'rev-parse', f'HEAD:{DEEPSEEK}')[:7]} 100644",
         "-+            # adjustment",
@@ -147,7 +152,7 @@ def test_new_commit_becomes_a_new_numbered_patch(
         "Origin: vendor, https://example.com/issues/7\n"
         "Author: Dev One <dev@example.com>\n"
         "Bug: https://example.com/issues/7\n"
-        "Upstream-Status: Pending\n"
+        "Forwarded: no\n"
         f"Last-Update: {date}\n"
         "---\n"
     )
@@ -187,7 +192,7 @@ def test_header_and_slug_from_a_commit_message() -> None:
     assert slug("deepseek_v2: guard layer_ids[0] == 1 (PR #25454)") == "deepseek-v2-guard-layer-ids-0-1-pr-25454"
     assert slug("") == "local-change"
     header = dep3_header("Fix it\n", "A <a@x>", "2026-01-02").decode()
-    assert header.startswith("Description: Fix it\nOrigin: vendor\nAuthor: A <a@x>\nUpstream-Status: Pending\n")
+    assert header.startswith("Description: Fix it\nOrigin: vendor\nAuthor: A <a@x>\nForwarded: no\n")
     parsed = parse_patch(
         header.encode() + b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n", Path("0001-x.patch")
     )
