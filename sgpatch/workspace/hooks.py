@@ -15,13 +15,16 @@ class Hook:
     name: str
     entry: str
     files: str | None  # None: always_run
-    stack: str | None = None
 
 
 # The same ids, entries and file patterns as .pre-commit-hooks.yaml (a test holds the two together).
 HOOKS = (
-    Hook("sgpatch-series", "sgpatch series applies to its pinned source", "sgpatch export --fresh --check",
-         r"^(VERSIONS\.toml|patches/)"),
+    Hook(
+        "sgpatch-series",
+        "sgpatch series applies to its pinned source",
+        "sgpatch export --fresh --check",
+        r"^(VERSIONS\.toml|patches/)",
+    ),
     Hook("sgpatch-export", "sgpatch patches are not stale", "sgpatch export --check", None),
 )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,8 +226,39 @@ def init_project(
 # --------------------------------------------------------------------------- the files
 
 
-def _commented(table: Table, key: str, value: Any, comment: str) -> None:
-    table.add(tomlkit.comment(comment))
+# What each key pins, said above it in the file.
+COMMENTS = {
+    "schema_version": "The format of this file.",
+    "default_stack": "The stack commands use when none is given.",
+    "sglang_version": "The SGLang release (PyPI's version).",
+    "tag": "Upstream's git tag of that release.",
+    "series": "The patch series: its 'series' file lists the patches in order.",
+    "cuda": "The CUDA version the stack serves on.",
+    "local_label": "The wheel's local version label: sglang-VERSION+LABEL.SERIES.",
+    "default": "Where 'sgpatch fetch' takes the source from: the pinned PyPI files.",
+    "git_url": "Upstream's repository ('sgpatch fetch --source git' once the upstream 'commit' is pinned).",
+    "pypi_commit": "The commit sgpatch makes from the pinned file (fixed identity and date): the same everywhere.",
+    "sdist": "The source distribution, by the sha256 the index lists: checked before any byte is used.",
+    "wheel": "The release's wheel (the built wheel is compared with it file by file).",
+    "wheels": "Every wheel a serving host may install (one per CPython version and platform).",
+    "build.requires": "The build backend, pinned so that a wheel built next year is byte-identical.",
+    "note": "What a serving host needs around the wheel (written beside it as requirements-STACK.txt).",
+    "extra_index_urls": "Indexes pip needs besides PyPI for this CUDA stack.",
+    "pins": "The CUDA stack's packages: the release's own Requires-Dist, with the label's local tags.",
+}
+HEADER = (
+    "sgpatch: the SGLang/CUDA stacks this repository pins, one table per stack.",
+    "Every value is a pin: a changed upstream file, artifact or commit is an error, never drift.",
+    "Written by 'sgpatch init'; 'sgpatch port STACK --to VERSION' adds the next release's stack.",
+)
+FOOTER = (
+    "'sgpatch export' adds [stacks.\"STACK\".files]: the blob ids of the files the series touches;",
+    "[stacks.\"STACK\".interface] (algorithm, target, draft) turns on 'sgpatch check-interface'.",
+)
+
+
+def _add(table: Any, key: str, value: Any, comment: str | None = None) -> None:
+    table.add(tomlkit.comment(comment or COMMENTS[key]))
     table.add(key, value)
 
 
@@ -236,68 +268,64 @@ def _inline(artifact: Artifact) -> Any:
     return item
 
 
-def _array(values: tuple[str, ...]) -> Any:
+def _array(values: Sequence[Any]) -> Any:
     array = tomlkit.array()
     array.extend(values)
     return array.multiline(len(values) > 1)
 
 
+def _section(parent: Table, key: str, table: Table) -> None:
+    parent.add(tomlkit.nl())
+    parent.add(key, table)
+
+
 def versions_toml(stack: Stack) -> str:
     """VERSIONS.toml holding ``stack`` alone, every key with a comment saying what it pins."""
     doc = tomlkit.document()
-    doc.add(tomlkit.comment("sgpatch: the SGLang/CUDA stacks this repository pins, one table per stack."))
-    doc.add(tomlkit.comment("Every value is a pin: a changed upstream file, artifact or commit is an error, never drift."))
-    doc.add(tomlkit.comment("Written by 'sgpatch init'; 'sgpatch port STACK --to VERSION' adds the next release's stack."))
-    doc.add(tomlkit.comment("The format of this file."))
-    doc.add("schema_version", SCHEMA_VERSION)
-    doc.add(tomlkit.comment("The stack commands use when none is given."))
-    doc.add("default_stack", stack.name)
+    for line in HEADER:
+        doc.add(tomlkit.comment(line))
+    _add(doc, "schema_version", SCHEMA_VERSION)
+    _add(doc, "default_stack", stack.name)
     doc.add(tomlkit.nl())
 
     table = tomlkit.table()
-    _commented(table, "sglang_version", stack.sglang_version, "The SGLang release (PyPI's version).")
-    _commented(table, "tag", stack.tag, "Upstream's git tag of that release.")
-    _commented(table, "series", stack.series_dir.as_posix(), "The patch series: the 'series' file lists its patches in order.")
-    _commented(table, "cuda", stack.cuda, "The CUDA version the stack serves on.")
-    _commented(table, "local_label", stack.local_label, "The wheel's local version label: sglang-VERSION+LABEL.SERIES.")
-
+    for key, value in (
+        ("sglang_version", stack.sglang_version),
+        ("tag", stack.tag),
+        ("series", stack.series_dir.as_posix()),
+        ("cuda", stack.cuda),
+        ("local_label", stack.local_label),
+    ):
+        _add(table, key, value)
     source = tomlkit.table()
-    _commented(source, "default", stack.default_source, "Where 'sgpatch fetch' takes the source from: the pinned PyPI files.")
-    _commented(source, "git_url", stack.git_url or "", "Upstream's repository (for 'sgpatch fetch --source git' once a 'commit' is pinned).")
-    _commented(source, "pypi_commit", stack.pypi_commit or "", "The commit sgpatch makes from the pinned file (fixed identity and date): the same on every machine.")
+    _add(source, "default", stack.default_source)
+    _add(source, "git_url", stack.git_url or "")
+    _add(source, "pypi_commit", stack.pypi_commit or "")
     sdist = stack.artifact("sdist")
     if sdist is not None:
-        _commented(source, "sdist", _inline(sdist), "The source distribution, by the sha256 the index lists: checked before any byte is used.")
-    wheels = stack.wheels
-    if len(wheels) == 1:
-        _commented(source, "wheel", _inline(wheels[0]), "The release's wheel (compared file by file with the built one).")
-    elif wheels:
-        array = tomlkit.array()
-        array.extend(_inline(w) for w in wheels)
-        _commented(source, "wheels", array.multiline(True), "Every wheel a serving host may install (one per CPython version and platform).")
-    table.add(tomlkit.nl())
-    table.add("source", source)
-
+        _add(source, "sdist", _inline(sdist))
+    if len(stack.wheels) == 1:
+        _add(source, "wheel", _inline(stack.wheels[0]))
+    elif stack.wheels:
+        _add(source, "wheels", _array([_inline(w) for w in stack.wheels]))
+    _section(table, "source", source)
     if stack.requires:
         requires = tomlkit.table()
         for o in stack.requires:
-            _commented(requires, o.dist, o.text, f"The wheel's Requires-Dist on {o.dist}, rewritten for this CUDA stack.")
-        table.add(tomlkit.nl())
-        table.add("requires", requires)
+            _add(requires, o.dist, o.text, f"The wheel's Requires-Dist on {o.dist}, rewritten for this CUDA stack.")
+        _section(table, "requires", requires)
     if stack.build_requires:
         build = tomlkit.table()
-        _commented(build, "requires", _array(stack.build_requires), "The build backend of the isolated build, pinned so that a wheel built next year is byte-identical.")
-        table.add(tomlkit.nl())
-        table.add("build", build)
+        _add(build, "requires", _array(stack.build_requires), COMMENTS["build.requires"])
+        _section(table, "build", build)
     install = tomlkit.table()
-    _commented(install, "note", stack.install.note, "What a serving host needs around the wheel (written beside it as requirements-STACK.txt).")
-    _commented(install, "extra_index_urls", _array(stack.install.extra_index_urls), "Indexes pip needs besides PyPI for this CUDA stack.")
-    _commented(install, "pins", _array(stack.install.pins), f"The CUDA stack's packages, from sglang {stack.sglang_version}'s own Requires-Dist with the label's local tags.")
+    _add(install, "note", stack.install.note)
+    _add(install, "extra_index_urls", _array(stack.install.extra_index_urls))
+    _add(install, "pins", _array(stack.install.pins))
+    _section(table, "install", install)
     table.add(tomlkit.nl())
-    table.add("install", install)
-    table.add(tomlkit.nl())
-    table.add(tomlkit.comment("[stacks.\"NAME\".files] (blob pins of the files the series touches) is written by 'sgpatch export';"))
-    table.add(tomlkit.comment("[stacks.\"NAME\".interface] (algorithm, target, draft) turns on 'sgpatch check-interface'."))
+    for line in FOOTER:
+        table.add(tomlkit.comment(line))
     stacks = tomlkit.table(is_super_table=True)
     stacks.add(stack.name, table)
     doc.add("stacks", stacks)
@@ -306,8 +334,8 @@ def versions_toml(stack: Stack) -> str:
 
 def series_text(stack: Stack) -> str:
     return (
-        f"# sgpatch patch series for SGLang {stack.sglang_version}, applied in this order: one NNNN-slug.patch a line.\n"
-        "# Empty for now: commit a change on the checkout, then 'sgpatch export' adds it here.\n"
+        f"# sgpatch patch series for SGLang {stack.sglang_version}: one NNNN-slug.patch a line, in order.\n"
+        "# 'sgpatch export' adds the commits made on the checkout.\n"
     )
 
 
