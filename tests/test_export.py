@@ -54,6 +54,13 @@ def test_export_fresh_check_gates_the_committed_series(tmp_path: Path) -> None:
     assert stale.exit_code == 1
     assert json_out(stale)["changed"] == [str(path)]
     assert b"index 1583dd78..c5c71240" in path.read_bytes()  # --check writes nothing
+    # The hint names the command that works here (no checkout: --fresh), and that command makes it current.
+    human = export(proj / "VERSIONS.toml", "--check")
+    assert human.exit_code == 1 and "run 'sgpatch export 0.5.9-cu130 --fresh'" in human.stdout
+    hinted = human.stdout.rsplit("run '", 1)[1].split("'")[0].split()[1:]
+    assert export(proj / "VERSIONS.toml", *hinted[1:]).exit_code == 0  # sgpatch export STACK --fresh
+    assert b"index 1583dd7..c5c7124" in path.read_bytes()
+    assert export(proj / "VERSIONS.toml", "--check").exit_code == 0
 
 
 def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_checkout: Callable[[], Path]) -> None:
@@ -228,6 +235,7 @@ def test_pre_commit_hooks_gate_on_apply_and_staleness(tmp_path: Path, patched_ch
     commit(co, "", amend=True)
     stale = run_cli(*args, "--config", str(proj / "VERSIONS.toml"))
     assert stale.exit_code == 1 and "STALE" in stale.stdout
+    assert "run 'sgpatch export 0.5.9-cu130'" in stale.stdout  # the checkout is there: no --fresh
 
 
 def test_file_pins_are_edited_in_place(tmp_path: Path) -> None:

@@ -85,6 +85,7 @@ class ExportResult:
     old_head: str
     new_head: str
     notes: tuple[str, ...] = field(default=())
+    fresh: bool = False  # read from a fresh checkout of the pinned source (no working checkout)
 
     @property
     def stale(self) -> bool:
@@ -104,6 +105,7 @@ class ExportResult:
             "old_head": self.old_head,
             "new_head": self.new_head,
             "notes": list(self.notes),
+            "fresh": self.fresh,
         }
 
 
@@ -260,4 +262,5 @@ def export_fresh(config: Config, stack: Stack, series: Series, *, check: bool) -
                 hint="fix the patch (edit it in a checkout and run 'sgpatch export')",
             )
         result = export_series(config, stack, series, checkout, check=check)
-        return dataclasses.replace(result, notes=(*result.notes, "exported from a fresh checkout of the pinned source"))
+        notes = (*result.notes, "exported from a fresh checkout of the pinned source")
+        return dataclasses.replace(result, notes=notes, fresh=True)
