@@ -1,0 +1,208 @@
+"""Errors that name the cause, one CLI style (issue 21).
+
+Network failures against real sockets on this machine (a closed port, a server that accepts and never
+answers, a name under ``.invalid``, a self-signed TLS server, a real index that lacks the release); the
+error style of usage errors and of ``--json``; ``--version``, ``-h`` and completion, through the real
+``sgpatch`` executable as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .helpers import REPO, run_cli
+from .indexserver import crafted_index, self_signed
+
+SGPATCH = Path(sys.executable).with_name("sgpatch")
+CONFIG = str(REPO / "VERSIONS.toml")
+
+
+@pytest.fixture
+def index_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., None]:
+    """pip configured with ``PIP_INDEX_URL`` only (no config file, no extra index), an empty sgpatch cache."""
+
+    def use(url: str, *, deadline: str | None = None) -> None:
+        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+        for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_PROXY", "PIP_CERT"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("PIP_INDEX_URL", url)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        if deadline is not None:
+            monkeypatch.setenv("SGPATCH_DEADLINE", deadline)
+
+    return use
+
+
+def _fetch(tmp_path: Path, *extra: str) -> Any:
+    return run_cli("fetch", "--into", str(tmp_path / "co"), "--config", CONFIG, *extra, catch=True)
+
+
+def _first_error(result: Any) -> str:
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("sgpatch: error:")]
+    assert len(errors) == 1 and result.stderr.startswith(errors[0]), result.stderr  # one line, at the top
+    return errors[0]
+
+
+@pytest.fixture
+def closed_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    return port
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A socket that accepts connections (the kernel's backlog) and never answers a byte."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def test_a_refused_connection_names_the_index_at_once(
+    index_env: Callable[..., None], tmp_path: Path, closed_port: int
+) -> None:
+    index_env(f"http://127.0.0.1:{closed_port}/simple")
+    result = _fetch(tmp_path)
+    assert result.exit_code == 3, result.stderr
+    line = _first_error(result)
+    assert f"cannot reach the index http://127.0.0.1:{closed_port}/simple/sglang/: connection refused" in line
+    assert "hint: point pip at a reachable index: PIP_INDEX_URL=URL, or pip config set global.index-url" in (
+        result.stderr
+    )
+    assert "no package index lists it" not in result.stderr
+    assert not (tmp_path / "co").exists()
+
+
+def test_an_index_that_never_answers_is_a_timeout(
+    index_env: Callable[..., None], tmp_path: Path, silent_server: int
+) -> None:
+    index_env(f"http://127.0.0.1:{silent_server}/simple", deadline="1")
+    result = _fetch(tmp_path)
+    assert result.exit_code == 3, result.stderr
+    line = _first_error(result)
+    assert f"http://127.0.0.1:{silent_server}/simple/sglang/: timed out" in line
+    assert "the deadline of 1 s (SGPATCH_DEADLINE)" in line
+
+
+def test_a_name_that_does_not_resolve_is_a_dns_failure(index_env: Callable[..., None], tmp_path: Path) -> None:
+    index_env("https://user:s3cret@pypi-mirror.invalid/simple")
+    result = _fetch(tmp_path)
+    assert result.exit_code == 3, result.stderr
+    line = _first_error(result)
+    assert "cannot reach the index https://pypi-mirror.invalid/simple/sglang/: DNS:" in line
+    assert "'pypi-mirror.invalid' does not resolve" in line
+    assert "s3cret" not in result.stderr + result.stdout  # credentials never shown
+
+
+def test_an_untrusted_certificate_is_named_as_tls(
+    index_env: Callable[..., None], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    tls = self_signed(tmp_path_factory.mktemp("tls"))
+    with crafted_index(tls=tls) as index:
+        index.serve_files({})
+        index_env(f"{index.url}/simple")  # pip's cert is the system's: the self-signed one is not trusted
+        result = _fetch(tmp_path, "--json")
+    assert result.exit_code == 3, result.stderr
+    line = _first_error(result)
+    assert f"cannot reach the index {index.url}/simple/sglang/: TLS: the server's certificate is not trusted" in line
+    assert "PIP_CERT=FILE or pip config set global.cert FILE" in result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == 3 and doc["error"] == line.removeprefix("sgpatch: error: ")
+    assert "PIP_CERT" in doc["hint"] and doc["schema_version"] == 1
+
+
+def test_an_index_lacking_the_release_says_so(index_env: Callable[..., None], tmp_path: Path) -> None:
+    with crafted_index() as index:
+        index.serve_files({})  # the project exists, the release's files do not
+        index_env(f"{index.url}/simple")
+        result = _fetch(tmp_path)
+    assert result.exit_code == 3, result.stderr
+    line = _first_error(result)
+    assert f"no package index lists it ({index.url}/simple)" in line
+    assert "cannot reach" not in result.stderr and index.seen
+
+
+# --------------------------------------------------------------------------- one error style, --json on errors
+
+
+def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SGPATCH), *args], cwd=cwd, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(
+    ("args", "expect", "where"),
+    [
+        (("verify", "--bogus"), "No such option: --bogus", "sgpatch verify"),
+        (("stacks", "--json", "--bogus"), "No such option: --bogus", "sgpatch stacks"),
+        (("no-such-command",), "No such command 'no-such-command'.", "sgpatch"),
+        (("fetch", "--source"), "Option '--source' requires an argument.", "sgpatch fetch"),
+    ],
+)
+def test_a_usage_error_is_one_line_in_sgpatch_style(args: tuple[str, ...], expect: str, where: str) -> None:
+    proc = _run(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [f"sgpatch: error: {expect}", f"hint: try '{where} -h'"]
+    assert "╭" not in proc.stderr and "Usage:" not in proc.stderr
+    if "--json" in args:
+        assert json.loads(proc.stdout) == {
+            "schema_version": 1,
+            "error": expect,
+            "exit_code": 2,
+            "hint": f"try '{where} -h'",
+        }
+    else:
+        assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["stacks", "fetch", "apply", "verify", "doctor", "build", "port", "show"])
+def test_json_on_an_error_is_one_document(command: str, tmp_path: Path) -> None:
+    """Every command that takes --json: a config that does not exist is exit 2 and one JSON document."""
+    missing = str(tmp_path / "nothing" / "VERSIONS.toml")
+    args = {"port": ["--to", "0.5.10"], "show": ["kimi_k25.py:1-2"]}.get(command, [])
+    result = run_cli(command, *args, "--config", missing, "--json", catch=True)
+    assert result.exit_code == 2, (result.stderr, result.exception)
+    line = _first_error(result)
+    doc = json.loads(result.stdout)
+    assert set(doc) <= {"schema_version", "error", "exit_code", "hint"}
+    assert doc["schema_version"] == 1 and doc["exit_code"] == 2
+    assert doc["error"] == line.removeprefix("sgpatch: error: ") and missing in doc["error"]
+
+
+def test_version_help_alias_and_completion() -> None:
+    from sgpatch import __version__
+
+    version = _run("--version")
+    assert version.returncode == 0 and version.stdout == f"sgpatch {__version__}\n"
+    for args in (("-h",), ("verify", "-h"), ("show", "-h")):
+        short, long = _run(*args), _run(*args[:-1], "--help")
+        assert short.returncode == 0 and short.stdout == long.stdout and "Usage: sgpatch" in short.stdout
+    shown = subprocess.run(
+        [str(SGPATCH), "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "SHELL": "/bin/bash"},
+    )
+    assert shown.returncode == 0 and "_SGPATCH_COMPLETE=complete_bash" in shown.stdout, shown.stderr
+    completed = subprocess.run(
+        [str(SGPATCH)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "_SGPATCH_COMPLETE": "complete_bash", "COMP_WORDS": "sgpatch ver", "COMP_CWORD": "1"},
+    )
+    assert completed.returncode == 0 and completed.stdout.split() == ["verify"], completed
