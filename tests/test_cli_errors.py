@@ -206,3 +206,35 @@ def test_version_help_alias_and_completion() -> None:
         env={**os.environ, "_SGPATCH_COMPLETE": "complete_bash", "COMP_WORDS": "sgpatch ver", "COMP_CWORD": "1"},
     )
     assert completed.returncode == 0 and completed.stdout.split() == ["verify"], completed
+
+
+# --------------------------------------------------------------------------- show
+
+
+def test_show_takes_the_stack_first_and_prints_json(patched_checkout: Callable[[], Path]) -> None:
+    co = patched_checkout()
+    common = ("--checkout", str(co), "--config", CONFIG)
+    plain = run_cli("show", "0.5.9-cu130", "deepseek_v2.py:2963-2965", *common)
+    default = run_cli("show", "deepseek_v2.py:2963-2965", *common)
+    old = run_cli("show", "--stack", "0.5.9-cu130", "deepseek_v2.py:2963-2965", *common)  # the deprecated form
+    assert plain.exit_code == default.exit_code == old.exit_code == 0, plain.stderr
+    assert plain.stdout == default.stdout == old.stdout and len(plain.stdout.splitlines()) == 3
+    unknown = run_cli("show", "0.0.1-cu999", "deepseek_v2.py:2963-2965", *common, catch=True)
+    assert unknown.exit_code == 2 and "0.0.1-cu999" in _first_error(unknown)
+    doc = json.loads(run_cli("show", "0.5.9-cu130", "deepseek_v2.py:2963-2965", *common, "--json").stdout)
+    assert doc["stack"] == "0.5.9-cu130" and doc["file"] == "python/sglang/srt/models/deepseek_v2.py"
+    assert [(ln["number"], ln["text"]) for ln in doc["lines"]] == [
+        (int(n), t) for n, t in (line.strip().split("\t", 1) for line in plain.stdout.splitlines())
+    ]
+    assert doc["schema_version"] == 1 and (doc["start"], doc["end"]) == (2963, 2965)
+
+
+def test_show_outside_the_file_is_exit_2_with_its_length(patched_checkout: Callable[[], Path]) -> None:
+    co = patched_checkout()
+    length = len((co / "python/sglang/srt/models/kimi_k25.py").read_bytes().splitlines())
+    for span in (f"{length + 1}-{length + 5}", f"{length - 1}-{length + 1}"):
+        result = run_cli("show", f"kimi_k25.py:{span}", "--checkout", str(co), "--config", CONFIG, catch=True)
+        assert result.exit_code == 2 and result.stdout == "", result.stderr
+        assert f"outside the file, which has {length} lines" in _first_error(result)
+    last = run_cli("show", f"kimi_k25.py:{length}", "--checkout", str(co), "--config", CONFIG)
+    assert last.exit_code == 0 and last.stdout.startswith(f"{length:6d}\t")
