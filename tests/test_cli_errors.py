@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -46,10 +47,14 @@ def _fetch(tmp_path: Path, *extra: str) -> Any:
     return run_cli("fetch", "--into", str(tmp_path / "co"), "--config", CONFIG, *extra, catch=True)
 
 
+STEP = re.compile(r"^sgpatch: .*( \.\.\.|: (done in|stopped after) \d+\.\d s)$")  # progress (cli/progress.py)
+
+
 def _first_error(result: Any) -> str:
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
-    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("sgpatch: error:")]
-    assert len(errors) == 1 and result.stderr.startswith(errors[0]), result.stderr  # one line, at the top
+    said = [ln for ln in result.stderr.splitlines() if not STEP.match(ln)]
+    errors = [ln for ln in said if ln.startswith("sgpatch: error:")]
+    assert len(errors) == 1 and said[0] == errors[0], result.stderr  # one line, at the top (after progress)
     return errors[0]
 
 
@@ -238,3 +243,43 @@ def test_show_outside_the_file_is_exit_2_with_its_length(patched_checkout: Calla
         assert f"outside the file, which has {length} lines" in _first_error(result)
     last = run_cli("show", f"kimi_k25.py:{length}", "--checkout", str(co), "--config", CONFIG)
     assert last.exit_code == 0 and last.stdout.startswith(f"{length:6d}\t")
+
+
+# --------------------------------------------------------------------------- progress outside a terminal
+
+
+def test_progress_outside_a_terminal_shows_start_and_end(tmp_path: Path) -> None:
+    """stderr is a pipe (a CI log): each step a line when it starts and one with its elapsed time when it ends;
+    with --json the document alone on stdout; SGPATCH_PROGRESS=0 silences."""
+    env = {k: v for k, v in os.environ.items() if k != "SGPATCH_PROGRESS"}
+    into = tmp_path / "co"
+    args = [str(SGPATCH), "fetch", "--into", str(into), "--config", CONFIG, "--json"]
+    proc = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["checkout"] == str(into)
+    lines = proc.stderr.splitlines()
+    step = f"sgpatch: laying out sglang-0.5.9.tar.gz as a git checkout in {into}"
+    assert lines[0] == f"{step} ..." and re.fullmatch(re.escape(step) + r": done in \d+\.\d s", lines[-1]), lines
+    assert all(STEP.match(line) for line in lines), lines
+    applied = subprocess.run(
+        [str(SGPATCH), "apply", "--checkout", str(into), "--config", CONFIG], capture_output=True, text=True, env=env
+    )
+    assert applied.returncode == 0 and re.search(r"applying 2 patch\(es\) .*: done in \d+\.\d s\n$", applied.stderr)
+    silent = subprocess.run(
+        [*args[:3], str(tmp_path / "co2"), *args[4:]],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, "SGPATCH_PROGRESS": "0"},
+    )
+    assert silent.returncode == 0 and silent.stderr == "" and json.loads(silent.stdout)
+
+
+def test_a_failed_step_says_when_it_stopped(index_env: Callable[..., None], tmp_path: Path, closed_port: int) -> None:
+    index_env(f"http://127.0.0.1:{closed_port}/simple")
+    result = _fetch(tmp_path)
+    lines = result.stderr.splitlines()
+    step = "sgpatch: finding sglang-0.5.9.tar.gz on pip's indexes"
+    assert result.exit_code == 3 and lines[0] == f"{step} ...", lines
+    assert re.fullmatch(re.escape(step) + r": stopped after \d+\.\d s", lines[1]), lines
+    assert lines[2].startswith("sgpatch: error: cannot download sglang-0.5.9.tar.gz: cannot reach the index")

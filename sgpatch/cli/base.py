@@ -237,6 +237,29 @@ def handled(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            out = func(*args, **kwargs)
+            _end_steps(failed=False)
+            return out
+        except typer.Exit as exc:
+            _end_steps(failed=bool(exc.exit_code))
+            raise
+        except BaseException:
+            _end_steps(failed=True)
+            raise
+
+    return _errors_mapped(wrapper)  # type: ignore[return-value]
+
+
+def _end_steps(*, failed: bool) -> None:
+    from sgpatch.cli.progress import close_steps
+
+    close_steps(failed=failed)
+
+
+def _errors_mapped(func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         json_out = bool(kwargs.get("json_out"))
         try:
             return func(*args, **kwargs)
@@ -273,10 +296,11 @@ def _config(path: Path | None) -> Any:
     return load_config(path if path is not None else find_config(Path.cwd()))
 
 
-def _progress(json_out: bool) -> Progress | None:
-    if json_out or os.environ.get("CI") or not sys.stderr.isatty():
-        return None
-    return lambda msg: _err(f"sgpatch: {msg}")
+def _progress(json_out: bool = False) -> Progress | None:
+    """Progress lines on stderr (with ``--json`` too: stdout holds only the document); see cli/progress.py."""
+    from sgpatch.cli.progress import progress_for
+
+    return progress_for(_err)
 
 
 def _cache(no_cache: bool) -> Cache | None:

@@ -69,10 +69,14 @@ def apply(
 
     cfg = _config(config)
     project = load_project(cfg, stack)
+    target = _checkout(cfg, project.stack, checkout)
+    progress = _progress(json_out)
+    if progress is not None:
+        progress(f"applying {len(project.series.patches)} patch(es) of {project.stack.name} to {target}")
     result = apply_series(
         project.stack,
         project.series,
-        _checkout(cfg, project.stack, checkout),
+        target,
         notify=lambda message: _err(f"sgpatch: {message}"),  # waits and recoveries: always worth a line
     )
     echo_json(dumps(apply_doc(result, project.series.id))) if json_out else echo(render_apply(result))

@@ -389,8 +389,7 @@ def unreachable(url: str, reason: object) -> tuple[str, str]:
         detail = reason.verify_message or str(reason)
         return (
             f"TLS: the server's certificate is not trusted ({str(detail)[:120]})",
-            "give pip the CA bundle that signed it: PIP_CERT=FILE or pip config set global.cert FILE; "
-            "or " + POINT_PIP,
+            "give pip the CA bundle that signed it: PIP_CERT=FILE or pip config set global.cert FILE; or " + POINT_PIP,
         )
     if isinstance(reason, ssl.SSLError):
         return f"TLS handshake failed ({str(reason)[:120]})", POINT_PIP
