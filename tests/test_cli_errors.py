@@ -283,3 +283,55 @@ def test_a_failed_step_says_when_it_stopped(index_env: Callable[..., None], tmp_
     assert result.exit_code == 3 and lines[0] == f"{step} ...", lines
     assert re.fullmatch(re.escape(step) + r": stopped after \d+\.\d s", lines[1]), lines
     assert lines[2].startswith("sgpatch: error: cannot download sglang-0.5.9.tar.gz: cannot reach the index")
+
+
+# --------------------------------------------------------------------------- verify names the cause first
+
+
+def test_verify_on_an_edited_checkout_names_the_uncommitted_files_first(
+    patched_checkout: Callable[[], Path],
+) -> None:
+    co = patched_checkout()
+    edited = co / "python/sglang/srt/models/kimi_k25.py"
+    edited.write_bytes(edited.read_bytes().replace(b"def set_eagle3_layers_to_capture", b"def set_layers", 1))
+    result = run_cli("verify", "--checkout", str(co), "--config", CONFIG, "--json", catch=True)
+    assert result.exit_code == 1, result.stderr
+    failures = json.loads(result.stdout)["failures"]
+    assert failures[0].startswith(
+        "the checkout has uncommitted changes (python/sglang/srt/models/kimi_k25.py): the checks judge the edited"
+    ), failures
+    assert "'sgpatch export'" in failures[0] and len(failures) > 1  # what the edit breaks follows
+    first = next(ln for ln in result.stderr.splitlines() if ln.startswith("sgpatch: verify: check failed:"))
+    assert "uncommitted changes" in first
+    clean = patched_checkout()
+    (clean / "README.md").write_text("edited\n")
+    ok = run_cli("verify", "--checkout", str(clean), "--config", CONFIG, "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["failures"] == []
+
+
+def test_provenance_of_another_series_is_named_first_in_words(tmp_path: Path) -> None:
+    """A build of the series without 0002 (and 0001 edited), checked against the stack's series: the first
+    problem says so in words; a blob mismatch puts the recorded value and the found one where they belong."""
+    import dataclasses
+
+    from sgpatch.config import load_config
+    from sgpatch.project import load_project
+    from sgpatch.wheel.provenance import BuildInputs, make_provenance, provenance_problems, wheel_version
+
+    project = load_project(load_config(REPO / "VERSIONS.toml"), "0.5.9-cu130")
+    stack, series = project.stack, project.series
+    first, second = series.patches
+    other = dataclasses.replace(series, patches=(dataclasses.replace(first, sha256="0" * 64),))
+    touched = tuple((p, "a" * 40) for p in series.touched)
+    inputs = BuildInputs(stack, other, "v", "patched", stack.pypi_commit or "", "h", "t", 0, True, touched, touched)
+    doc = make_provenance(inputs, ())
+    found = {p: "b" * 40 for p in series.touched}
+    problems = provenance_problems(doc, stack, series, wheel_version(stack, series), found)
+    assert problems[0] == (
+        f"built from another series: the build recorded series {other.id} (1 patch(es)), the stack's series is "
+        f"{series.id} (2 patch(es)): {second.name} is missing; {first.name} has other content"
+    )
+    path = series.touched[0]
+    assert f"files[{path}].after: the build recorded '{'a' * 40}', the files hold '{'b' * 40}'" in problems
+    same = make_provenance(dataclasses.replace(inputs, series=series), ())
+    assert not any("another series" in p for p in provenance_problems(same, stack, series, "v", found))
