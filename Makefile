@@ -22,14 +22,14 @@ help:
 # Two markers, one venv: the main job (make patch / make wheel) installs sgpatch with its runtime
 # dependencies only; make test / lint / bench / fuzz add the test and lint extras.
 # compat: a plain path entry; the default editable finder costs every sgpatch process ~10 ms of start-up
-$(VENV)/.installed-run: pyproject.toml
+$(VENV)/.installed-run: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e . --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet --disable-pip-version-check -e . -c constraints.txt --config-settings editable_mode=compat
 	touch $@
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lint]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lint]' -c constraints.txt --config-settings editable_mode=compat
 	touch $@ $(VENV)/.installed-run
 
 venv-run: $(VENV)/.installed-run
@@ -60,7 +60,7 @@ fuzz: venv
 	SGPATCH_FUZZ_SCALE=25 $(PY) -m pytest tests/test_fuzz.py tests/test_engine.py -q $(PYTEST_ARGS)
 
 reliability-table: venv
-	$(PY) tools/reliability_table.py --output docs/reliability.md --readme README.md
+	$(PY) tools/reliability_table.py --output docs/reliability.md --readme docs/security.md
 
 bench: venv
 	$(PY) bench/verify.py
