@@ -252,6 +252,7 @@ def test_progress_outside_a_terminal_shows_start_and_end(tmp_path: Path) -> None
     """stderr is a pipe (a CI log): each step a line when it starts and one with its elapsed time when it ends;
     with --json the document alone on stdout; SGPATCH_PROGRESS=0 silences."""
     env = {k: v for k, v in os.environ.items() if k != "SGPATCH_PROGRESS"}
+    env["SGPATCH_PROGRESS_AFTER"] = "0"  # every step, however quick (the default waits a second)
     into = tmp_path / "co"
     args = [str(SGPATCH), "fetch", "--into", str(into), "--config", CONFIG, "--json"]
     proc = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
@@ -275,14 +276,39 @@ def test_progress_outside_a_terminal_shows_start_and_end(tmp_path: Path) -> None
     assert silent.returncode == 0 and silent.stderr == "" and json.loads(silent.stdout)
 
 
-def test_a_failed_step_says_when_it_stopped(index_env: Callable[..., None], tmp_path: Path, closed_port: int) -> None:
+def test_a_failed_step_says_when_it_stopped(
+    index_env: Callable[..., None], tmp_path: Path, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     index_env(f"http://127.0.0.1:{closed_port}/simple")
+    monkeypatch.setenv("SGPATCH_PROGRESS_AFTER", "0")
     result = _fetch(tmp_path)
     lines = result.stderr.splitlines()
     step = "sgpatch: finding sglang-0.5.9.tar.gz on pip's indexes"
     assert result.exit_code == 3 and lines[0] == f"{step} ...", lines
     assert re.fullmatch(re.escape(step) + r": stopped after \d+\.\d s", lines[1]), lines
     assert lines[2].startswith("sgpatch: error: cannot download sglang-0.5.9.tar.gz: cannot reach the index")
+
+
+def test_a_quick_step_and_a_refusal_stay_one_clean_line(
+    index_env: Callable[..., None], tmp_path: Path, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default a step announces itself only once it has run a second: a refusal that comes at once is the
+    error line and its hint, nothing else; a step that runs longer shows its start and its end."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SGPATCH_PROGRESS", "SGPATCH_PROGRESS_AFTER")}
+    env["SGPATCH_PROGRESS_AFTER"] = "0.05"
+    monkeypatch.delenv("SGPATCH_PROGRESS_AFTER", raising=False)
+    index_env(f"http://127.0.0.1:{closed_port}/simple")
+    refused = _fetch(tmp_path)
+    lines = refused.stderr.splitlines()
+    assert refused.exit_code == 3 and lines[0].startswith("sgpatch: error: cannot download"), lines
+    assert len(lines) == 2 and lines[1].startswith("hint:"), lines
+    into = tmp_path / "slow"
+    laid = subprocess.run(
+        [str(SGPATCH), "fetch", "--into", str(into), "--config", CONFIG], capture_output=True, text=True, env=env
+    )
+    step = f"sgpatch: laying out sglang-0.5.9.tar.gz as a git checkout in {into}"
+    assert laid.returncode == 0 and f"{step} ...\n" in laid.stderr, laid.stderr
+    assert re.search(re.escape(step) + r": done in \d+\.\d s", laid.stderr), laid.stderr
 
 
 # --------------------------------------------------------------------------- verify names the cause first
