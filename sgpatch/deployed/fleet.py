@@ -188,11 +188,18 @@ def _one(host: Host, target: Target, work: Work) -> HostResult:
     except Unreachable as exc:
         status, detail = "unreachable", exc.reason
     except NotInstalled as exc:
-        status, detail = "not installed", exc.message.removeprefix(f"{target.label}: ")
+        status, detail = "not installed", _unprefixed(exc.message, target)
     except SgpatchError as exc:
-        status, detail = "error", exc.message.removeprefix(f"{target.label}: ")
+        status, detail = "error", _unprefixed(exc.message, target)
     seconds = time.monotonic() - started
     return HostResult(host.name, host.where, target.label, status, detail, build, failures, seconds)
+
+
+def _unprefixed(message: str, target: Target) -> str:
+    """An error's message without the host it starts with: the row names it."""
+    for prefix in (f"{target.label}: ", f"{target.host}: "):
+        message = message.removeprefix(prefix)
+    return message
 
 
 def install_build(dist: InstalledDist) -> Build:
