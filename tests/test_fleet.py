@@ -446,3 +446,29 @@ def test_doctor_takes_the_same_hosts(fleet: dict[str, Any]) -> None:
     assert "DRIFT" in lines["fleet-ok-1"] and "torch: expected ==2.9.1, found nothing installed" in lines["fleet-ok-1"]
     assert "NOT INSTALLED" in lines["fleet-bare"] and "UNREACHABLE" in lines["fleet-down"]
     assert "doctor: FAILED (exit 5): 3 host(s): 0 ok, 1 drift, 1 not installed, 1 unreachable" in result.stdout
+
+
+def test_many_hosts_are_bounded_by_the_open_file_limit(tmp_path: Path) -> None:
+    """300 hosts, --jobs 1000, 256 open files allowed: sgpatch runs as many at once as the limit allows,
+    and every host gets its row (here: a closed port, refused at once)."""
+    import json
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    (tmp_path / "hosts").write_text("gpu[001:300] ansible_host=127.0.0.1 ansible_port=1\n")
+    (tmp_path / "ssh_config").write_text("")
+    env = dict(os.environ, SGPATCH_SSH_CONFIG=str(tmp_path / "ssh_config"))
+    cmd = [sys.executable, "-m", "sgpatch", "verify", "--config", CONFIG, "--hosts", str(tmp_path / "hosts")]
+    proc = subprocess.run(
+        [*cmd, "--jobs", "1000", "--json"],
+        capture_output=True,
+        env=env,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)),
+    )
+    assert proc.returncode == 3, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["summary"]["unreachable"] == 300 and doc["summary"]["jobs"] == (256 - 64) // 8
+    assert all("Connection refused" in h["detail"] for h in doc["hosts"])
+    assert [h["host"] for h in doc["hosts"]][:2] == ["gpu001", "gpu002"]

@@ -50,6 +50,7 @@ BROKEN = ("unreachable", "error")  # the host was not checked
 DEFAULT_JOBS = 16
 DEFAULT_TIMEOUT = 120.0  # seconds per host, connection included (ssh's own connect timeout is 5 s)
 EXIT_FAILED_AND_UNREACHABLE = 5
+FDS_PER_HOST = 8  # a session's pipes (both ends while it starts) and a margin
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,9 +278,10 @@ def run_fleet(
     if not hosts:
         raise SgpatchError("no hosts to check", hint="give --hosts FILE or --ssh HOST (repeatable)")
     targets = [target_of(h, python) for h in hosts]  # every bad value refused before any ssh starts
+    jobs = min(jobs, len(hosts), _descriptor_budget())
     started = time.monotonic()
     rows: list[HostResult | None] = [None] * len(hosts)
-    with parses_shared(), ThreadPoolExecutor(max_workers=min(jobs, len(hosts))) as pool:
+    with parses_shared(), ThreadPoolExecutor(max_workers=jobs) as pool:
         # parses_shared around the pool: identical files on many hosts are parsed once, in one shared memo
         futures = {pool.submit(_one, h, t, work): i for i, (h, t) in enumerate(zip(hosts, targets, strict=True))}
         try:
@@ -292,9 +294,17 @@ def run_fleet(
             raise
     results = tuple(r for r in rows if r is not None)
     majority, odd = _majority(results, expected_build)
-    return FleetReport(
-        command, stack, expected, results, majority, odd, time.monotonic() - started, min(jobs, len(hosts)), timeout
-    )
+    return FleetReport(command, stack, expected, results, majority, odd, time.monotonic() - started, jobs, timeout)
+
+
+def _descriptor_budget() -> int:
+    """How many probe sessions the open-file limit allows at once (each holds three pipes and their ends)."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 16
+    return max(1, (soft - 64) // FDS_PER_HOST)
 
 
 def verify_fleet(

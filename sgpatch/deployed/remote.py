@@ -226,6 +226,8 @@ class ProbeSession:
             ) from exc
         except PermissionError as exc:
             raise EnvironmentFailure(f"{cmd[0]}: cannot run it: {exc.strerror}") from exc
+        except OSError as exc:  # out of processes or file descriptors (a fleet run with a large --jobs)
+            raise EnvironmentFailure(f"{cmd[0]}: cannot start it: {exc.strerror}") from exc
         self._stderr: list[bytes] = []
         self._drain = threading.Thread(target=self._read_stderr, daemon=True)
         self._drain.start()
