@@ -8,10 +8,10 @@ PLATFORM ?=
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= auto
 
-.PHONY: help venv test lint patch wheel bench fuzz reliability-table clean
+.PHONY: help venv venv-run test lint patch wheel bench fuzz reliability-table clean
 
 help:
-	@echo "make test    - run the test suite (creates .venv)"
+	@echo "make test    - run the test suite (creates .venv with the test and lint extras)"
 	@echo "make patch   - fetch pinned SGLang -> apply the series -> verify (default stack, or STACK=...)"
 	@echo "make wheel   - make patch, then build and verify the patched wheel(s) into dist/ (PLATFORM=TAG: one wheel-only tag)"
 	@echo "make lint    - ruff and mypy --strict"
@@ -19,11 +19,20 @@ help:
 	@echo "make fuzz    - the fuzz and engine-vs-git tests with 25x the examples make test runs (about 20 minutes)"
 	@echo "make reliability-table - run the fault/kill/hostile-input tests, regenerate docs/reliability.md"
 
-$(VENV)/.installed: pyproject.toml
+# Two markers, one venv: the main job (make patch / make wheel) installs sgpatch with its runtime
+# dependencies only; make test / lint / bench / fuzz add the test and lint extras.
+# compat: a plain path entry; the default editable finder costs every sgpatch process ~10 ms of start-up
+$(VENV)/.installed-run: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	# compat: a plain path entry; the default editable finder costs every sgpatch process ~10 ms of start-up
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet --disable-pip-version-check -e . -c constraints.txt --config-settings editable_mode=compat
 	touch $@
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lint]' -c constraints.txt --config-settings editable_mode=compat
+	touch $@ $(VENV)/.installed-run
+
+venv-run: $(VENV)/.installed-run
 
 venv: $(VENV)/.installed
 
@@ -34,7 +43,7 @@ lint: venv
 	$(VENV)/bin/ruff check sgpatch tests bench tools
 	$(VENV)/bin/mypy
 
-patch: venv
+patch: venv-run
 	$(SGPATCH) fetch $(STACK)
 	$(SGPATCH) apply $(STACK)
 	$(SGPATCH) verify $(STACK)
@@ -51,7 +60,7 @@ fuzz: venv
 	SGPATCH_FUZZ_SCALE=25 $(PY) -m pytest tests/test_fuzz.py tests/test_engine.py -q $(PYTEST_ARGS)
 
 reliability-table: venv
-	$(PY) tools/reliability_table.py --output docs/reliability.md --readme README.md
+	$(PY) tools/reliability_table.py --output docs/reliability.md --readme docs/security.md
 
 bench: venv
 	$(PY) bench/verify.py

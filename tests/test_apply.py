@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import hashlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -121,6 +122,31 @@ def test_foreign_commit_is_refused(pristine_checkout: Callable[[], Path], projec
     assert result.exit_code == 2
     assert "is not an sgpatch commit" in result.stderr and "a foreign commit" in result.stderr
     assert snapshot(co) == before
+
+
+def test_a_series_changed_since_it_was_applied_names_the_way_to_reapply(
+    tmp_path: Path, patched_checkout: Callable[[], Path]
+) -> None:
+    """After a pull that changes a patch file (here its header), apply says the series changed and gives the
+    exact commands that re-apply it; following them gives the new series' commits."""
+    co = patched_checkout()
+    proj = copy_project(tmp_path / "proj", {})
+    patch = proj / "patches/0.5.9/0001-kimi-k25-eagle3-delegation.patch"
+    patch.write_bytes(patch.read_bytes().replace(b"Description:", b"Description: (reviewed)", 1))
+    before = snapshot(co)
+    result = _apply(co, proj / "VERSIONS.toml")
+    assert result.exit_code == 2
+    assert "the series changed since this checkout was patched" in result.stderr
+    assert "0001-kimi-k25-eagle3-delegation.patch" in result.stderr
+    assert snapshot(co) == before
+    hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
+    base = hint.split("reset --hard ")[1].split()[0]
+    assert git(co, "rev-parse", "HEAD~2").startswith(base)
+    git(co, "reset", "-q", "--hard", base)
+    again = _apply(co, proj / "VERSIONS.toml")
+    assert again.exit_code == 0, again.stderr
+    assert hashlib.sha256(patch.read_bytes()).hexdigest() in git(co, "log", "-1", "--format=%B", "HEAD~1")
+    assert git(co, "rev-parse", "HEAD~2").startswith(base)
 
 
 def test_traversal_patch_is_refused_before_anything(tmp_path: Path, pristine_checkout: Callable[[], Path]) -> None:

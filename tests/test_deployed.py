@@ -400,7 +400,11 @@ def test_an_install_built_for_another_stack_is_named(patched_venv: Venv, project
     assert result.exit_code == 1
     doc = json_out(result)
     assert doc["phase"] == "patched"
-    assert "provenance: stack is '0.5.9-cu130', expected '0.5.9-cu128'" in doc["failures"]
+    assert "provenance: stack: the build recorded '0.5.9-cu130', this is stack '0.5.9-cu128'" in doc["failures"]
     expected = f"0.5.9+cu128.{project.series.id}"
-    assert f"provenance: version is '0.5.9+cu130.{project.series.id}', expected '{expected}'" in doc["failures"]
+    recorded = f"'0.5.9+cu130.{project.series.id}'"
+    assert (
+        f"provenance: version: the build recorded {recorded}, the stack and series make '{expected}'"
+        in (doc["failures"])
+    )
     assert "provenance: this install was built for stack 0.5.9-cu130, not 0.5.9-cu128" in doc["notes"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import difflib
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +54,13 @@ def test_export_fresh_check_gates_the_committed_series(tmp_path: Path) -> None:
     assert stale.exit_code == 1
     assert json_out(stale)["changed"] == [str(path)]
     assert b"index 1583dd78..c5c71240" in path.read_bytes()  # --check writes nothing
+    # The hint names the command that works here (no checkout: --fresh), and that command makes it current.
+    human = export(proj / "VERSIONS.toml", "--check")
+    assert human.exit_code == 1 and "run 'sgpatch export 0.5.9-cu130 --fresh'" in human.stdout
+    hinted = human.stdout.rsplit("run '", 1)[1].split("'")[0].split()[1:]
+    assert export(proj / "VERSIONS.toml", *hinted[1:]).exit_code == 0  # sgpatch export STACK --fresh
+    assert b"index 1583dd7..c5c7124" in path.read_bytes()
+    assert export(proj / "VERSIONS.toml", "--check").exit_code == 0
 
 
 def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_checkout: Callable[[], Path]) -> None:
@@ -65,7 +73,9 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
     commit(co, "", amend=True)
     stale = export(config, "--checkout", str(co), "--check")
     assert stale.exit_code == 1 and "STALE" in stale.stdout
+    days = {datetime.date.today().isoformat()}
     result = export(config, "--checkout", str(co), "--json")
+    days.add(datetime.date.today().isoformat())
     assert result.exit_code == 0, result.stderr
     doc = json_out(result)
     assert [p["status"] for p in doc["patches"]] == ["unchanged", "updated"]
@@ -77,7 +87,9 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
         )
         if ln[:1] in "+-" and not ln.startswith(("+++", "---"))
     ]
-    assert changed == [
+    # The change changed: Last-Update is today's date; 0001 (untouched) keeps its bytes.
+    assert changed[0] == "-Last-Update: 2026-11-30" and changed[1].removeprefix("+Last-Update: ") in days
+    assert changed[2:] == [
         "-index 1583dd7..c5c7124 100644",
         f"+index 1583dd7..{git(co, 'rev-parse', f'HEAD:{DEEPSEEK}')[:7]} 100644",
         "-+            # adjustment",
@@ -147,7 +159,7 @@ def test_new_commit_becomes_a_new_numbered_patch(
         "Origin: vendor, https://example.com/issues/7\n"
         "Author: Dev One <dev@example.com>\n"
         "Bug: https://example.com/issues/7\n"
-        "Upstream-Status: Pending\n"
+        "Forwarded: no\n"
         f"Last-Update: {date}\n"
         "---\n"
     )
@@ -187,7 +199,7 @@ def test_header_and_slug_from_a_commit_message() -> None:
     assert slug("deepseek_v2: guard layer_ids[0] == 1 (PR #25454)") == "deepseek-v2-guard-layer-ids-0-1-pr-25454"
     assert slug("") == "local-change"
     header = dep3_header("Fix it\n", "A <a@x>", "2026-01-02").decode()
-    assert header.startswith("Description: Fix it\nOrigin: vendor\nAuthor: A <a@x>\nUpstream-Status: Pending\n")
+    assert header.startswith("Description: Fix it\nOrigin: vendor\nAuthor: A <a@x>\nForwarded: no\n")
     parsed = parse_patch(
         header.encode() + b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n", Path("0001-x.patch")
     )
@@ -223,6 +235,7 @@ def test_pre_commit_hooks_gate_on_apply_and_staleness(tmp_path: Path, patched_ch
     commit(co, "", amend=True)
     stale = run_cli(*args, "--config", str(proj / "VERSIONS.toml"))
     assert stale.exit_code == 1 and "STALE" in stale.stdout
+    assert "run 'sgpatch export 0.5.9-cu130'" in stale.stdout  # the checkout is there: no --fresh
 
 
 def test_file_pins_are_edited_in_place(tmp_path: Path) -> None:

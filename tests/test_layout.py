@@ -27,7 +27,7 @@ FLOORS: dict[str, int] = {
     "series": 4,
     **dict.fromkeys(("project", "interface"), 5),
     "checkout": 6,
-    **dict.fromkeys(("wheel", "port", "deployed", "preflight"), 7),
+    **dict.fromkeys(("wheel", "port", "deployed", "preflight", "workspace"), 7),
     **dict.fromkeys(("cli", "__main__"), 8),
 }
 

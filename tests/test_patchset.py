@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from sgpatch.checkout.chain import dep3_header
 from sgpatch.errors import PatchError
 from sgpatch.project import Project
+from sgpatch.series.dep3 import forwarded_value, with_last_update
 from sgpatch.series.patch import parse_patch, read_series
 
 from .helpers import REPO
@@ -20,7 +23,12 @@ def test_shipped_series_has_dep3_headers_and_origins(project: Project) -> None:
     assert names == ["0001-kimi-k25-eagle3-delegation.patch", "0002-deepseek-eagle3-layer-offset.patch"]
     first, second = project.series.patches
     assert first.field("Origin") == "backport, https://github.com/sgl-project/sglang/pull/19689"
-    assert first.field("Upstream-Status") == "Backport [v0.5.10]"
+    # DEP-3's own fields only: no OpenEmbedded Upstream-Status beside Forwarded.
+    for patch in (first, second):
+        assert patch.field("Upstream-Status") is None
+        assert patch.field("Forwarded") == "not-needed"
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", patch.field("Last-Update") or "")
+    assert first.field("Applied-Upstream") == "v0.5.10, https://github.com/sgl-project/sglang/commit/85f7a0aa"
     assert second.field("Origin") == "backport, https://github.com/sgl-project/sglang/pull/25454"
     assert [f.path for f in first.files] == ["python/sglang/srt/models/kimi_k25.py"]
     assert [f.path for f in second.files] == ["python/sglang/srt/models/deepseek_v2.py"]
@@ -107,3 +115,28 @@ def test_series_entry_outside_the_directory(tmp_path: Path, entry: str) -> None:
     (d / "series").write_text(entry + "\n")
     with pytest.raises(PatchError, match="is not a patch file name in this directory"):
         read_series(d)
+
+
+def test_dep3_reading_writing_and_dating() -> None:
+    """sgpatch reads DEP-3 (Origin may give way to Author) and older headers with Upstream-Status, writes
+    DEP-3's Forwarded for it, and dates a header by replacing or adding Last-Update, every other byte kept."""
+    diff = b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    authored = parse_patch(b"Description: t\nAuthor: A <a@x>\n---\n" + diff, Path("0001-x.patch"))
+    assert authored.field("Author") == "A <a@x>"
+    older = parse_patch(b"Description: t\nOrigin: vendor\nUpstream-Status: Pending\n---\n" + diff, Path("0001-x.patch"))
+    assert older.field("Upstream-Status") == "Pending"
+    with pytest.raises(PatchError, match="lacks 'Origin'"):
+        parse_patch(b"Description: t\nForwarded: no\n---\n" + diff, Path("0001-x.patch"))
+    assert [forwarded_value(s) for s in ("Pending", "Backport [v0.5.10]", "Inappropriate [local]")] == [
+        "no",
+        "not-needed",
+        "not-needed",
+    ]
+    assert forwarded_value("Submitted [https://example.com/pr/1]") == "https://example.com/pr/1"
+    header = b"Description: t\nOrigin: vendor\nLast-Update: 2020-01-01\nForwarded: no\n---\n"
+    assert with_last_update(header, "2026-02-03") == header.replace(b"2020-01-01", b"2026-02-03")
+    bare = b"Description: t\nOrigin: vendor\n---\n"
+    assert with_last_update(bare, "2026-02-03") == b"Description: t\nOrigin: vendor\nLast-Update: 2026-02-03\n---\n"
+    message = "Fix it\n\nUpstream-Status: Submitted [https://example.com/pr/2]\n"
+    written = dep3_header(message, "A <a@x>", "2026-01-02").decode()
+    assert "Upstream-Status" not in written and "Forwarded: https://example.com/pr/2\n" in written

@@ -165,6 +165,21 @@ def test_port_refuses_an_existing_stack(ported_0510: tuple[Path, dict[str, Any],
     result = port(proj / "VERSIONS.toml", "--to", "0.5.10")
     assert result.exit_code == 2
     assert "0.5.10-cu130 exists already" in result.stderr
+    hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
+    assert '--force replaces its [stacks."0.5.10-cu130"] table in VERSIONS.toml' in hint, hint
+    assert "its series directory patches/0.5.10/ (" in hint and "its checkout .sgpatch/checkouts/0.5.10-cu130" in hint
+    assert _project_files(proj) == before
+
+
+def test_a_dry_run_over_an_existing_stack_reports(ported_0510: tuple[Path, dict[str, Any], bytes]) -> None:
+    """A dry run writes nothing, so it runs: the port's report, with a note of what --force would replace."""
+    proj, _, _ = ported_0510
+    before = _project_files(proj)
+    result = port(proj / "VERSIONS.toml", "--to", "0.5.10", "--dry-run", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json_out(result)
+    assert doc["dry_run"] is True and doc["written"] == [] and doc["stack"] == "0.5.10-cu130"
+    assert doc["notes"][0].startswith("stack 0.5.10-cu130 exists already; --force replaces its [stacks.")
     assert _project_files(proj) == before
 
 

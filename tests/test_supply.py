@@ -557,11 +557,12 @@ def test_dep3_header_values_stay_one_line(tiny: Tiny, tmp_path: Path) -> None:
     assert not any(c in header for c in breaks), repr(header)
     patch = parse_patch(data, new)
     fields = dict(patch.fields)
-    assert fields["Upstream-Status"] == "Pending"  # the commit never set it: the forged one is only text
+    assert fields["Forwarded"] == "no"  # the commit never set it: the forged Upstream-Status is only text
+    assert "Upstream-Status" not in fields
     assert fields["Origin"] == "vendor"
     assert fields["Author"] == "Eve\\u2028Origin: https://evil\\rUpstream-Status: Accepted <eve@example.invalid>"
     assert fields["Description"].startswith("local: subject\\u2029Origin: forged\n")
-    assert [k for k, _ in patch.fields] == ["Description", "Origin", "Author", "Upstream-Status", "Last-Update"]
+    assert [k for k, _ in patch.fields] == ["Description", "Origin", "Author", "Forwarded", "Last-Update"]
     record("supply-dep3-line-breaks", exit=0, shown=f"Author: {fields['Author']}", roots=(tmp_path,))
 
 

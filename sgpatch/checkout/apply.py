@@ -9,6 +9,7 @@ second sgpatch waits for it (or gives up with exit 3).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,15 @@ def _refuse_unsafe(g: Git, state: CheckoutState) -> None:
         raise CheckoutError(
             f"{g.root}: the work tree has uncommitted changes ({len(state.dirty)}: {shown})",
             hint="commit or stash them; sgpatch never discards your changes",
+        )
+    if state.phase == "other" and state.stale and state.base:
+        raise CheckoutError(
+            f"{g.root}: the series changed since this checkout was patched: {state.problem}",
+            hint=(
+                "to apply the series as it is now (the checkout's series commits are dropped: export first "
+                f"anything you changed in them): git -C {shlex.quote(str(g.root))} reset --hard "
+                f"{state.base[:12]} && sgpatch apply"
+            ),
         )
     if state.phase == "other":
         raise CheckoutError(

@@ -12,7 +12,7 @@ from sgpatch.checkout.state import trailers
 from sgpatch.errors import CheckoutError, PatchError
 from sgpatch.git.diff import diff_patch, write_info_attributes
 from sgpatch.git.repo import Git, object_sizes
-from sgpatch.series.dep3 import one_line
+from sgpatch.series.dep3 import forwarded_value, one_line, with_last_update
 from sgpatch.series.patch import TRAILER_PATCH
 from sgpatch.series.paths import path_refusal
 
@@ -88,6 +88,18 @@ def header_of(data: bytes) -> bytes:
     return data[: m.start()] if m else data
 
 
+_HUNK_RANGE = re.compile(rb"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.MULTILINE)
+_INDEX_LINE = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+(?: [0-7]+)?\n", re.MULTILINE)
+
+
+def change_of(data: bytes) -> bytes:
+    """What a patch changes: its diff (from the first ``diff --git``) without hunk line numbers and ``index``
+    lines, so a patch carried to new line numbers is the same change and one with other lines is not."""
+    m = _DIFF_START.search(data)
+    diff = data[m.start() :] if m else data
+    return _HUNK_RANGE.sub(b"@@", _INDEX_LINE.sub(b"", diff))
+
+
 def slug(subject: str) -> str:
     words = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
     if len(words) > 48:
@@ -96,7 +108,8 @@ def slug(subject: str) -> str:
 
 
 def dep3_header(message: str, author: str, date: str) -> bytes:
-    """A DEP-3 header for a new patch from its commit message, author and date.
+    """A DEP-3 header for a new patch from its commit message, author and date: DEP-3's fields only (an
+    ``Upstream-Status`` trailer becomes ``Forwarded``; none: ``Forwarded: no``).
 
     Lines end at LF only (a CR LF pair counts as one); every value is written on its own line with any
     other line break or control character escaped (``one_line``), so ``parse_dep3`` reads back exactly
@@ -125,9 +138,10 @@ def dep3_header(message: str, author: str, date: str) -> bytes:
     out.extend(f" {ln}" for ln in body_lines)
     out.append(f"Origin: {fields.pop('Origin', 'vendor')}")
     out.append(f"Author: {fields.pop('Author', one_line(author.strip()))}")
-    status = fields.pop("Upstream-Status", "Pending")
+    status = fields.pop("Upstream-Status", None)  # OpenEmbedded's field: written as DEP-3's Forwarded
+    forwarded = fields.pop("Forwarded", None) or (forwarded_value(status) if status else "no")
     out.extend(f"{k}: {v}" for k, v in fields.items() if k != "Applied-Upstream")
-    out.append(f"Upstream-Status: {status}")
+    out.append(f"Forwarded: {forwarded}")
     if "Applied-Upstream" in fields:
         out.append(f"Applied-Upstream: {fields['Applied-Upstream']}")
     out.append(f"Last-Update: {one_line(date.strip())}")
@@ -172,8 +186,14 @@ def render_chain(
     headers: Mapping[str, bytes],
     current: Mapping[str, bytes],
     used: Sequence[str],
+    *,
+    today: str | None = None,
 ) -> list[Rendered]:
-    """Each commit's patch file: its header (kept, or made from the message) plus ``git diff``."""
+    """Each commit's patch file: its header (kept, or made from the message) plus ``git diff``.
+
+    With ``today`` (``YYYY-MM-DD``), a patch whose change differs from its file's (``change_of``) gets
+    ``Last-Update: today``; a patch whose diff only moved (new line numbers, new blob ids) keeps its date.
+    """
     write_info_attributes(g)
     numbers = [int(m.group(1)) for n in used if (m := _NUMBER.match(n))]
     next_number = max(numbers, default=0) + 1
@@ -188,7 +208,10 @@ def render_chain(
                     f"{g.root}: commit {c.commit[:12]} ({c.patch}) changes nothing",
                     hint="drop the commit and remove the patch from the series by hand",
                 )
-            data = headers[c.patch] + diff
+            header = headers[c.patch]
+            if today is not None and c.patch in current and change_of(current[c.patch]) != change_of(diff):
+                header = with_last_update(header, today)
+            data = header + diff
             status = "unchanged" if current.get(c.patch) == data else "updated"
             out.append(Rendered(c.patch, c.commit, data, status))
             continue

@@ -3,8 +3,10 @@
 The user edits files in a patched checkout and commits: amending a series
 commit, or adding commits on top.  ``export`` regenerates each patch file from
 its commit with ``git diff`` (the shipped style exactly), keeping the patch's
-DEP-3 header byte for byte; a commit without an ``Sgpatch-Patch`` trailer
-becomes a new numbered patch whose header starts from its message.  It then
+DEP-3 header byte for byte but ``Last-Update``, which becomes today's date when
+the patch's change is not its file's (new line numbers alone keep the date); a
+commit without an ``Sgpatch-Patch`` trailer becomes a new numbered patch whose
+header starts from its message.  It then
 carries the anchors of the changed files to where their text now stands,
 updates the ``patched`` blob pins of the stacks that use the series, and
 re-records the series commits with the new patch hashes (same trees), so the
@@ -17,6 +19,7 @@ Output is stable: exporting an unchanged checkout rewrites nothing, so
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +85,7 @@ class ExportResult:
     old_head: str
     new_head: str
     notes: tuple[str, ...] = field(default=())
+    fresh: bool = False  # read from a fresh checkout of the pinned source (no working checkout)
 
     @property
     def stale(self) -> bool:
@@ -101,6 +105,7 @@ class ExportResult:
             "old_head": self.old_head,
             "new_head": self.new_head,
             "notes": list(self.notes),
+            "fresh": self.fresh,
         }
 
 
@@ -156,7 +161,14 @@ def export_series(config: Config, stack: Stack, series: Series, checkout: Path, 
         return _export(config, stack, series, g, check=check)
 
 
-def _export(config: Config, stack: Stack, series: Series, g: Git, *, check: bool) -> ExportResult:
+def export_held(config: Config, stack: Stack, series: Series, g: Git) -> ExportResult:
+    """Export from ``g`` with its checkout lock already held (an edit's write-back)."""
+    return _export(config, stack, series, g, check=False)
+
+
+def _export(
+    config: Config, stack: Stack, series: Series, g: Git, *, check: bool, today: str | None = None
+) -> ExportResult:
     checkout = g.root
     base, chain = find_chain(g, base_candidates(stack))
     check_base_files(g, stack, base)
@@ -167,7 +179,7 @@ def _export(config: Config, stack: Stack, series: Series, g: Git, *, check: bool
     directory = series.directory
     current = {p.name: p.data for p in series.patches}
     headers = {name: header_of(data) for name, data in current.items()}
-    rendered = render_chain(g, chain, headers, current, names)
+    rendered = render_chain(g, chain, headers, current, names, today=today or datetime.date.today().isoformat())
     for r in rendered:
         if r.status == "new" and (directory / r.name).exists():
             raise PatchError(f"{directory / r.name}: exists but is not in the series", hint="remove or list it")
@@ -250,4 +262,5 @@ def export_fresh(config: Config, stack: Stack, series: Series, *, check: bool) -
                 hint="fix the patch (edit it in a checkout and run 'sgpatch export')",
             )
         result = export_series(config, stack, series, checkout, check=check)
-        return dataclasses.replace(result, notes=(*result.notes, "exported from a fresh checkout of the pinned source"))
+        notes = (*result.notes, "exported from a fresh checkout of the pinned source")
+        return dataclasses.replace(result, notes=notes, fresh=True)

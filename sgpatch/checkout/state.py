@@ -37,6 +37,7 @@ class CheckoutState:
     problem: str | None
     base_blobs: tuple[tuple[str, str | None], ...] = ()  # the pinned files' blob ids at base, when read
     gitlinks: tuple[tuple[str, str], ...] = ()  # submodules in the index: (path, commit); never entered
+    stale: bool = False  # "other" only because patch files changed since they were applied (edited, pulled)
 
     @property
     def clean(self) -> bool:
@@ -101,9 +102,9 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
             gitlinks=gitlinks,
         )
     chain.reverse()
-    problem = _compare_series(messages, chain, series)
+    problem, stale = _compare_series(messages, chain, series)
     if problem:
-        return CheckoutState("other", head, base, tuple(chain), dirty, problem, base_blobs, gitlinks)
+        return CheckoutState("other", head, base, tuple(chain), dirty, problem, base_blobs, gitlinks, stale)
     phase = "pristine" if not chain else "patched"
     return CheckoutState(phase, head, base, tuple(chain), dirty, None, base_blobs, gitlinks)
 
@@ -128,25 +129,33 @@ def refuse_gitlinks(g: Git, series: Series, gitlinks: tuple[tuple[str, str], ...
             )
 
 
-def _compare_series(messages: dict[str, str], chain: list[str], series: Series) -> str | None:
+def _compare_series(messages: dict[str, str], chain: list[str], series: Series) -> tuple[str | None, bool]:
+    """What differs between the commits above the base and the series ('' when nothing), and whether the only
+    difference is patch files changed since they were applied (the same names, other bytes)."""
+    changed: str | None = None
     for i, commit in enumerate(chain):
         found = trailers(messages[commit])
         if i >= len(series.patches):
-            return f"commit {commit[:12]} is beyond the series"
+            return f"commit {commit[:12]} is beyond the series", False
         patch = series.patches[i]
         name, sha = found.get(TRAILER_PATCH), found.get(TRAILER_SHA)
         if name is None:
-            return f"commit {commit[:12]} is not an sgpatch commit (no {TRAILER_PATCH} trailer): a foreign commit"
-        if name != patch.name:
-            return f"commit {commit[:12]} carries {name}, but position {i + 1} of the series is {patch.name}"
-        if sha != patch.sha256:
             return (
+                f"commit {commit[:12]} is not an sgpatch commit (no {TRAILER_PATCH} trailer): a foreign commit",
+                False,
+            )
+        if name != patch.name:
+            return f"commit {commit[:12]} carries {name}, but position {i + 1} of the series is {patch.name}", False
+        if sha != patch.sha256 and changed is None:
+            changed = (
                 f"commit {commit[:12]} carries {name} at sha256 {str(sha)[:12]}, "
                 f"but the patch file is now {patch.sha256[:12]}"
             )
+    if changed is not None:
+        return changed, True
     if chain and len(chain) != len(series.patches):
-        return f"only {len(chain)} of {len(series.patches)} patches are applied"
-    return None
+        return f"only {len(chain)} of {len(series.patches)} patches are applied", False
+    return None, False
 
 
 def check_base_files(g: Git, stack: Stack, base: str, known: Mapping[str, str | None] | None = None) -> None:

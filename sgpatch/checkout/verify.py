@@ -7,7 +7,7 @@ installed sglang must carry the series (``require_patched``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +271,7 @@ def verify_checkout(project: Project, checkout: Path, *, cache: Cache | None = N
     )
     tree = DirTree(checkout)
     found = {p: tree.mode(p) for p in project.series.touched}
-    return verify_tree(
+    report = verify_tree(
         project.stack,
         project.series,
         project.anchors,
@@ -280,4 +280,17 @@ def verify_checkout(project: Project, checkout: Path, *, cache: Cache | None = N
         notes=notes,
         modes={p: m for p, m in found.items() if m is not None},
         cache=cache,
+    )
+    if state.dirty and report.failures:  # the edit is the cause: said first, before what it makes fail
+        return replace(report, failures=(uncommitted(state.dirty), *report.failures))
+    return report
+
+
+def uncommitted(dirty: Sequence[str]) -> str:
+    """The cause a check failure on an edited checkout has: its uncommitted changes, by file."""
+    files = [entry[3:] for entry in dirty]
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (
+        f"the checkout has uncommitted changes ({shown}): the checks judge the edited files; "
+        "commit them (then 'sgpatch export') or discard them (git checkout -- FILE)"
     )

@@ -15,24 +15,86 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
-from sgpatch.errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, SgpatchError
-from sgpatch.results import Progress
+from sgpatch.errors import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_INTERRUPTED, SgpatchError
+from sgpatch.results import SCHEMA_VERSION, Progress
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sgpatch.cache import Cache
 
+
+# click's exceptions, from the click typer uses (typer 0.28 vendors its own copy of click).
+_click = sys.modules[typer.BadParameter.__module__]
+
+
+class _Group(TyperGroup):
+    """The app's click group: usage errors in sgpatch's one style (``sgpatch: error: ...``, exit 2, and with
+    ``--json`` one JSON document on stdout), not click's boxed ones."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name or "sgpatch", complete_var, standalone_mode=False, **extra)
+        except _click.NoArgsIsHelpError as exc:
+            exc.show()
+            code = exc.exit_code
+        except _click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "sgpatch"
+            if " " not in where and argv and argv[0] in self.commands:  # click names the group for some errors
+                where = f"{where} {argv[0]}"
+            fail(exc.format_message(), EXIT_BAD_INPUT, hint=f"try '{where} -h'", json_out=_wants_json(argv))
+            code = EXIT_BAD_INPUT
+        except _click.ClickException as exc:
+            fail(exc.format_message(), exc.exit_code, json_out=_wants_json(argv))
+            code = exc.exit_code
+        except typer.Abort:
+            _err("sgpatch: interrupted")
+            code = EXIT_INTERRUPTED
+        code = code if isinstance(code, int) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from sgpatch import __version__
+
+        typer.echo(f"sgpatch {__version__}")
+        raise typer.Exit(0)
+
+
 _SETTINGS: dict[str, Any] = {
-    "add_completion": False,
+    "cls": _Group,
+    "add_completion": True,
     "no_args_is_help": True,
     "pretty_exceptions_enable": False,
+    "context_settings": {"help_option_names": ["-h", "--help"]},
     "help": "Keep local fixes on a pinned SGLang release; verify them; build the patched wheel.",
 }
 app = typer.Typer(**_SETTINGS)
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", help="print sgpatch's version and exit", callback=_version, is_eager=True)
+    ] = False,
+) -> None:
     # Keeps an app of one command a group (see one_command_app).  No docstring: the help stays the Typer's.
     pass
 
@@ -151,18 +213,58 @@ def _bug(exc: Exception) -> NoReturn:
     raise typer.Exit(EXIT_BUG) from None
 
 
+def error_doc(message: str, exit_code: int, hint: str | None = None) -> dict[str, Any]:
+    """``--json``'s one document when a command fails before it has an answer."""
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "error": message, "exit_code": exit_code}
+    if hint:
+        doc["hint"] = hint
+    return doc
+
+
+def fail(message: str, exit_code: int, *, hint: str | None = None, json_out: bool = False) -> None:
+    """The one error style: ``sgpatch: error: MESSAGE`` (and ``hint: ...``) on stderr; with ``--json`` also
+    the error's JSON document on stdout."""
+    _err(f"sgpatch: error: {message}")
+    if hint:
+        _err(f"hint: {hint}")
+    if json_out:
+        echo_json(json_dumps(error_doc(message, exit_code, hint)))
+
+
 def handled(func: F) -> F:
-    """Map SgpatchError to its exit code with one line on stderr; a closed stdout to a quiet
-    exit 141, as the shell reports for ``git log | head``; a bug to exit 4."""
+    """Map SgpatchError to its exit code with one line on stderr (and with ``--json`` one JSON document on
+    stdout); a closed stdout to a quiet exit 141, as the shell reports for ``git log | head``; a bug to exit 4."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            out = func(*args, **kwargs)
+            _end_steps(failed=False)
+            return out
+        except typer.Exit as exc:
+            _end_steps(failed=bool(exc.exit_code))
+            raise
+        except BaseException:
+            _end_steps(failed=True)
+            raise
+
+    return _errors_mapped(wrapper)  # type: ignore[return-value]
+
+
+def _end_steps(*, failed: bool) -> None:
+    from sgpatch.cli.progress import close_steps
+
+    close_steps(failed=failed)
+
+
+def _errors_mapped(func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        json_out = bool(kwargs.get("json_out"))
+        try:
             return func(*args, **kwargs)
         except SgpatchError as exc:
-            _err(f"sgpatch: error: {exc.message}")
-            if exc.hint:
-                _err(f"hint: {exc.hint}")
+            fail(exc.message, exc.exit_code, hint=exc.hint, json_out=json_out)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             _err("sgpatch: interrupted")
@@ -175,9 +277,17 @@ def handled(func: F) -> F:
             _quiet_stdout()
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except Exception as exc:
+            if json_out:
+                echo_json(json_dumps(error_doc(f"internal error (a bug): {type(exc).__name__}", EXIT_BUG)))
             _bug(exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def json_dumps(doc: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(doc, indent=2)
 
 
 def _config(path: Path | None) -> Any:
@@ -186,10 +296,11 @@ def _config(path: Path | None) -> Any:
     return load_config(path if path is not None else find_config(Path.cwd()))
 
 
-def _progress(json_out: bool) -> Progress | None:
-    if json_out or os.environ.get("CI") or not sys.stderr.isatty():
-        return None
-    return lambda msg: _err(f"sgpatch: {msg}")
+def _progress(json_out: bool = False) -> Progress | None:
+    """Progress lines on stderr (with ``--json`` too: stdout holds only the document); see cli/progress.py."""
+    from sgpatch.cli.progress import progress_for
+
+    return progress_for(_err)
 
 
 def _cache(no_cache: bool) -> Cache | None:

@@ -52,6 +52,7 @@ def build(
     from sgpatch.cli.render import dumps, render_build
     from sgpatch.project import load_project
     from sgpatch.wheel import build_wheels
+    from sgpatch.wheel.last import record_build
 
     cfg = _config(config)
     project = load_project(cfg, stack)
@@ -67,6 +68,7 @@ def build(
         cache=_cache(no_cache),
         anchors=project.anchors,
     )
+    record_build(cfg.root, project.stack.name, results)  # for 'sgpatch status'
     if json_out:  # the first wheel's document, with every wheel's under "wheels" (one per platform tag)
         docs = [r.as_dict() for r in results]
         echo_json(dumps({**docs[0], "ok": all(d["ok"] for d in docs), "wheels": docs}))

@@ -1,4 +1,4 @@
-"""The commands on a stack and its checkout: ``stacks``, ``fetch``, ``apply``, ``verify``, ``show``."""
+"""The commands on a stack and its checkout: ``stacks``, ``fetch``, ``apply``, ``verify``."""
 
 from __future__ import annotations
 
@@ -70,10 +70,14 @@ def apply(
 
     cfg = _config(config)
     project = load_project(cfg, stack)
+    target = _checkout(cfg, project.stack, checkout)
+    progress = _progress(json_out)
+    if progress is not None:
+        progress(f"applying {len(project.series.patches)} patch(es) of {project.stack.name} to {target}")
     result = apply_series(
         project.stack,
         project.series,
-        _checkout(cfg, project.stack, checkout),
+        target,
         notify=lambda message: _err(f"sgpatch: {message}"),  # waits and recoveries: always worth a line
     )
     echo_json(dumps(apply_doc(result, project.series.id))) if json_out else echo(render_apply(result))
@@ -168,51 +172,3 @@ def verify(
         for failure in report.failures:
             _err(f"sgpatch: verify: check failed: {failure}")
         raise typer.Exit(1)
-
-
-@app.command()
-@handled
-def show(
-    where: Annotated[str, typer.Argument(metavar="FILE:START-END", help="e.g. deepseek_v2.py:2963-2976")],
-    stack: Annotated[str | None, typer.Option("--stack", help="stack whose checkout to read")] = None,
-    checkout: CheckoutOpt = None,
-    config: ConfigOpt = None,
-) -> None:
-    """Print lines START..END of FILE with their numbers (sed -n A,Bp | cat -n)."""
-    from sgpatch.cli.render import render_lines
-    from sgpatch.errors import SgpatchError as Bad
-    from sgpatch.series.anchors import read_range
-    from sgpatch.source.tree import DirTree
-
-    file, _, span = where.rpartition(":")
-    start_s, _, end_s = span.partition("-")
-    if not file or not start_s.isdigit() or not (end_s or start_s).isdigit():
-        raise Bad(f"cannot read {where!r}: expected FILE:START-END, e.g. deepseek_v2.py:2963-2976")
-    start, end = int(start_s), int(end_s or start_s)
-    if start < 1 or end < start:
-        raise Bad(f"{where}: the range must be 1 <= START <= END")
-    cfg = _config(config)
-    st = cfg.stack(stack)
-    root = _checkout(cfg, st, checkout)
-    tree = DirTree(root)
-    path = _resolve_file(tree, file, [f.path for f in st.files])
-    data = tree.read(path)
-    if data is None:
-        raise Bad(f"{root / path}: no such file in the checkout")
-    for line in render_lines(read_range(data, start, end)):
-        echo(line)
-
-
-def _resolve_file(tree: Any, file: str, known: list[str]) -> str:
-    """A checkout-relative path for FILE: as given, under python/, or a pinned file's base name."""
-    from sgpatch.errors import SgpatchError as Bad
-
-    if file.startswith("/") or ".." in file.split("/"):
-        raise Bad(f"{file}: give a path inside the checkout")
-    for candidate in (file, f"python/{file}"):
-        if tree.read(candidate) is not None:
-            return candidate
-    matches = [k for k in known if k.endswith("/" + file)]
-    if len(matches) == 1:
-        return matches[0]
-    raise Bad(f"{file}: no such file in {tree.label}")

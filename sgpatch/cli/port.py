@@ -112,6 +112,7 @@ def export(
     With --check nothing is written and the exit code is 1 when the files would
     change; without a checkout to read, --check uses a fresh one (--fresh).
     """
+    from sgpatch.checkout.edit import edit_in_progress
     from sgpatch.checkout.export import export_fresh, export_series
     from sgpatch.cli.render import dumps, render_export, render_port
     from sgpatch.errors import SgpatchError as Bad
@@ -131,6 +132,13 @@ def export(
         return
     project = load_project(cfg, stack)
     target = checkout if checkout is not None else cfg.checkout_dir(project.stack)
+    if not fresh and edit_in_progress(target) is not None:  # export during an edit writes the edit back
+        if check:
+            raise Bad(f"{target}: an edit is in progress here; write it back first ('sgpatch export')")
+        from sgpatch.cli.edit import show, write_back
+
+        show(write_back(cfg, stack, target), json_out=json_out)
+        return
     if check and checkout is None and not target.exists():
         fresh = True  # no working checkout (CI, a fresh clone): check the series against its pinned source
     if fresh:

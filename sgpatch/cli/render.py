@@ -316,7 +316,9 @@ def render_export(result: ExportResult, root: Path) -> str:
     changed = ", ".join(_rel(p, root) for p in result.changed)
     if result.check:
         if result.stale:
-            lines.append(f"export --check: STALE: {changed} would change; run 'sgpatch export'")
+            # without a working checkout (a fresh clone, CI) export itself needs --fresh to find the commits
+            how = f"sgpatch export {result.stack}" + (" --fresh" if result.fresh else "")
+            lines.append(f"export --check: STALE: {changed} would change; run '{how}'")
         else:
             lines.append("export --check: up to date")
     elif result.changed:

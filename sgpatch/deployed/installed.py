@@ -225,6 +225,9 @@ def examine_install(
     provenance_failures, provenance_notes = _provenance_findings(project, dist, tree)
     failures.extend(record_failures)
     failures.extend(provenance_failures)
+    cause = next((f for f in failures if f.startswith("provenance: built from another series")), None)
+    if cause is not None:  # the cause the other failures follow from: said first
+        failures = [cause, *(f for f in failures if f != cause)]
     notes.extend(record_notes)
     notes.extend(provenance_notes)
     notes.extend(report.notes)

@@ -12,7 +12,8 @@ installed metadata (``importlib.metadata``) and its package directory through
 executing it.  Every answer reports the watched modules in ``sys.modules``,
 so the checking side can prove that.
 
-Requests: ``inspect`` (versions, site-packages directory, import root, chosen
+Requests: ``model`` (what launch preflight reads of a model: ``read_model``),
+``inspect`` (versions, site-packages directory, import root, chosen
 files and ``.dist-info`` files, the names of the package's files, and the
 RECORD: its paths and every row whose file no longer has the recorded sha256,
 hashed here so that only mismatches travel) and ``read`` (files below an
@@ -186,6 +187,125 @@ def _walk(root: str | None, rel: str) -> list[str]:
     return sorted(names)
 
 
+# --------------------------------------------------------------------------- model files (launch preflight)
+
+MODEL_FILES = ("config.json", "model.safetensors.index.json")
+MODEL_CAPS = {"file": 4 << 20, "header": 8 << 20, "headers": 64 << 20, "shards": 2048}
+HF_VARS = ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME")
+
+
+def _hub_dir(env: dict[str, str]) -> str:
+    """Where the Hugging Face hub keeps repositories, as huggingface_hub computes it."""
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(key):
+            return os.path.expanduser(env[key])
+    home = env.get("HF_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache", "huggingface")
+    return os.path.join(os.path.expanduser(home), "hub")
+
+
+def _locate(spec: str, env: dict[str, str]) -> dict[str, Any]:
+    """A model path as SGLang takes it: a directory (maybe a hub snapshot), or a repo id found in the hub cache."""
+    if os.path.isdir(spec):
+        real = os.path.realpath(spec)
+        parts = real.split(os.sep)
+        if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+            return {"how": "hf-cache", "dir": real, "within": os.sep.join(parts[:-2])}
+        return {"how": "directory", "dir": real, "within": real}
+    hub = _hub_dir(env)
+    if re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}", spec) and ".." not in spec:
+        repo = os.path.join(hub, "models--" + spec.replace("/", "--"))
+        ref = os.path.join(repo, "refs", "main")
+        if os.path.isfile(ref) and not os.path.islink(ref):
+            with open(ref, "rb") as fh:
+                rev = fh.read(128).decode("ascii", "replace").strip()
+            snap = os.path.join(repo, "snapshots", rev)
+            if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) and os.path.isdir(snap) and not os.path.islink(snap):
+                real = os.path.realpath(repo)
+                return {"how": "hf-repo", "dir": os.path.join(real, "snapshots", rev), "within": real, "rev": rev}
+            return {"error": f"{ref}: names {rev[:64]!r}, not a snapshot in {os.path.join(repo, 'snapshots')}"}
+        return {"error": f"not a directory, and no {spec} in the Hugging Face cache {hub} (preflight never downloads)"}
+    return {"error": "not a directory, nor a Hugging Face repo id"}
+
+
+def _open_within(path: str, within: str) -> Any:
+    """``path`` opened for reading when it is a regular file whose real path stays below ``within``."""
+    real = os.path.realpath(path)
+    if not real.startswith(within.rstrip(os.sep) + os.sep):
+        raise ValueError(f"{path}: links out of {within} (to {real})")
+    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    fh = os.fdopen(fd, "rb")
+    import stat
+
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fh.close()
+        raise ValueError(f"{path}: not a regular file")
+    return fh
+
+
+def _blob(path: str, within: str, cap: int) -> dict[str, Any]:
+    if not os.path.lexists(path):
+        return {"missing": True}
+    try:
+        with _open_within(path, within) as fh:
+            data = fh.read(cap + 1)
+    except (OSError, ValueError) as exc:
+        return {"error": str(exc)}
+    if len(data) > cap:
+        return {"error": f"{path}: over {cap} bytes"}
+    return {"data": base64.b64encode(data).decode("ascii")}
+
+
+def _header(path: str, within: str, cap: int) -> dict[str, Any]:
+    """A safetensors file's header: 8 bytes little-endian length, then that much JSON; never the tensors."""
+    try:
+        with _open_within(path, within) as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return {"error": f"{path}: {len(head)} bytes, shorter than a safetensors header length"}
+            size = int.from_bytes(head, "little")
+            if size > cap:
+                return {"error": f"{path}: safetensors header of {size} bytes, over {cap}"}
+            data = fh.read(size)
+    except (OSError, ValueError) as exc:
+        return {"error": str(exc)}
+    if len(data) < size:
+        return {"error": f"{path}: header says {size} bytes, the file holds {len(data)}"}
+    return {"data": base64.b64encode(data).decode("ascii"), "size": size}
+
+
+def read_model(spec: str, env: dict[str, str]) -> dict[str, Any]:
+    """What launch preflight reads of a model: its config, index and safetensors headers (bounded, raw)."""
+    merged = {k: os.environ[k] for k in HF_VARS if os.environ.get(k)}
+    merged.update({k: v for k, v in env.items() if k in HF_VARS})
+    out = _locate(spec, merged)
+    if "error" in out:
+        return out
+    where, within = out["dir"], out["within"]
+    out["files"] = {name: _blob(os.path.join(where, name), within, MODEL_CAPS["file"]) for name in MODEL_FILES}
+    shards: list[str] = []
+    index = out["files"]["model.safetensors.index.json"]
+    if "data" in index:
+        try:
+            weights = json.loads(base64.b64decode(index["data"])).get("weight_map")
+            shards = sorted({v for v in weights.values() if isinstance(v, str)}) if isinstance(weights, dict) else []
+        except (ValueError, AttributeError, RecursionError):
+            shards = []  # the checking side reads the index and says what is wrong with it
+    elif os.path.lexists(os.path.join(where, "model.safetensors")):
+        shards = ["model.safetensors"]
+    headers: dict[str, Any] = {}
+    budget = MODEL_CAPS["headers"]
+    for name in shards[: MODEL_CAPS["shards"]]:
+        if "/" in name or "\\" in name or name in ("", ".", ".."):
+            headers[name] = {"error": f"{name!r}: not a file name in the model directory"}
+            continue
+        found = _header(os.path.join(where, name), within, min(MODEL_CAPS["header"], budget))
+        budget -= found.get("size", 0)
+        headers[name] = found
+    out["headers"] = headers
+    out["shards"] = len(shards)
+    return out
+
+
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     """The answer to one request: ``inspect`` distributions, ``read`` or ``list`` below one's package root."""
     op = request.get("op")
@@ -204,6 +324,8 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
         if name not in ROOTS:
             raise ValueError(f"{name} was not inspected")
         return {"files": {rel: _read(ROOTS[name], _safe(rel)) for rel in request["files"]}}
+    if op == "model":
+        return {"models": [read_model(str(spec), dict(request.get("env") or {})) for spec in request["specs"]]}
     raise ValueError(f"unknown request {op!r}")
 
 

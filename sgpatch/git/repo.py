@@ -308,6 +308,11 @@ class Git:
         """Point HEAD (and its branch) from ``old`` at ``new`` (guarded; index and files stay)."""
         self._run("update-ref", "-m", reason, "HEAD", new, old, guarded=True)
 
+    def init_repository(self, *, branch: str) -> None:
+        """``git init`` of a person's own repository (``sgpatch init``): no settings, no commit."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._run("init", "-q", "-b", branch, ".")
+
     def init(self, *, branch: str) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self._run("init", "-q", "-b", branch, ".")

@@ -22,3 +22,17 @@ def worktree_changes(g: Git, rev: str) -> list[str]:
 
 def delete_ref(g: Git, ref: str) -> None:
     g._run("update-ref", "-d", "--end-of-options", ref)
+
+
+def tracked_changes(g: Git, rev: str) -> list[str]:
+    """What ``git commit -a`` would take against ``rev``: tracked paths whose work-tree file or index entry
+    differs from ``rev`` (new files only once ``git add`` staged them); sorted, no renames."""
+    args = ("--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", "--end-of-options", rev, "--")
+    found = g._run("diff", *args).stdout + b"\0" + g._run("diff", "--cached", *args).stdout
+    return sorted({p.decode("utf-8", "surrogateescape") for p in found.split(b"\0") if p})
+
+
+def untracked_files(g: Git) -> list[str]:
+    """Untracked files, ignored ones left out; sorted."""
+    found = g._run("ls-files", "-z", "--others", "--exclude-standard").stdout
+    return sorted(p.decode("utf-8", "surrogateescape") for p in found.split(b"\0") if p)

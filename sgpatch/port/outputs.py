@@ -64,6 +64,7 @@ class Plan:
     config_text: str
     force: bool = False
     pin_changes: tuple[str, ...] = ()  # how the install pins and overrides moved (shown in the report)
+    exists: str = ""  # a dry run over a stack that exists already: what --force would replace (shown as a note)
 
 
 def with_hunks(ported: PortedPatch, old: Patch, new: Patch | None) -> PortedPatch:

@@ -112,11 +112,13 @@ def port_stack(
             )
     config_text = config.path.read_text(encoding="utf-8")
     replaced = config.stacks.get(new_name)
+    exists = ""
     if replaced is not None:
-        if not force:
+        exists = f"stack {new_name} exists already; --force replaces " + what_force_replaces(config, replaced, target)
+        if not force and not dry_run:  # a dry run writes nothing: it ports and says what --force would replace
             raise ConfigError(
                 f"{config.path}: stack {new_name} exists already",
-                hint="pass --force to replace a stack port made, or remove it first",
+                hint=f"--dry-run to see the port; --force replaces {what_force_replaces(config, replaced, target)}",
             )
         config_text = remove_stack(config_text, new_name, where=config.path)
         config = dataclasses.replace(config, stacks={k: v for k, v in config.stacks.items() if k != new_name})
@@ -133,7 +135,8 @@ def port_stack(
         strict,
         dry_run,
         config_text,
-        replaced is not None,
+        replaced is not None and force,
+        exists=exists if dry_run else "",
     )
     existed_empty = False
     if not dry_run and target.exists():
@@ -223,8 +226,27 @@ def base_result(
         written=(),
         dry_run=plan.dry_run,
         strict=plan.strict,
-        notes=tuple(f"pins: {c}" for c in plan.pin_changes),
+        notes=(*((plan.exists,) if plan.exists else ()), *(f"pins: {c}" for c in plan.pin_changes)),
     )
+
+
+def what_force_replaces(config: Config, stack: Stack, checkout: Path) -> str:
+    """In words: the stack's table in VERSIONS.toml, its series directory and its checkout, where they exist."""
+    parts = [f'its [stacks."{stack.name}"] table in {config.path.name}']
+    series = stack.series_dir if stack.series_dir.is_absolute() else config.root / stack.series_dir
+    if series.is_dir():
+        count = sum(1 for p in series.iterdir() if p.is_file())
+        parts.append(f"its series directory {_rel(series, config.root)}/ ({count} file{'s' if count != 1 else ''})")
+    if checkout.is_dir():
+        parts.append(f"its checkout {_rel(checkout, config.root)}")
+    return ", ".join(parts)
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -266,9 +266,11 @@ def check_landing(patch: Patch, fp: FilePatch, data: bytes | None) -> list[Landi
         preceding = _preceding_def(lines, h.new_start)
         if named in chain or named == preceding:
             where = ".".join(chain) or "module level"
-            results.append(
-                LandingResult(patch.name, fp.path, h.label, True, f"in {where}, as its header ({named}) says")
-            )
+            if named in chain:
+                said = f"in {where}, the definition its hunk header names ({named})"
+            else:  # git's hunk header names the last definition above the hunk: the one these lines follow
+                said = f"in {where}, right after {named} (the definition the hunk header names)"
+            results.append(LandingResult(patch.name, fp.path, h.label, True, said))
         else:
             where = ".".join(chain) or "module level"
             results.append(

@@ -1,4 +1,10 @@
-"""DEP-3 patch headers: read (``parse_dep3``) and written one field a line (``one_line``)."""
+"""DEP-3 patch headers (https://dep-team.pages.debian.net/deps/dep3/): read (``parse_dep3``), written one
+field a line (``one_line``), and dated (``with_last_update``).
+
+sgpatch writes DEP-3's own fields only (``Description``, ``Origin``, ``Bug``, ``Forwarded``, ``Author``,
+``Reviewed-by``, ``Applied-Upstream``, ``Last-Update``); it still reads headers that carry OpenEmbedded's
+``Upstream-Status`` (older sgpatch wrote it), and ``forwarded_value`` says what it means in DEP-3 terms.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,8 @@ import re
 
 from sgpatch.errors import PatchError
 
-REQUIRED_FIELDS = ("Description", "Origin", "Upstream-Status")
+# DEP-3: a Description (or Subject), and an Origin unless an Author is named.
+REQUIRED_FIELDS = ("Description",)
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):\s?(.*)$")
 
 # What ``str.splitlines`` breaks a line at besides LF: in a DEP-3 header each is refused, so that no
@@ -53,4 +60,40 @@ def parse_dep3(text: str, where: str) -> tuple[tuple[str, str], ...]:
     for req in REQUIRED_FIELDS:
         if req.lower() not in present:
             raise PatchError(f"{where}:1: DEP-3 header lacks {req!r}", hint="see SPEC §5 for the header fields")
+    if "origin" not in present and "author" not in present and "from" not in present:
+        raise PatchError(
+            f"{where}:1: DEP-3 header lacks 'Origin' (required unless an 'Author' is named)",
+            hint="e.g. 'Origin: vendor' for a local change, 'Origin: backport, <upstream URL>' for a backport",
+        )
     return result
+
+
+def forwarded_value(upstream_status: str) -> str:
+    """DEP-3's ``Forwarded`` for an OpenEmbedded ``Upstream-Status`` (``Pending``, ``Submitted [where]``,
+    ``Accepted``, ``Backport [version]``, ``Inappropriate [why]``, ``Denied``)."""
+    status = upstream_status.strip()
+    kind = status.split("[", 1)[0].strip().lower()
+    inside = status.split("[", 1)[1].rsplit("]", 1)[0].strip() if "[" in status else ""
+    if kind == "submitted":
+        return inside if inside.startswith(("http://", "https://")) else "yes"
+    if kind in ("accepted", "denied"):
+        return "yes"
+    if kind in ("backport", "inappropriate"):
+        return "not-needed"
+    return "no"
+
+
+_LAST_UPDATE = re.compile(rb"^Last-Update:[^\n]*\n", re.MULTILINE | re.IGNORECASE)
+_HEADER_END = re.compile(rb"^---[ \t]*\n", re.MULTILINE)
+
+
+def with_last_update(header: bytes, date: str) -> bytes:
+    """``header`` (a patch file's bytes before its diff) with ``Last-Update: date``: the field replaced where
+    it stands, or added as the last field (before the ``---`` line); every other byte kept."""
+    line = f"Last-Update: {one_line(date)}\n".encode()
+    if _LAST_UPDATE.search(header):
+        return _LAST_UPDATE.sub(lambda _m: line, header, count=1)
+    end = _HEADER_END.search(header)
+    if end is not None:
+        return header[: end.start()] + line + header[end.start() :]
+    return header + (b"" if not header or header.endswith(b"\n") else b"\n") + line

@@ -59,6 +59,8 @@ def download(artifact: Artifact, version: str, dest: Path, *, progress: Progress
     from sgpatch.source.index import locate
 
     try:
+        if progress:
+            progress(f"finding {artifact.filename} on pip's indexes")
         found, base, client = locate(PACKAGE, version, artifact)
         if found.size is not None and found.size > MAX_DOWNLOAD:
             raise EnvironmentFailure(f"the index lists {found.size} bytes, over the limit of {MAX_DOWNLOAD}")

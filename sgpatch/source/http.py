@@ -281,9 +281,9 @@ class Client:
                 return self._get(clean, auth, dog, accept=accept, max_bytes=max_bytes, sink=sink, what=what)
             except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError, EOFError) as exc:
                 if dog.passed():
-                    raise EnvironmentFailure(
-                        f"{clean}: no complete answer within {deadline_text(seconds)}",
-                        hint=f"the index is too slow or stalled; set {DEADLINE_ENV} to wait longer",
+                    raise Unreachable(
+                        f"{clean}: timed out: no complete answer within {deadline_text(seconds)}",
+                        hint=f"the index is too slow or stalled; set {DEADLINE_ENV} to wait longer, or {POINT_PIP}",
                     ) from None
                 raise _failure(clean, exc) from None
 
@@ -341,6 +341,12 @@ def _size(n: int) -> str:
     return f"{n >> 30} GiB" if n >= 1 << 30 and not n % (1 << 30) else f"{n >> 20} MiB"
 
 
+POINT_PIP = (
+    "point pip at a reachable index: PIP_INDEX_URL=URL, or pip config set global.index-url URL "
+    "(pip config list shows what is set)"
+)
+
+
 def _failure(url: str, exc: BaseException) -> EnvironmentFailure:
     """One line for what went wrong with a request."""
     hint = "check the package index configured for pip (pip config list)"
@@ -363,7 +369,41 @@ def _failure(url: str, exc: BaseException) -> EnvironmentFailure:
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     if isinstance(reason, http.client.HTTPException):
         return _failure(url, reason)
-    return EnvironmentFailure(f"{url}: cannot reach the index: {str(reason)[:200]}", hint=hint)
+    what, why_hint = unreachable(url, reason)
+    return Unreachable(f"cannot reach the index {url}: {what}", hint=why_hint)
+
+
+class Unreachable(EnvironmentFailure):
+    """The index could not be reached at all: refused, a name that does not resolve, a timeout, TLS."""
+
+
+def unreachable(url: str, reason: object) -> tuple[str, str]:
+    """What failed, in words (connection refused, DNS, timeout, TLS certificate), and the hint for it."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "?"
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        port = None
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        detail = reason.verify_message or str(reason)
+        return (
+            f"TLS: the server's certificate is not trusted ({str(detail)[:120]})",
+            "give pip the CA bundle that signed it: PIP_CERT=FILE or pip config set global.cert FILE; or " + POINT_PIP,
+        )
+    if isinstance(reason, ssl.SSLError):
+        return f"TLS handshake failed ({str(reason)[:120]})", POINT_PIP
+    if isinstance(reason, ConnectionRefusedError):
+        return f"connection refused (nothing listens on {host}:{port})", POINT_PIP
+    if isinstance(reason, socket.gaierror):
+        return f"DNS: the host name {host!r} does not resolve ({reason.strerror or reason})", POINT_PIP
+    if isinstance(reason, TimeoutError | socket.timeout):
+        return f"timed out connecting to {host}:{port}", POINT_PIP
+    if isinstance(reason, ConnectionResetError):
+        return "the connection was reset", POINT_PIP
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror, POINT_PIP
+    return str(reason)[:200] or type(reason).__name__, POINT_PIP
 
 
 def _get_file(url: str, max_bytes: int, sink: Sink, what: str) -> Answer:

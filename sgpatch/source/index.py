@@ -74,6 +74,7 @@ class IndexFile:
     url: str = ""  # absolute, without credentials
     yanked: bool = False
     size: int | None = None
+    version: str = ""  # normalized (PEP 440); "" for a name of the project whose version is not PEP 440
 
 
 # --------------------------------------------------------------------------- pip's configuration
@@ -241,9 +242,10 @@ def _check_file(item: Any, i: int, bad: Any) -> None:
 
 
 def parse_project_page(
-    data: bytes, project: str, version: str, *, where: str = "the index", page_url: str = "", kind: str = "json"
+    data: bytes, project: str, version: str | None, *, where: str = "the index", page_url: str = "", kind: str = "json"
 ) -> list[IndexFile]:
-    """The files of ``project`` ``version`` that a project page lists (yanked ones marked): a JSON page
+    """The files of ``project`` ``version`` (None: of every version) that a project page lists (yanked ones
+    marked; with ``version=None`` also the names of the project whose version is not PEP 440, unchecked): a JSON page
     (PEP 691), or with ``kind="html"`` an HTML one (PEP 503), read as the JSON document it stands for.
 
     Every field of every file is checked by type, and the files of the release must carry a sha256 and a
@@ -273,7 +275,7 @@ def _json_document(data: bytes, bad: Any) -> Any:
         raise bad(f"not JSON ({str(exc)[:80]})") from None
 
 
-def _release_files(doc: Any, project: str, version: str, page_url: str, bad: Any) -> list[IndexFile]:
+def _release_files(doc: Any, project: str, version: str | None, page_url: str, bad: Any) -> list[IndexFile]:
     """The release's files in a PEP 691 document, every file checked (the one path for JSON and HTML)."""
     if not isinstance(doc, dict):
         raise bad("not a JSON object")
@@ -291,7 +293,7 @@ def _release_files(doc: Any, project: str, version: str, page_url: str, bad: Any
     files = doc.get("files")
     if not isinstance(files, list):
         raise bad("no files list")
-    want = Version(version)
+    want = Version(version) if version is not None else None
     out: dict[str, IndexFile] = {}
     for i, item in enumerate(files):
         _check_file(item, i, bad)
@@ -299,7 +301,9 @@ def _release_files(doc: Any, project: str, version: str, page_url: str, bad: Any
         if not _PLAIN.match(name) or name.startswith("."):
             raise bad(f"files[{i}].filename {name[:80]!r} is not a plain file name")
         parsed = _release_of(name, project)
-        if parsed is None or parsed[0] != want:
+        if parsed is None and want is None and canonicalize_name(name.split("-")[0]) == canonicalize_name(project):
+            out[name] = IndexFile(name, "", "")  # the project's, but no version pip could compare
+        if parsed is None or parsed[0] != (want or parsed[0]):
             continue
         sha = item["hashes"].get("sha256")
         if not isinstance(sha, str) or not _HEX64.match(sha):
@@ -308,7 +312,7 @@ def _release_files(doc: Any, project: str, version: str, page_url: str, bad: Any
             raise bad(f"{name} listed twice with different sha256")
         url = _file_url(item.get("url"), page_url, name, bad)
         yanked = item.get("yanked", False) is not False
-        out[name] = IndexFile(name, sha, parsed[1], url, yanked, item.get("size"))
+        out[name] = IndexFile(name, sha, parsed[1], url, yanked, item.get("size"), str(parsed[0]))
     return sorted(out.values(), key=lambda f: f.filename)
 
 
@@ -351,7 +355,7 @@ def served(tags: Iterable[Tag]) -> bool:
     )
 
 
-def _listing(project: str, version: str, base: str, client: Client) -> list[IndexFile]:
+def listing(project: str, version: str | None, base: str, client: Client) -> list[IndexFile]:
     data, page, kind = fetch_project_page(project, base, client)
     return parse_project_page(data, project, version, where=shown(base), page_url=page, kind=kind)
 
@@ -362,7 +366,7 @@ def release_files(project: str, version: str, *, url: str | None = None) -> list
     settings = pip_settings()
     base = url or settings.index_url
     try:
-        files = _listing(project, version, base, settings.client())
+        files = listing(project, version, base, settings.client())
     except NotFound as exc:
         raise EnvironmentFailure(exc.message, hint=exc.hint) from None
     return [f for f in files if not f.yanked and (f.kind == "sdist" or served(parse_wheel_filename(f.filename)[3]))]
@@ -380,7 +384,7 @@ def locate(project: str, version: str, artifact: Artifact) -> tuple[IndexFile, s
     other: list[str] = []
     for base in settings.indexes:
         try:
-            files = _listing(project, version, base, client)
+            files = listing(project, version, base, client)
         except NotFound:
             continue
         found = next((f for f in files if f.filename == artifact.filename), None)

@@ -148,6 +148,14 @@ class DirTree:
         with os.fdopen(fd, "rb") as fh:
             return fh.read()
 
+    def read_at_most(self, path: str, limit: int) -> bytes | None:
+        """Like :meth:`read`, but at most ``limit + 1`` bytes: a longer result means the file is over ``limit``."""
+        fd = self._open_file(path)
+        if fd is None:
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(limit + 1)
+
     def mode(self, path: str) -> str | None:
         """The git mode a regular file would get (100755 when its owner may execute it), or None."""
         fd = self._open_file(path)

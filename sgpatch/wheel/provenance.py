@@ -260,28 +260,46 @@ def parse_provenance(data: bytes) -> dict[str, Any]:
     return doc
 
 
+def other_series(doc: Mapping[str, Any], series: Series) -> str | None:
+    """In words, when the document was built from another series than ``series``: its id and how its patches
+    differ (added, dropped, changed); None when it is the same series."""
+    series_doc = doc.get("series") or {}
+    recorded = [p for p in series_doc.get("patches") or [] if isinstance(p, dict)]
+    ours = [{"name": p.name, "sha256": p.sha256} for p in series.patches]
+    if series_doc.get("id") == series.id and recorded == ours:
+        return None
+    theirs = {str(p.get("name")): p.get("sha256") for p in recorded}
+    mine = {p.name: p.sha256 for p in series.patches}
+    differences = [f"{n} is not in the stack's series" for n in theirs if n not in mine]
+    differences += [f"{n} is missing" for n in mine if n not in theirs]
+    differences += [f"{n} has other content" for n in mine if n in theirs and theirs[n] != mine[n]]
+    if not differences:
+        differences = ["the patches are in another order"]
+    return (
+        f"built from another series: the build recorded series {series_doc.get('id')} ({len(recorded)} patch(es)), "
+        f"the stack's series is {series.id} ({len(ours)} patch(es)): " + "; ".join(differences)
+    )
+
+
 def provenance_problems(
     doc: Mapping[str, Any], stack: Stack, series: Series, version: str, found: Mapping[str, str | None]
 ) -> list[str]:
-    """How the document disagrees with the stack, the series and the blobs ``found`` in the wheel."""
+    """How the document disagrees with the stack, the series and the blobs ``found`` in the wheel; another
+    series first (the cause the rest follows from)."""
     problems: list[str] = []
 
-    def expect(label: str, got: Any, want: Any) -> None:
-        if got != want:
-            problems.append(f"{label} is {got!r}, expected {want!r}")
+    def expect(label: str, recorded: Any, want: Any, whose: str = "the stack pins") -> None:
+        if recorded != want:
+            problems.append(f"{label}: the build recorded {recorded!r}, {whose} {want!r}")
 
-    expect("stack", doc.get("stack"), stack.name)
-    expect("version", doc.get("version"), version)
+    cause = other_series(doc, series)
+    if cause is not None:
+        problems.append(cause)
+    expect("stack", doc.get("stack"), stack.name, "this is stack")
+    expect("version", doc.get("version"), version, "the stack and series make")
     upstream = doc.get("upstream") or {}
     expect("upstream.tag", upstream.get("tag"), stack.tag)
     expect("upstream.commit", upstream.get("commit"), stack.commit)
-    series_doc = doc.get("series") or {}
-    expect("series.id", series_doc.get("id"), series.id)
-    expect(
-        "series.patches",
-        series_doc.get("patches"),
-        [{"name": p.name, "sha256": p.sha256} for p in series.patches],
-    )
     source = doc.get("source") or {}
     if source.get("base_commit") not in {c for c in (stack.commit, stack.pypi_commit) if c}:
         problems.append(f"source.base_commit {source.get('base_commit')!r} is not a pinned base of {stack.name}")
@@ -294,7 +312,7 @@ def provenance_problems(
         if entry is None:
             problems.append(f"files: {path} is not listed")
             continue
-        expect(f"files[{path}].after", entry.get("after"), found.get(path))
+        expect(f"files[{path}].after", entry.get("after"), found.get(path), "the files hold")
         pinned = stack.pinned_file(path)
         if pinned is not None:
             expect(f"files[{path}].before", entry.get("before"), pinned.pristine)

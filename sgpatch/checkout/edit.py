@@ -1,0 +1,341 @@
+"""``sgpatch edit PATCH``: put a patched checkout where one patch of the series can be changed (quilt's and
+stgit's edit loop), and ``edit --abort``: go back exactly to before it.
+
+``start_edit`` moves the checkout from the full series to the commit of that patch (one journalled
+``move_checkout``); the person edits files there, committing or not.  ``writeback`` folds the edits into
+the patch, carries the later patches over them and exports the series.  What an edit needs to go on or
+be undone lives in its record, ``.git/sgpatch-edit.json`` (written atomically, never through a link),
+with the phase it is in, so a kill at any point leaves something ``--continue`` or ``--abort`` finishes:
+
+``entering``   moving the checkout from ``head`` (the full series) to the patch's commit;
+``editing``    waiting for the person;
+``moving``     taking the person's work as a commit and moving the checkout to the next stop or the end;
+``stopped``    a later patch conflicts with the edit: the checkout holds the conflict, marked;
+``finishing``  the checkout holds the new series; the patch files are being written;
+``aborting``   the saved project files are being put back and the checkout moved back to ``head``.
+
+The project files an edit may write (the series' patch files, ``series``, ``anchors.toml`` and
+VERSIONS.toml) are saved as blobs in the checkout when it starts, so ``--abort`` restores them byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sgpatch.atomic import write_atomic
+from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
+from sgpatch.checkout.state import inspect, open_checkout
+from sgpatch.config import Config, Stack
+from sgpatch.errors import CheckoutError, SgpatchError
+from sgpatch.git.batch import read_objects
+from sgpatch.git.repo import Git
+from sgpatch.git.worktree import delete_ref
+from sgpatch.lock import pause, signals_deferred
+from sgpatch.results import SCHEMA_VERSION
+from sgpatch.series.anchors import ANCHORS_FILE
+from sgpatch.series.patch import SERIES_FILE, Series
+
+RECORD = "sgpatch-edit.json"
+HEAD_REF = "refs/sgpatch/edit-head"  # the full series the edit started from, kept reachable
+STOP_REF = "refs/sgpatch/edit-stop"  # a conflict as it was left for the person
+MAX_RECORD = 1 << 20
+PHASES = ("entering", "editing", "moving", "stopped", "finishing", "aborting")
+_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,199}$")  # a patch file name: no path
+_OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+# --------------------------------------------------------------------------- the record
+
+
+def record_path(g: Git) -> Path:
+    return g.git_dir() / RECORD
+
+
+def load_record(g: Git) -> dict[str, Any] | None:
+    """The record of the edit in progress in the checkout, checked before any field is used; None: none."""
+    path = record_path(g)
+    if path.is_symlink():
+        raise CheckoutError(f"{path}: is a symbolic link; sgpatch does not read records through links")
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_RECORD + 1)
+        record = json.loads(raw) if len(raw) <= MAX_RECORD else None
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict) or not _well_formed(record):
+        raise CheckoutError(
+            f"{path}: not an edit record sgpatch wrote",
+            hint=f"check the checkout with 'git status'; remove {path} to give the edit up",
+        )
+    return record
+
+
+def _well_formed(r: dict[str, Any]) -> bool:
+    def oid(v: object) -> bool:
+        return isinstance(v, str) and bool(_OID.match(v))
+
+    series, saved = r.get("series"), r.get("saved")
+    return (
+        r.get("schema_version") == SCHEMA_VERSION
+        and r.get("phase") in PHASES
+        and isinstance(r.get("stack"), str)
+        and isinstance(series, dict)
+        and all(isinstance(k, str) and _NAME.match(k) and isinstance(v, str) for k, v in series.items())
+        and r.get("patch") in series
+        and isinstance(r.get("commits"), list)
+        and len(r["commits"]) == len(series)
+        and all(oid(c) for c in [*r["commits"], r.get("base"), r.get("head")])
+        and isinstance(saved, dict)
+        and all(isinstance(k, str) and (v is None or oid(v)) for k, v in saved.items())
+    )
+
+
+def write_record(g: Git, record: dict[str, Any]) -> None:
+    """Replace the record atomically and durably (under the checkout lock)."""
+    path = record_path(g)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    data = json.dumps({**record, "schema_version": SCHEMA_VERSION}, indent=1).encode() + b"\n"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def clear_record(g: Git) -> None:
+    path = record_path(g)
+    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
+def edit_in_progress(checkout: Path) -> str | None:
+    """The patch an edit in progress in ``checkout`` is changing, if any (for ``export`` to route to it)."""
+    if not (checkout / ".git").exists():
+        return None
+    g = Git(checkout)
+    if not g.is_repo():
+        return None
+    record = load_record(g)
+    return None if record is None else str(record["patch"])
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A file a later patch conflicts in: the first marker line and how many regions."""
+
+    path: str
+    line: int
+    regions: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "regions": self.regions}
+
+
+@dataclass(frozen=True, slots=True)
+class EditResult:
+    """What ``edit``, ``edit --continue`` (or ``export`` during an edit) and ``edit --abort`` did."""
+
+    stack: str
+    checkout: Path
+    patch: str
+    action: str  # "started", "written", "stopped", "aborted"
+    head: str
+    written: tuple[Path, ...] = ()
+    bumped: tuple[str, ...] = ()  # patches whose Last-Update became today
+    stopped: str | None = None  # the later patch that conflicts
+    conflicts: tuple[Conflict, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+    next_steps: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.action != "stopped"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "stack": self.stack,
+            "checkout": str(self.checkout),
+            "patch": self.patch,
+            "action": self.action,
+            "ok": self.ok,
+            "head": self.head,
+            "written": [str(p) for p in self.written],
+            "last_update_bumped": list(self.bumped),
+            "stopped": self.stopped,
+            "conflicts": [c.as_dict() for c in self.conflicts],
+            "notes": list(self.notes),
+            "next_steps": list(self.next_steps),
+        }
+
+
+# --------------------------------------------------------------------------- start
+
+
+def find_patch(series: Series, wanted: str) -> int:
+    """The index of ``wanted`` in the series: a number (``2``, ``0002``), the file name, or its stem."""
+    names = [p.name for p in series.patches]
+    if wanted in names:
+        return names.index(wanted)
+    found = [i for i, n in enumerate(names) if n == f"{wanted}.patch"]
+    if not found and wanted.isdigit():
+        found = [
+            i for i, n in enumerate(names) if n.split("-", 1)[0].isdigit() and int(n.split("-", 1)[0]) == int(wanted)
+        ]
+    if len(found) != 1:
+        shown = ", ".join(names) or "no patches"
+        raise CheckoutError(f"{series.directory}: no patch {wanted!r} in the series ({shown})")
+    return found[0]
+
+
+def project_files(config: Config, stack: Stack, series: Series) -> list[Path]:
+    """The project files writing an edit back may change (what ``--abort`` puts back)."""
+    directory = series.directory
+    files = [directory / p.name for p in series.patches]
+    return [*files, directory / SERIES_FILE, directory / ANCHORS_FILE, config.path]
+
+
+def start_edit(config: Config, stack: Stack, series: Series, checkout: Path, wanted: str) -> EditResult:
+    """Move a patched, clean ``checkout`` to the commit of patch ``wanted`` and record the edit."""
+    g = open_checkout(checkout)
+    k = find_patch(series, wanted)
+    patch = series.patches[k]
+    with lock_checkout(g, command="edit"):
+        recover(g)
+        current = load_record(g)
+        if current is not None:
+            raise CheckoutError(
+                f"{g.root}: an edit of {current['patch']} is in progress",
+                hint="'sgpatch export' writes it back, 'sgpatch edit --abort' gives it up",
+            )
+        if (g.git_dir() / "sgpatch-port.json").exists():
+            raise CheckoutError(
+                f"{g.root}: a port is in progress here", hint="finish it first ('sgpatch port --continue')"
+            )
+        state = inspect(g, stack, series)
+        if state.dirty:
+            shown = ", ".join(e[3:] for e in state.dirty[:5]) + (" …" if len(state.dirty) > 5 else "")
+            raise CheckoutError(
+                f"{g.root}: the work tree has uncommitted changes ({len(state.dirty)}: {shown})",
+                hint="commit or stash them first; an edit starts from the series exactly as applied",
+            )
+        if state.phase != "patched":
+            why = "it is pristine" if state.phase == "pristine" else str(state.problem)
+            raise CheckoutError(
+                f"{g.root}: an edit needs the checkout at the series of {stack.name}, and {why}",
+                hint="run 'sgpatch apply' first" if state.phase == "pristine" else "'sgpatch verify' says more",
+            )
+        assert state.base is not None
+        saved: dict[str, str | None] = {}
+        for path in project_files(config, stack, series):
+            rel = os.path.relpath(path, config.root)
+            saved[rel] = g.hash_blob(path.read_bytes()) if path.is_file() and not path.is_symlink() else None
+        record: dict[str, Any] = {
+            "phase": "entering",
+            "stack": stack.name,
+            "patch": patch.name,
+            "index": k,
+            "base": state.base,
+            "head": state.head,
+            "commits": list(state.series_commits),
+            "series": {p.name: p.sha256 for p in series.patches},
+            "saved": saved,
+        }
+        g.set_ref(HEAD_REF, state.head)
+        write_record(g, record)
+        pause("edit:recorded")
+        settle_entering(g, record)
+    notes = (f"{len(series.patches) - k - 1} later patch(es) are set aside until the edit is written back",)
+    steps = (
+        f"edit the files in {g.root} (committing is optional: edits are folded into {patch.name})",
+        "then run 'sgpatch export' (or 'sgpatch edit --continue') to write the patch back, the later "
+        "patches carried over your change; 'sgpatch edit --abort' goes back to before the edit",
+    )
+    return EditResult(stack.name, g.root, patch.name, "started", str(g.head()), notes=notes, next_steps=steps)
+
+
+def settle_entering(g: Git, record: dict[str, Any]) -> None:
+    """Finish the move from the full series to the patch's commit, from wherever a kill left it."""
+    target = str(record["commits"][int(record["index"])])
+    head = g.head()
+    if head == record["head"] and head != target:
+        move_checkout(g, old=str(record["head"]), new=target, reason=f"sgpatch edit {record['patch']}")
+    elif head != target:
+        raise CheckoutError(
+            f"{g.root}: HEAD {str(head)[:12]} moved while the edit of {record['patch']} was starting",
+            hint="'sgpatch edit --abort' goes back to before the edit",
+        )
+    record["phase"] = "editing"
+    write_record(g, record)
+
+
+# --------------------------------------------------------------------------- abort
+
+
+def abort_edit(config: Config, checkout: Path) -> EditResult:
+    """Go back exactly to before the edit: the saved project files byte for byte, the checkout at the full
+    series (the person's changes to tracked files are discarded; untracked files stay)."""
+    g = open_checkout(checkout)
+    with lock_checkout(g, command="edit --abort"):
+        record = load_record(g)
+        if record is None:
+            raise CheckoutError(f"{g.root}: no edit in progress here")
+        stack = config.stack(str(record["stack"]))
+        listed = [
+            *(stack.series_dir / name for name in record["series"]),
+            *project_files(config, stack, Series(stack.series_dir, ())),
+        ]
+        allowed = {os.path.relpath(path, config.root) for path in listed}
+        unknown = sorted(set(record["saved"]) - allowed)
+        if unknown:
+            raise CheckoutError(f"{record_path(g)}: names {unknown[0]!r}, not a file of {stack.name}'s series")
+        blobs = {rel: blob for rel, blob in record["saved"].items() if blob is not None}
+        data = dict(zip(blobs, read_objects(g, list(blobs.values())), strict=True))
+        missing = [rel for rel, content in data.items() if content is None]
+        if missing:
+            raise CheckoutError(f"{g.root}: the saved copy of {missing[0]} is missing from the checkout's objects")
+        record["phase"] = "aborting"
+        write_record(g, record)
+        pause("edit:aborting")
+        recover(g)
+        restored = []
+        for rel, blob in record["saved"].items():
+            path = config.root / rel
+            if blob is None:
+                if path.is_file() and not path.is_symlink():
+                    path.unlink()
+                    restored.append(path)
+                continue
+            content = data[rel]
+            assert content is not None
+            if path.is_symlink() or not path.is_file() or path.read_bytes() != content:
+                write_atomic(path, content)
+                restored.append(path)
+        pause("edit:restored")
+        head = str(record["head"])
+        with signals_deferred():
+            g.read_tree_update(head, head, reset=True)
+            now = g.head()
+            if now != head:
+                g.update_head(head, old=str(now), reason=f"sgpatch edit --abort ({record['patch']})")
+        for ref in (HEAD_REF, STOP_REF):
+            try:
+                if g.rev_parse(ref) is not None:
+                    delete_ref(g, ref)
+            except SgpatchError:
+                pass
+        clear_record(g)
+    return EditResult(str(record["stack"]), g.root, str(record["patch"]), "aborted", head, written=tuple(restored))

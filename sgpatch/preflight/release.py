@@ -1,0 +1,300 @@
+"""SGLang's rules that are data, read from the stack's checkout with :mod:`ast` (never imported or executed).
+
+``read_release(checkout)`` reads what every launch needs (context-length keys, the text-config choice, the
+context raise and its environment variable, the model registry, the attention backends that raise for a
+model kind); the EAGLE-3 capture rule of a model class is read on demand (:mod:`sgpatch.preflight.eagle3`).
+Every fact carries the ``python/sglang/...:LINE`` it came from; a fact the release does not have is None.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from sgpatch.preflight.sources import (
+    SRT,
+    assigned_list,
+    entry_classes,
+    first_parsed,
+    method,
+    read_source,
+    top_class,
+    top_function,
+    walk_in_order,
+)
+from sgpatch.source.tree import DirTree
+
+if TYPE_CHECKING:
+    from sgpatch.preflight.eagle3 import CaptureRule
+
+# Where releases keep each fact (oldest layout last); the first file the checkout has is read.
+HF_UTILS = (
+    SRT + "utils/hf_transformers/common.py",
+    SRT + "utils/hf_transformers_utils.py",
+    SRT + "hf_transformers_utils.py",
+)
+MODEL_CONFIG = (SRT + "configs/model_config.py",)
+ENVIRON = (SRT + "environ.py",)
+ATTENTION_REGISTRY = (SRT + "layers/attention/attention_registry.py",)
+MODELS_DIR = SRT + "models"
+
+
+def at(path: str, line: int) -> str:
+    return f"{path}:{line}"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRules:
+    """How SGLang derives a model's context length and when it refuses a longer one."""
+
+    keys: tuple[str, ...] | None
+    """``CONTEXT_LENGTH_KEYS`` in order: the first key a config has gives the length."""
+    keys_at: str | None
+    derive_at: str | None
+    """``get_context_length``'s definition."""
+    default: int | None
+    """What ``get_context_length`` returns when no key is present (2048)."""
+    text_config_attrs: tuple[str, ...] | None
+    """The sub-configs ``get_hf_text_config`` looks for, in the order it tries them."""
+    text_config_at: str | None
+    text_config_exempt: tuple[str, str] | None
+    """(prefix, suffix) of the architectures whose own config is the text config (``Llava...ForCausalLM``)."""
+    raise_at: str | None
+    """The ``raise ValueError`` in ``ModelConfig._derive_context_length``."""
+    env_var: str | None
+    """The environment variable that turns the raise into a warning."""
+    env_true: tuple[str, ...] | None
+    """The values (lowercased) SGLang reads as true for a boolean environment variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryEntry:
+    file: str
+    """The model file whose ``EntryClass`` lists the architecture."""
+    name: str
+    """The name as ``EntryClass`` writes it (the class, or a name the file imports)."""
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class BackendRule:
+    backend: str
+    needs_mla: bool
+    """True: raises for a model without MLA; False: raises for an MLA model."""
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRules:
+    """Everything preflight reads of one SGLang release, with where it read it."""
+
+    root: Path
+    label: str
+    context: ContextRules
+    registry: Mapping[str, RegistryEntry]
+    registry_at: str
+    backends: Mapping[str, BackendRule]
+    _capture: dict[str, CaptureRule | None] = field(default_factory=dict, compare=False, repr=False)
+
+    def capture_rule(self, architecture: str) -> CaptureRule | None:
+        """The EAGLE-3 capture rule of ``architecture``'s class (None: not registered, or it has none)."""
+        if architecture not in self._capture:
+            from sgpatch.preflight.eagle3 import read_capture_rule
+
+            self._capture[architecture] = read_capture_rule(self, architecture)
+        return self._capture[architecture]
+
+
+def read_release(checkout: Path) -> ReleaseRules:
+    """SGLang's rules as the checkout (``python/sglang/srt/...``) has them.  Raises ConfigError (exit 2) when
+    a file it reads is over its size bound or does not parse; a fact the release lacks is None."""
+    tree = DirTree(checkout)
+    return ReleaseRules(
+        root=checkout,
+        label=tree.label,
+        context=_context_rules(tree),
+        registry=MappingProxyType(_registry(tree)),
+        registry_at=MODELS_DIR,
+        backends=MappingProxyType(_backends(tree)),
+    )
+
+
+def entry_class(release: ReleaseRules, architecture: str) -> tuple[str, str] | None:
+    """``(relative model file, class name)`` for an ``architectures`` entry, through the release's registry:
+    the file that defines the class (followed through an import), or None when no ``EntryClass`` lists it."""
+    entry = release.registry.get(architecture)
+    if entry is None:
+        return None
+    from sgpatch.preflight.eagle3 import defining_class
+
+    found = defining_class(release, entry)
+    return (found.path, found.name) if found is not None else (entry.file, entry.name)
+
+
+# ------------------------------------------------------------------------------------------- context
+
+
+def _context_rules(tree: DirTree) -> ContextRules:
+    keys = keys_at = derive_at = text_at = None
+    default = None
+    attrs: tuple[str, ...] | None = None
+    exempt = None
+    found = first_parsed(tree, HF_UTILS)
+    if found is not None:
+        path, module = found
+        listed = assigned_list(module, "CONTEXT_LENGTH_KEYS")
+        if listed is not None:
+            keys, keys_at = listed[0], at(path, listed[1])
+        fn = top_function(module, "get_context_length")
+        if fn is not None:
+            derive_at = at(path, fn.lineno)
+            last = fn.body[-1]
+            if isinstance(last, ast.Return) and isinstance(last.value, ast.Constant):
+                value = last.value.value
+                default = value if type(value) is int else None
+        text = top_function(module, "get_hf_text_config")
+        if text is not None:
+            text_at = at(path, text.lineno)
+            attrs, exempt = _text_config_order(text)
+    raise_at = env_var = None
+    found = first_parsed(tree, MODEL_CONFIG)
+    if found is not None:
+        path, module = found
+        cls = top_class(module, "ModelConfig")
+        fn = method(cls, "_derive_context_length") if cls is not None else None
+        if fn is not None:
+            raise_at, env_var = _context_raise(path, fn)
+    return ContextRules(keys, keys_at, derive_at, default, attrs, text_at, exempt, raise_at, env_var, _env_true(tree))
+
+
+def _text_config_order(fn: ast.FunctionDef) -> tuple[tuple[str, ...] | None, tuple[str, str] | None]:
+    """The ``hasattr(config, "x")`` tests of ``get_hf_text_config`` in the order they run (first seen), and the
+    ``class_name.startswith(P) and class_name.endswith(S)`` exemption."""
+    param = fn.args.args[0].arg if fn.args.args else "config"
+    order: list[str] = []
+    prefix = suffix = None
+    for node in walk_in_order(fn):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        arg = node.args[-1]
+        text = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+        if text is None:
+            continue
+        func = node.func
+        if (
+            isinstance(func, ast.Name)
+            and func.id == "hasattr"
+            and len(node.args) == 2
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == param
+            and text not in order
+        ):
+            order.append(text)
+        elif isinstance(func, ast.Attribute) and func.attr == "startswith" and prefix is None:
+            prefix = text
+        elif isinstance(func, ast.Attribute) and func.attr == "endswith" and suffix is None:
+            suffix = text
+    exempt = (prefix, suffix) if prefix is not None and suffix is not None else None
+    return (tuple(order) or None), exempt
+
+
+def _context_raise(path: str, fn: ast.FunctionDef) -> tuple[str | None, str | None]:
+    raise_at = env_var = None
+    for node in walk_in_order(fn):
+        if isinstance(node, ast.Raise) and raise_at is None:
+            raise_at = at(path, node.lineno)
+        elif isinstance(node, ast.If) and env_var is None:
+            for inner in ast.walk(node.test):
+                if isinstance(inner, ast.Attribute) and inner.attr.startswith("SGLANG_") and inner.attr.isupper():
+                    env_var = inner.attr
+                    break
+    return raise_at, env_var
+
+
+def _env_true(tree: DirTree) -> tuple[str, ...] | None:
+    found = first_parsed(tree, ENVIRON)
+    cls = top_class(found[1], "EnvBool") if found is not None else None
+    parse = method(cls, "parse") if cls is not None else None
+    if parse is None:
+        return None
+    for node in walk_in_order(parse):
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.ops[0], ast.In)
+            and isinstance(node.test.comparators[0], ast.List | ast.Tuple | ast.Set)
+            and any(
+                isinstance(s, ast.Return) and isinstance(s.value, ast.Constant) and s.value.value is True
+                for s in node.body
+            )
+        ):
+            elts = node.test.comparators[0].elts
+            return tuple(e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return None
+
+
+# ------------------------------------------------------------------------------------------ registry
+
+
+def _registry(tree: DirTree) -> dict[str, RegistryEntry]:
+    """Architecture name -> where ``EntryClass`` lists it, over ``models/*.py`` in name order (a later file
+    wins, as SGLang's registry logs and overwrites a duplicate)."""
+    out: dict[str, RegistryEntry] = {}
+    for path in tree.list(MODELS_DIR):
+        if not path.endswith(".py") or path.count("/") != MODELS_DIR.count("/") + 1:
+            continue
+        data = read_source(tree, path)
+        listed = entry_classes(data) if data is not None and b"EntryClass" in data else None
+        if listed is not None:
+            names, line = listed
+            for name in names:
+                out[name] = RegistryEntry(path, name, line)
+    return out
+
+
+# ---------------------------------------------------------------------------------- attention backends
+
+
+def _backends(tree: DirTree) -> dict[str, BackendRule]:
+    """``@register_attention_backend("x")`` functions that raise when the model is (not) MLA:
+    ``if not runner.use_mla_backend: raise ...`` makes ``x`` MLA-only."""
+    found = first_parsed(tree, ATTENTION_REGISTRY)
+    if found is None:
+        return {}
+    path, module = found
+    out: dict[str, BackendRule] = {}
+    for fn in module.body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        name = _registered_name(fn)
+        if name is None:
+            continue
+        for node in walk_in_order(fn):
+            if not isinstance(node, ast.If) or not any(isinstance(s, ast.Raise) for s in node.body):
+                continue
+            test = node.test
+            negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+            inner = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+            if isinstance(inner, ast.Attribute) and inner.attr == "use_mla_backend":
+                raised = next(s for s in node.body if isinstance(s, ast.Raise))
+                out[name] = BackendRule(name, negated, at(path, raised.lineno))
+                break
+    return out
+
+
+def _registered_name(fn: ast.FunctionDef) -> str | None:
+    for dec in fn.decorator_list:
+        if (
+            isinstance(dec, ast.Call)
+            and isinstance(dec.func, ast.Name)
+            and dec.func.id == "register_attention_backend"
+            and dec.args
+            and isinstance(dec.args[0], ast.Constant)
+            and isinstance(dec.args[0].value, str)
+        ):
+            return dec.args[0].value
+    return None

@@ -1,0 +1,110 @@
+"""Rules on the launch as a whole: the EAGLE-3 capture layers (``eagle3-aux-layers``, and
+``eagle3-default-layers`` when the draft names none) and MLA-only attention backends (``mla-backend``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sgpatch.preflight.findings import Finding
+from sgpatch.preflight.mirror import capture_layers, capture_problems, default_layers
+from sgpatch.preflight.values import architectures, opt_int, opt_int_list, sub
+
+if TYPE_CHECKING:
+    from sgpatch.preflight.rules import Launch
+
+EAGLE3 = "EAGLE3"
+
+
+def launch_findings(launch: Launch) -> list[Finding]:
+    out = _eagle3(launch) if launch.speculative == EAGLE3 and launch.draft is not None else []
+    return out + _backend(launch)
+
+
+def _eagle3(launch: Launch) -> list[Finding]:
+    assert launch.draft is not None
+    n = opt_int(launch.target_text.config, "num_hidden_layers", "target config.json", minimum=1)
+    archs = architectures(launch.target, "target config.json") or []
+    rule = next((r for a in archs if (r := launch.release.capture_rule(a)) is not None), None)
+    if n is None or rule is None or rule.method_at is None:
+        return []  # no class, or no method: the interface check reports the missing method
+    eagle = sub(launch.draft, "eagle_config", "draft config.json")
+    ids = opt_int_list(eagle, "eagle_aux_hidden_state_layer_ids", "draft eagle_config") if eagle else None
+    if ids is None:
+        if rule.default is None or rule.default_var is None:
+            return []
+        layers = default_layers(rule.default, rule.default_var, n)
+        if layers is None:
+            return []
+        where = rule.default_at or rule.method_at
+        problems = capture_problems(layers, n)
+        out = [
+            Finding(
+                "eagle3-default-layers",
+                "silent",
+                "draft",
+                f"the draft has no eagle_config.eagle_aux_hidden_state_layer_ids: the target captures its default "
+                f"{rule.default} = {layers} of {n} layers",
+                where,
+                "check the layers the draft was trained on; write them into the draft's eagle_config",
+            )
+        ]
+        if problems:
+            out.append(Finding("eagle3-aux-layers", "crash", "target", "; ".join(problems), where, "a larger target"))
+        return out
+    if rule.offset is None:
+        return []
+    layers = capture_layers(ids, rule.offset, rule.only_if_first)
+    how = (
+        f"+{rule.offset} only when ids[0] == {rule.only_if_first}"
+        if rule.only_if_first is not None
+        else f"+{rule.offset} always"
+    )
+    compared = f"draft ids {ids} -> captured layers {layers} ({rule.cls}: {how}) of {n} target layers"
+    where = rule.offset_at or rule.method_at
+    problems = capture_problems(layers, n)
+    if problems:
+        return [
+            Finding(
+                "eagle3-aux-layers",
+                "crash",
+                "target",
+                compared + ": " + "; ".join(problems) + " (at CUDA-graph capture)",
+                where,
+                f"a draft whose eagle_aux_hidden_state_layer_ids land in 1..{n - 1} after the model's offset",
+            )
+        ]
+    return [Finding("eagle3-aux-layers", "ok", "target", compared, where)]
+
+
+def _backend(launch: Launch) -> list[Finding]:
+    """An MLA-only backend the draft inherits (no ``--speculative-draft-attention-backend``) raises for an MHA
+    draft after the target loads (upstream #20298); a backend for the wrong kind of target raises at once."""
+    out: list[Finding] = []
+    backend = launch.arg_str("attention_backend") or launch.arg_str("decode_attention_backend")
+    target_mla = launch.target_text.config.get("kv_lora_rank") is not None
+    rule = launch.release.backends.get(backend) if backend else None
+    if rule is not None and rule.needs_mla != target_mla:
+        kind = "an MLA" if rule.needs_mla else "a non-MLA"
+        out.append(
+            Finding("mla-backend", "crash", "target", f"--attention-backend {backend} needs {kind} model", rule.where)
+        )
+    if launch.draft is None or launch.draft_text is None or launch.speculative is None:
+        return out
+    draft_backend = launch.arg_str("speculative_draft_attention_backend") or backend
+    draft_mla = launch.draft_text.config.get("kv_lora_rank") is not None
+    rule = launch.release.backends.get(draft_backend) if draft_backend else None
+    if rule is not None and rule.needs_mla != draft_mla:
+        inherited = draft_backend == backend and not launch.arg_str("speculative_draft_attention_backend")
+        out.append(
+            Finding(
+                "mla-backend",
+                "crash",
+                "draft",
+                f"the draft ({'MLA' if draft_mla else 'MHA'}) "
+                + ("inherits " if inherited else "is given ")
+                + f"--attention-backend {draft_backend}, which raises for it (after the target's weights load)",
+                rule.where,
+                "pass --speculative-draft-attention-backend with a backend for the draft (e.g. fa3 or flashinfer)",
+            )
+        )
+    return out

@@ -1,0 +1,195 @@
+"""One preflight report: the launch, the models read and where, every finding (the release's rules, the
+model-file rules, the interface check on the classes ``architectures`` names), the flags not checked."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sgpatch.errors import ConfigError
+from sgpatch.preflight.findings import Finding
+from sgpatch.preflight.launch import Launch
+from sgpatch.preflight.models import ModelFiles, architectures
+
+if TYPE_CHECKING:
+    from sgpatch.cache import Cache
+    from sgpatch.interface.model import InterfaceReport
+
+ALGORITHMS = {"EAGLE3": "eagle3", "EAGLE": "eagle"}
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightReport:
+    checkout: str
+    launch: Launch
+    models: tuple[ModelFiles, ...]
+    findings: tuple[Finding, ...]
+    interface: InterfaceReport | None
+    notes: tuple[str, ...]
+
+    @property
+    def crashes(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.verdict == "crash")
+
+    @property
+    def silent(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.verdict == "silent")
+
+    def exit_code(self, *, strict: bool) -> int:
+        return 1 if self.crashes or (strict and self.silent) else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checkout": self.checkout,
+            "launch": {
+                "env": dict(self.launch.env),
+                "program": self.launch.program,
+                "argv": list(self.launch.argv),
+                "args": {k: v for k, v in self.launch.args.items()},
+                "unchecked": list(self.launch.unchecked),
+            },
+            "models": [m.as_dict() for m in self.models],
+            "findings": [f.as_dict() for f in self.findings],
+            "counts": {v: sum(f.verdict == v for f in self.findings) for v in ("crash", "silent", "warn", "ok")},
+            "interface": self.interface.as_dict() if self.interface is not None else None,
+            "notes": list(self.notes),
+        }
+
+
+def _class_ref(release: Any, model: ModelFiles) -> tuple[str, str] | None:
+    from sgpatch.preflight.release import entry_class
+
+    for arch in architectures(model.config):
+        found = entry_class(release, arch)
+        if found is not None:
+            path, name = found
+            return (path if path.startswith("python/") else f"python/sglang/srt/models/{path}", name)
+    return None
+
+
+def _interface(
+    tree: Any, algorithm: str, target: tuple[str, str] | None, draft: tuple[str, str] | None, cache: Cache | None
+) -> tuple[InterfaceReport | None, list[Finding]]:
+    from sgpatch.interface.check import check_interface
+    from sgpatch.interface.model import ClassRef
+
+    if target is None:
+        return None, []
+    report = check_interface(
+        tree, target=ClassRef(*target), draft=ClassRef(*draft) if draft else None, algorithm=algorithm, cache=cache
+    )
+    out = []
+    for gap in report.gaps:
+        site = gap.call_sites[0] if gap.call_sites else None
+        out.append(
+            Finding(
+                "interface",
+                "crash",
+                gap.role,
+                f"{gap.class_name} lacks {gap.name} ({len(gap.call_sites)} call site(s))",
+                str(site) if site else "",
+                gap.fix,
+            )
+        )
+    for dg in report.delegation_gaps:
+        out.append(
+            Finding(
+                "interface",
+                "crash",
+                dg.role,
+                f"{dg.name} forwards to self.{dg.attr}.{dg.missing}; {dg.delegate} has no {dg.missing}",
+                str(dg.forward_at),
+                f"define {dg.missing} on {dg.delegate}",
+            )
+        )
+    if report.ok:
+        names = sum(1 for r in report.requirements if not r.optional)
+        chain = " and ".join(f"{r}" for r in (target[1], draft[1] if draft else None) if r)
+        out.append(Finding("interface", "ok", "launch", f"{chain}: {names} required names provided", target[0]))
+    return report, out
+
+
+def preflight(
+    checkout: Path,
+    words: Sequence[str],
+    *,
+    host: str | None = None,
+    python: str | None = None,
+    cache: Cache | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PreflightReport:
+    """Everything the launch ``words`` would hit after its weights load, from the stack at ``checkout``.
+
+    ``environ`` is where ``HF_HOME`` and friends come from when the launch does not set them (this process's
+    environment by default; over ssh, the host's).  SGLang's own variables come only from the launch."""
+    from sgpatch.preflight.flags import read_flags
+    from sgpatch.preflight.launch import parse_launch
+    from sgpatch.preflight.models import read_models
+    from sgpatch.preflight.release import read_release
+    from sgpatch.preflight.rules import release_findings
+    from sgpatch.preflight.rules_files import file_findings
+    from sgpatch.source.tree import DirTree
+
+    if not checkout.is_dir():
+        raise ConfigError(
+            f"{checkout}: no such checkout", hint="run 'sgpatch fetch' (and 'sgpatch apply'), or --checkout"
+        )
+    tree = DirTree(checkout)
+    launch = parse_launch(words, read_flags(tree))
+    environ = os.environ if environ is None else environ
+    notes = [
+        f"{k} is set in this shell but not in the launch: not used (put it before the command if the launch sets it)"
+        for k in sorted(environ)
+        if k.startswith("SGLANG_") and k not in launch.environ
+    ]
+    findings: list[Finding] = []
+    if launch.rejected:
+        findings.append(
+            Finding(
+                "launch-args",
+                "crash",
+                "launch",
+                launch.rejected[:300],
+                launch.parse_at,
+                "SGLang's parser exits on this before anything loads: fix the flag",
+            )
+        )
+    target_path = launch.args.get("model_path")
+    if not isinstance(target_path, str):
+        return PreflightReport(
+            str(checkout), launch, (), tuple(findings), None, (*notes, "no --model-path: nothing else checked")
+        )
+    draft_path = launch.args.get("speculative_draft_model_path")
+    specs = [("target", target_path)]
+    if isinstance(draft_path, str):
+        specs.append(("draft", draft_path))
+    hf_env = {k: v for k, v in environ.items() if k in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME")}
+    models = read_models(specs, {**({} if host else hf_env), **launch.environ}, host=host, python=python)
+    target = models[0]
+    draft = models[1] if len(models) > 1 else None
+    release = read_release(checkout)
+    findings += release_findings(
+        release,
+        target=target.config,
+        draft=draft.config if draft else None,
+        args=launch.args,
+        env=launch.environ,
+    )
+    target_class = _class_ref(release, target)
+    draft_class = _class_ref(release, draft) if draft else None
+    if target_class is None:
+        notes.append(f"target architectures {list(architectures(target.config))}: no EntryClass in the release")
+    if draft is not None and draft_class is None:
+        notes.append(f"draft architectures {list(architectures(draft.config))}: no EntryClass in the release")
+    findings += file_findings(tree, target, draft, draft_class, launch.args)
+    algo = str(launch.args.get("speculative_algorithm") or "").upper()
+    interface = None
+    if algo in ALGORITHMS:
+        interface, found = _interface(tree, ALGORITHMS[algo], target_class, draft_class, cache)
+        findings += found
+    else:
+        notes.append("no EAGLE speculative algorithm: interface check not run")
+    return PreflightReport(str(checkout), launch, models, tuple(findings), interface, tuple(notes))
