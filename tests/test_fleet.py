@@ -338,7 +338,10 @@ def test_fleet_verify_rows_counts_odd_ones_and_exit_code(fleet: dict[str, Any], 
     assert rows["fleet-pypi"]["detail"].startswith("unpatched: the series is not applied (+")
     other = rows["fleet-cu128"]["build"]
     assert other["stack"] == "0.5.9-cu128" and other["version"] == f"0.5.9+cu128.{project.series.id}"
-    assert "provenance: stack is '0.5.9-cu128', expected '0.5.9-cu130'" in rows["fleet-cu128"]["failures"]
+    assert (
+        "provenance: stack: the build recorded '0.5.9-cu128', this is stack '0.5.9-cu130'"
+        in rows["fleet-cu128"]["failures"]
+    )
     assert rows["fleet-bare"]["detail"].startswith("no sglang installed")
     assert "Connection refused" in rows["fleet-down"]["detail"]
     assert rows["fleet-down"]["where"] == f"{fleet['ini']}:9"
