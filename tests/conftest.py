@@ -24,6 +24,14 @@ from sgpatch.config import Artifact, Config, load_config
 from sgpatch.project import Project, load_project
 from sgpatch.source.artifacts import fetch_artifact
 
+from .deployed_fixtures import (  # noqa: F401 (the venv fixtures, session-wide for every test module)
+    bare_venv,
+    modified_venv,
+    patched_venv,
+    patched_wheel,
+    pypi_venv,
+    pypi_wheel,
+)
 from .helpers import REPO, copy_project  # noqa: F401 (re-exported for tests)
 from .sshd import Sshd, have_sshd, start_sshd
 

@@ -59,6 +59,22 @@ class Sshd:
         path.write_text(_render(options))
         return path
 
+    def config_for(self, name: str, aliases: dict[str, dict[str, str]], *, fallback: bool = False) -> Path:
+        """A client config with several ``Host`` aliases of this server, each with some options replaced
+        (e.g. a closed ``Port``); with ``fallback``, a last ``Host *`` block with the key and known_hosts
+        but no address, for hosts given by address (``-o HostName=``, ``-p``, ``-l``)."""
+        base = _client_options(self.dir, self.port, self.user)
+        text = ""
+        for alias, overrides in aliases.items():
+            options = dict(base)
+            options.update(overrides)
+            text += _render(options, alias)
+        if fallback:
+            text += _render([(k, v) for k, v in base if k not in ("HostName", "Port", "User")], "*")
+        path = self.dir / name
+        path.write_text(text)
+        return path
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -92,9 +108,9 @@ def _client_options(tmp: Path, port: int, user: str) -> list[tuple[str, str]]:
     ]
 
 
-def _render(options: dict[str, str] | list[tuple[str, str]]) -> str:
+def _render(options: dict[str, str] | list[tuple[str, str]], alias: str = ALIAS) -> str:
     items = options.items() if isinstance(options, dict) else options
-    return f"Host {ALIAS}\n" + "".join(f"  {k} {v}\n" for k, v in items)
+    return f"Host {alias}\n" + "".join(f"  {k} {v}\n" for k, v in items)
 
 
 def start_sshd(tmp: Path, *, timeout: float = 15.0) -> Sshd:

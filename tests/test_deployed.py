@@ -9,7 +9,6 @@ through a real sshd on 127.0.0.1 (``tests/sshd.py``).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 import subprocess
@@ -21,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from sgpatch.config import Config
 from sgpatch.deployed.installed import (
     NotInstalled,
     check_install,
@@ -33,119 +31,19 @@ from sgpatch.deployed.installed import (
 from sgpatch.deployed.remote import CONNECT_TIMEOUT, ProbeSession, Target, command_for, ssh_command, target_for
 from sgpatch.errors import EnvironmentFailure
 from sgpatch.project import Project
-from sgpatch.source.artifacts import fetch_artifact
-from sgpatch.wheel import build_wheel, check_wheel
+from sgpatch.wheel import check_wheel
 
+from .deployed_fixtures import KIMI, UNTOUCHED, Venv, make_venv
 from .helpers import REPO, empty_series_project, json_out, run_cli
 from .sshd import Sshd, free_port, keygen
 
 CONFIG = str(REPO / "VERSIONS.toml")
-PIP = (sys.executable, "-m", "pip")
-KIMI = "sglang/srt/models/kimi_k25.py"
-UNTOUCHED = "sglang/srt/server_args.py"
 PATCHED_ONLY = {
     "deepseek-eagle3-layers-patched",
     "kimi-k25-set-eagle3-layers-to-capture",
     "kimi-k25-get-embed-and-head",
     "kimi-k25-set-embed-and-head",
 }
-
-
-# --------------------------------------------------------------------------- venvs
-
-
-@dataclasses.dataclass
-class Venv:
-    root: Path
-
-    @property
-    def python(self) -> Path:
-        return self.root / "bin" / "python"
-
-    @property
-    def site_packages(self) -> Path:
-        return next(self.root.glob("lib/python3*/site-packages"))
-
-    @property
-    def import_log(self) -> Path:
-        return self.root / "imports.log"
-
-    def imported(self) -> list[str]:
-        return self.import_log.read_text().split() if self.import_log.exists() else []
-
-
-def make_venv(root: Path, *wheels: Path) -> Venv:
-    """A real venv with ``wheels`` installed (no dependencies) and the import guard."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    venv = Venv(root)
-    if wheels:
-        subprocess.run(
-            [*PIP, "--python", str(venv.python), "install", "--quiet", "--no-deps", "--no-index", "--no-compile"]
-            + [str(w) for w in wheels],
-            check=True,
-            capture_output=True,
-        )
-    add_guard(venv)
-    return venv
-
-
-def add_guard(venv: Venv) -> None:
-    """A .pth line that logs every import of sglang or torch in this interpreter (and says hello on stdout,
-    as a chatty site customisation would: the probe's answers must survive it)."""
-    hook = (
-        "import sys; sys.addaudithook(lambda e, a: e == 'import' and str(a[0]).split('.')[0] in "
-        f"('sglang', 'torch') and open({str(venv.import_log)!r}, 'a').write(str(a[0]) + '\\n'))"
-    )
-    noise = "import sys; sys.stdout.write('welcome to the serving host\\n')"
-    (venv.site_packages / "zz_sgpatch_test_guard.pth").write_text(hook + "\n" + noise + "\n")
-
-
-@pytest.fixture(scope="session")
-def patched_wheel(
-    tmp_path_factory: pytest.TempPathFactory, config: Config, project: Project, template_patched: Path
-) -> Path:
-    result = build_wheel(
-        config,
-        project.stack,
-        project.series,
-        template_patched,
-        tmp_path_factory.mktemp("deployed-dist"),
-        cache_dir=tmp_path_factory.mktemp("deployed-cache"),
-    )
-    assert result.checks.ok, result.checks.failures
-    return result.wheel
-
-
-@pytest.fixture(scope="session")
-def pypi_wheel(project: Project) -> Path:
-    artifact = project.stack.artifact("wheel")
-    assert artifact is not None
-    return fetch_artifact(artifact, project.stack.sglang_version)
-
-
-@pytest.fixture(scope="session")
-def patched_venv(tmp_path_factory: pytest.TempPathFactory, patched_wheel: Path) -> Venv:
-    return make_venv(tmp_path_factory.mktemp("venv-patched") / "venv", patched_wheel)
-
-
-@pytest.fixture(scope="session")
-def pypi_venv(tmp_path_factory: pytest.TempPathFactory, pypi_wheel: Path) -> Venv:
-    return make_venv(tmp_path_factory.mktemp("venv-pypi") / "venv", pypi_wheel)
-
-
-@pytest.fixture(scope="session")
-def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    return make_venv(tmp_path_factory.mktemp("venv-bare") / "venv")
-
-
-@pytest.fixture(scope="session")
-def modified_venv(tmp_path_factory: pytest.TempPathFactory, patched_wheel: Path) -> Venv:
-    """The patched wheel, installed, then two files edited in place: a patched one and an untouched one."""
-    venv = make_venv(tmp_path_factory.mktemp("venv-modified") / "venv", patched_wheel)
-    for rel in (KIMI, UNTOUCHED):
-        path = venv.site_packages / rel
-        path.write_bytes(path.read_bytes() + b"# hotfix applied by hand on the host\n")
-    return venv
 
 
 @pytest.fixture

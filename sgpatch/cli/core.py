@@ -23,6 +23,7 @@ from sgpatch.cli.base import (
     echo_json,
     handled,
 )
+from sgpatch.cli.fleet import HostsOpt, JobsOpt, LimitOpt, SshOpt, TimeoutOpt, is_fleet, verify_fleet_cli
 
 
 @app.command()
@@ -91,23 +92,44 @@ def verify(
     checkout: CheckoutOpt = None,
     wheel: Annotated[Path | None, typer.Option("--wheel", help="a built wheel to check")] = None,
     installed: Annotated[bool, typer.Option("--installed", help="the sglang installed for --python")] = False,
-    ssh: Annotated[str | None, typer.Option("--ssh", metavar="[USER@]HOST", help="a serving host, over ssh")] = None,
+    ssh_hosts: SshOpt = None,
+    hosts: HostsOpt = None,
+    limit: LimitOpt = None,
     python: Annotated[str | None, typer.Option("--python", help="interpreter whose sglang to check")] = None,
+    jobs: JobsOpt = None,
+    timeout: TimeoutOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
     no_cache: NoCacheOpt = False,
 ) -> None:
-    """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel or install."""
+    """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel, install or fleet."""
     from sgpatch.checkout.verify import verify_checkout
     from sgpatch.cli.render import dumps, render_verify
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.project import load_project
 
-    targets = [t for t in (checkout is not None, wheel is not None, installed, ssh is not None) if t]
+    remote = bool(ssh_hosts) or hosts is not None
+    targets = [t for t in (checkout is not None, wheel is not None, installed, remote) if t]
     if len(targets) > 1:
-        raise Bad("give one target: --checkout, --wheel, --installed or --ssh")
-    if python is not None and not (installed or ssh):
-        raise Bad("--python goes with --installed or --ssh")
+        raise Bad("give one target: --checkout, --wheel, --installed, or --ssh/--hosts")
+    if python is not None and not (installed or remote):
+        raise Bad("--python goes with --installed, --ssh or --hosts")
+    if is_fleet(ssh_hosts, hosts):
+        return verify_fleet_cli(
+            stack=stack,
+            config=_config(config),
+            ssh=ssh_hosts,
+            hosts=hosts,
+            limit=limit,
+            python=python,
+            jobs=jobs,
+            timeout=timeout,
+            json_out=json_out,
+            cache=_cache(no_cache),
+        )
+    if jobs is not None or limit is not None or (timeout is not None and not remote):
+        raise Bad("--jobs and --limit go with --hosts or several --ssh; --timeout with --ssh or --hosts")
+    ssh = ssh_hosts[0] if ssh_hosts else None
     cfg = _config(config)
     if wheel is not None and stack is None:
         from sgpatch.wheel import read_provenance
@@ -133,8 +155,9 @@ def verify(
         report = verify_installed(project, python=python)
     elif ssh is not None:
         from sgpatch.deployed.installed import verify_ssh
+        from sgpatch.deployed.remote import ANSWER_TIMEOUT
 
-        report = verify_ssh(project, ssh, python=python)
+        report = verify_ssh(project, ssh, python=python, timeout=timeout if timeout is not None else ANSWER_TIMEOUT)
     else:
         report = verify_checkout(project, _checkout(cfg, project.stack, checkout), cache=_cache(no_cache))
     if json_out:

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sgpatch.checkout.verify import VerifyReport, verify_tree
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
-from sgpatch.deployed.remote import ProbeSession, Target, run_probe, target_for
+from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, Target, run_probe, target_for
 from sgpatch.errors import SgpatchError
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors
 from sgpatch.source.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
 from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
+
+if TYPE_CHECKING:
+    from sgpatch.cache import Cache
 
 DIST_NAME = "sglang"
 PACKAGE_PREFIX = f"{PYTHON_PREFIX}{DIST_NAME}/"
@@ -191,6 +194,14 @@ def _patched_anchor_findings(project: Project, tree: InstalledTree) -> tuple[lis
 
 def check_install(project: Project, session: ProbeSession) -> VerifyReport:
     """Every check on the sglang of ``session``'s interpreter: verify's report plus RECORD and provenance."""
+    return examine_install(project, session)[0]
+
+
+def examine_install(
+    project: Project, session: ProbeSession, *, cache: Cache | None = None
+) -> tuple[VerifyReport, InstalledDist]:
+    """:func:`check_install`'s report and the distribution it checked (its version and provenance name
+    the build); ``cache`` keeps parsed facts by the bytes they come from, as for a wheel."""
     result = session.inspect(probe_request(project))
     dist = _sglang(result)
     label = f"{_where(result.target)} sglang {dist.version} in {dist.location}"
@@ -203,7 +214,7 @@ def check_install(project: Project, session: ProbeSession) -> VerifyReport:
         notes.append(f"import: sglang imports from {dist.package_root} (an editable or path install)")
     notes.extend(f"shadowed: another sglang at {s} is not imported" for s in dist.shadowed)
 
-    report = verify_tree(project.stack, project.series, project.anchors, tree, require_patched=True)
+    report = verify_tree(project.stack, project.series, project.anchors, tree, require_patched=True, cache=cache)
     anchors: list[AnchorResult] = list(report.anchors)
     failures: list[str] = list(report.failures)
     if not any(r.anchor.phase == "patched" for r in report.anchors):
@@ -222,15 +233,16 @@ def check_install(project: Project, session: ProbeSession) -> VerifyReport:
     notes.extend(report.notes)
     if (imported := imported_failure(session.imported)) is not None:  # every answer's, the reads' too
         failures.append(imported)
-    return dataclasses.replace(report, anchors=tuple(anchors), notes=tuple(notes), failures=tuple(failures))
+    report = dataclasses.replace(report, anchors=tuple(anchors), notes=tuple(notes), failures=tuple(failures))
+    return report, dist
 
 
 # --------------------------------------------------------------------------- entry points
 
 
-def verify_target(project: Project, target: Target) -> VerifyReport:
+def verify_target(project: Project, target: Target, *, timeout: float = ANSWER_TIMEOUT) -> VerifyReport:
     """Verify the sglang installed for ``target``'s interpreter, over one probe session."""
-    with ProbeSession(target) as session:
+    with ProbeSession(target, timeout=timeout) as session:
         return check_install(project, session)
 
 
@@ -239,9 +251,11 @@ def verify_installed(project: Project, *, python: str | None = None) -> VerifyRe
     return verify_target(project, target_for(python=python, host=None))
 
 
-def verify_ssh(project: Project, host: str, *, python: str | None = None) -> VerifyReport:
+def verify_ssh(
+    project: Project, host: str, *, python: str | None = None, timeout: float = ANSWER_TIMEOUT
+) -> VerifyReport:
     """Verify the sglang installed for ``python`` (default ``python3``) on ``host``, over one ssh connection."""
-    return verify_target(project, target_for(python=python, host=host))
+    return verify_target(project, target_for(python=python, host=host), timeout=timeout)
 
 
 class PackageTree:

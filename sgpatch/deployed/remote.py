@@ -67,10 +67,22 @@ class Target:
 
     python: str
     host: str | None = None
+    hostname: str | None = None  # an inventory's ansible_host: ``-o HostName=``
+    user: str | None = None  # ansible_user: ``-l``
+    port: int | None = None  # ansible_port: ``-p``
 
     @property
     def label(self) -> str:
         return f"{self.python} on {self.host}" if self.host else self.python
+
+
+class Unreachable(EnvironmentFailure):
+    """ssh itself failed (exit 255: no route, refused, timed out, authentication, host key) or the host
+    gave no answer in time: the host was not checked.  ``reason`` is ssh's own line (escaped)."""
+
+    def __init__(self, message: str, *, reason: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
 
 
 def target_for(*, python: str | None, host: str | None) -> Target:
@@ -109,6 +121,14 @@ def ssh_command(target: Target) -> list[str]:
         "-o",
         "ServerAliveCountMax=3",
         "-T",
+    ]
+    if target.hostname is not None:
+        cmd += ["-o", f"HostName={target.hostname}"]
+    if target.user is not None:
+        cmd += ["-l", target.user]
+    if target.port is not None:
+        cmd += ["-p", str(target.port)]
+    cmd += [
         "--",
         target.host,
         " ".join(shlex.quote(a) for a in (target.python, *PYTHON_FLAGS, BOOTSTRAP)),
@@ -129,31 +149,34 @@ def _first(lines: Sequence[str], needles: Sequence[str]) -> str | None:
     return next((ln for ln in lines if any(n in ln.lower() for n in needles)), None)
 
 
-def _ssh_failure(target: Target, stderr: bytes) -> EnvironmentFailure:
+def _ssh_failure(target: Target, stderr: bytes) -> Unreachable:
     """ssh's own failure (exit 255) as one clear error."""
     host = target.host
     assert host is not None
     quoted = shlex.quote(host)  # the hints are commands to paste: the host is user input
     lines = _lines(stderr)
     if (line := _first(lines, _UNREACHABLE)) is not None:
-        return EnvironmentFailure(
+        return Unreachable(
             f"cannot reach {host} over ssh: {line}",
             hint=f"check the host name, port and network (ssh -v -- {quoted} true); "
             f"sgpatch waits {CONNECT_TIMEOUT}s for a connection",
+            reason=line,
         )
     if (line := _first(lines, _HOST_KEY)) is not None:
-        return EnvironmentFailure(
+        return Unreachable(
             f"ssh {host}: {line}",
             hint=f"sgpatch never accepts a host key: connect once to check and accept it: ssh -- {quoted}",
+            reason=line,
         )
     if (line := _first(lines, _AUTH)) is not None:
-        return EnvironmentFailure(
+        return Unreachable(
             f"ssh {host}: authentication failed: {line}",
             hint="sgpatch runs ssh in batch mode, without password prompts: "
             "use a key (ssh-agent, or IdentityFile in ~/.ssh/config)",
+            reason=line,
         )
     detail = lines[-1] if lines else "no message"
-    return EnvironmentFailure(f"ssh {host} failed: {detail}", hint=f"to see why, run: ssh -v -- {quoted} true")
+    return Unreachable(f"ssh {host} failed: {detail}", reason=detail, hint=f"to see why, run: ssh -v -- {quoted} true")
 
 
 def _failure(target: Target, code: int | None, stderr: bytes) -> EnvironmentFailure:
@@ -203,6 +226,8 @@ class ProbeSession:
             ) from exc
         except PermissionError as exc:
             raise EnvironmentFailure(f"{cmd[0]}: cannot run it: {exc.strerror}") from exc
+        except OSError as exc:  # out of processes or file descriptors (a fleet run with a large --jobs)
+            raise EnvironmentFailure(f"{cmd[0]}: cannot start it: {exc.strerror}") from exc
         self._stderr: list[bytes] = []
         self._drain = threading.Thread(target=self._read_stderr, daemon=True)
         self._drain.start()
@@ -224,7 +249,10 @@ class ProbeSession:
     def _dead(self) -> EnvironmentFailure:
         """The error for a probe that stopped answering."""
         if self._timed_out.is_set():
-            return EnvironmentFailure(f"{self.target.label}: no answer within {self.timeout:.0f}s")
+            why = f"no answer within {self.timeout:g}s"
+            if self.target.host:
+                return Unreachable(f"{self.target.label}: {why}", reason=why, hint="a slow host: raise --timeout")
+            return EnvironmentFailure(f"{self.target.label}: {why}")
         try:
             code = self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
