@@ -30,6 +30,7 @@ from sgpatch.source.tree import DirTree
 
 if TYPE_CHECKING:
     from sgpatch.preflight.eagle3 import CaptureRule
+    from sgpatch.preflight.spec_release import SpecRules
 
 # Where releases keep each fact (oldest layout last); the first file the checkout has is read.
 HF_UTILS = (
@@ -106,6 +107,15 @@ class ReleaseRules:
     registry_at: str
     backends: Mapping[str, BackendRule]
     _capture: dict[str, CaptureRule | None] = field(default_factory=dict, compare=False, repr=False)
+    _spec: list[SpecRules | None] = field(default_factory=list, compare=False, repr=False)
+
+    def spec_rules(self) -> SpecRules | None:
+        """The speculative-decoding flag rules (read once, on demand; None: the release has no handler)."""
+        if not self._spec:
+            from sgpatch.preflight.spec_release import read_spec_rules
+
+            self._spec.append(read_spec_rules(DirTree(self.root, label=self.label)))
+        return self._spec[0]
 
     def capture_rule(self, architecture: str) -> CaptureRule | None:
         """The EAGLE-3 capture rule of ``architecture``'s class (None: not registered, or it has none)."""

@@ -83,6 +83,7 @@ def release_findings(
     speculative flags)."""
     from sgpatch.preflight.rules_launch import launch_findings
     from sgpatch.preflight.rules_model import model_findings
+    from sgpatch.preflight.rules_spec import spec_findings
 
     if not isinstance(target, Mapping) or (draft is not None and not isinstance(draft, Mapping)):
         raise ConfigError("a config.json is not a JSON object")
@@ -97,7 +98,7 @@ def release_findings(
         args,
         env,
     )
-    return (*context_findings(launch), *model_findings(launch), *launch_findings(launch))
+    return (*context_findings(launch), *model_findings(launch), *launch_findings(launch), *spec_findings(launch))
 
 
 # ------------------------------------------------------------------------------------ context length
