@@ -8,12 +8,13 @@ does).
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Optional
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sgpatch.preflight.release import ReleaseRules, read_release
@@ -149,3 +150,246 @@ def test_draft_moe_and_fp8_rules(releases: dict[str, ReleaseRules], trees: dict[
     # a dense draft, or no speculative algorithm: nothing about the draft's MoE
     found = release_findings(releases["0.5.9"], target=target, draft=_model(KIMI_DRAFT), args=args, env={})
     assert not [f for f in found if f.subject == "draft" and f.rule in ("moe-split", "fp8-block")]
+
+
+# ---------------------------------------------------------------------------------- speculative flags
+
+
+@pytest.mark.parametrize(
+    ("name", "facts"),
+    [
+        (
+            "0.5.9",
+            {
+                "handler_at": "server_args.py:2330",
+                "steps_assert_at": "server_args.py:2423",
+                "auto_at": "server_args.py:5741",
+                "trtllm_topk_at": "server_args.py:2439",
+                "adjust_at": "server_args.py:2443",
+                "page_at": "server_args.py:2457",
+                "page_compare_at": "server_args.py:2453",
+                "spec_v2_topk_at": "server_args.py:2380",
+                "overlap_off_at": "server_args.py:2384",
+            },
+        ),
+        (
+            "0.5.23",
+            {
+                "handler_at": "arg_groups/speculative_hook.py:1072",
+                "steps_assert_at": "arg_groups/speculative_hook.py:1160",
+                "auto_at": "arg_groups/speculative_hook.py:1430",
+                "trtllm_topk_at": "arg_groups/speculative_hook.py:1178",
+                "adjust_at": "arg_groups/speculative_hook.py:1255",
+                "page_at": "arg_groups/speculative_hook.py:1278",
+                "page_compare_at": "arg_groups/speculative_hook.py:1274",
+                "spec_v2_topk_at": None,
+                "overlap_off_at": None,
+            },
+        ),
+    ],
+)
+def test_speculative_facts_come_from_the_release(
+    releases: dict[str, ReleaseRules], trees: dict[str, Path], name: str, facts: dict[str, str | None]
+) -> None:
+    rules = releases[name].spec_rules()
+    assert rules is not None
+    for key, where in facts.items():
+        assert getattr(rules, key) == (f"python/sglang/srt/{where}" if where else None), key
+    assert _line(trees[name], rules.page_at or "").strip() == "raise ValueError("
+    assert _line(trees[name], rules.trtllm_topk_at or "").strip() == "raise ValueError("
+    assert "speculative_eagle_topk > 1" in _line(trees[name], rules.page_compare_at or "")
+    assert rules.page_backends == (("flashinfer", "fa3") if name == "0.5.9" else ("flashinfer", "fa3", "triton"))
+    assert rules.spec_v2_var == ("SGLANG_ENABLE_SPEC_V2" if name == "0.5.9" else None)
+    assert rules.auto_default == (3, 1, 4) and (("LlamaForCausalLM",), (5, 4, 8)) in rules.auto
+    assert rules.max_running is not None and rules.max_running[0] == 48
+    forced = {rw.backends: (rw.allowed, rw.value) for rw in rules.page_rewrites}
+    assert forced[("flashmla",)] == (None, 64) and forced[("trtllm_mla",)] == ((32, 64), 64)
+    for rw in rules.page_rewrites:
+        assert "page_size" in _line(trees[name], rw.where), rw
+
+
+def _function_source(root: Path, path: str, name: str, cls: str | None = None, keep: set[int] | None = None) -> str:
+    """Upstream's function, decorators and in-function imports dropped (the test names what they import);
+    ``keep``: only the top-level statements holding those lines."""
+    source = (root / path).read_text()
+    module = ast.parse(source)
+    body = module.body
+    if cls is not None:
+        body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls).body
+    fn = next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
+    fn.decorator_list = []
+    if keep is not None:
+        fn.body = [s for s in fn.body if any(s.lineno <= k <= (s.end_lineno or s.lineno) for k in keep)]
+
+    class Strip(ast.NodeTransformer):
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST:
+            return ast.Pass()
+
+    return ast.unparse(ast.fix_missing_locations(Strip().visit(fn)))
+
+
+class Record(SimpleNamespace):
+    """A stand-in ServerArgs: declarations (0.5.23) write straight to it, as its live view reads them."""
+
+
+def _upstream_speculative(name: str, root: Path, rules: Any) -> Any:
+    """A callable (args, arch, env) -> the stub record after upstream's page rewrites and handler ran."""
+    from sgpatch.preflight.spec_release import HANDLERS, PAGE_REWRITERS
+
+    logger = SimpleNamespace(warning=lambda *a, **k: None, info=lambda *a, **k: None)
+    space: dict[str, Any] = {"logger": logger, "Optional": Optional, "Any": Any}
+    new = name != "0.5.9"
+    hook, rewriter = (HANDLERS[0], PAGE_REWRITERS[0]) if new else (HANDLERS[1], PAGE_REWRITERS[1])
+    lines = {int(rw.where.rpartition(":")[2]) for rw in rules.page_rewrites}
+    exec(_function_source(root, rewriter[0], rewriter[2], rewriter[1], None if new else lines), space)
+    exec(_function_source(root, hook[0], hook[2], hook[1]), space)
+    auto_at = rules.auto_at.rpartition(":")[0]
+    auto_name = "_auto_choose_speculative_params" if new else "auto_choose_speculative_params"
+    exec(_function_source(root, auto_at, auto_name), space)
+    if new:
+        base = "python/sglang/srt/arg_groups/model_override_base.py"
+        exec(_function_source(root, base, "attention_backends_of"), space)
+        exec(_function_source(root, hook[0], "_should_auto_enable_hip_rejection_sampling"), space)
+        algo = SimpleNamespace(supports_mixed_chunk=lambda: False)
+        space.update(
+            resolving_view=lambda s: s,
+            resolved_view=lambda s: s,
+            declare_resolution=lambda s, _source, **kw: [setattr(s, k, v) for k, v in kw.items()],
+            _check_oot_speculative_algorithm=lambda **kw: None,
+            attn_dp_enabled_of=lambda cfg: False,
+            _disable_overlap_schedule_for_cpu=lambda s: None,
+            _handle_iquest_q1_mtp_draft=lambda s: False,
+            SpeculativeAlgorithm=SimpleNamespace(from_string=lambda s: algo),
+            get_platform=lambda: SimpleNamespace(is_hip=False),
+            model_config_of=lambda s: s.get_model_config(),
+        )
+
+    def run(args: dict[str, Any], arch: str, env: dict[str, bool]) -> Record:
+        space["envs"] = SimpleNamespace(
+            SGLANG_ENABLE_SPEC_V2=SimpleNamespace(get=lambda: env.get("SGLANG_ENABLE_SPEC_V2", False)),
+            SGLANG_SIMULATE_ACC_LEN=SimpleNamespace(get=lambda: -1),
+        )
+        space.update(is_blackwell_supported=lambda: True, is_sm100_supported=lambda: True)
+        me = Record(
+            speculative_algorithm=args["speculative_algorithm"],
+            speculative_draft_model_path="draft",
+            speculative_draft_model_revision=None,
+            speculative_moe_runner_backend=None,
+            moe_runner_backend="auto",
+            model_path="target",
+            revision=None,
+            enable_dp_attention=False,
+            max_running_requests=args.get("max_running_requests"),
+            disable_overlap_schedule=False,
+            enable_mixed_chunk=False,
+            speculative_num_steps=args.get("speculative_num_steps"),
+            speculative_eagle_topk=args.get("speculative_eagle_topk"),
+            speculative_num_draft_tokens=args.get("speculative_num_draft_tokens"),
+            page_size=args.get("page_size"),
+            attention_backend=args.get("attention_backend"),
+            decode_attention_backend=None,
+            prefill_attention_backend=None,
+            speculative_draft_attention_backend=None,
+            kv_cache_dtype="auto",
+            device="cuda",
+            speculative_adaptive=False,
+            speculative_use_rejection_sampling=False,
+            speculative_token_map=None,
+            speculative_accept_threshold_single=1.0,
+            speculative_accept_threshold_acc=1.0,
+            enable_deterministic_inference=False,
+            enable_multi_layer_eagle=False,
+            get_model_config=lambda: SimpleNamespace(hf_config=SimpleNamespace(architectures=[arch])),
+        )
+        if new:
+            for key, value in space[rewriter[2]](me).items():
+                setattr(me, key, value)
+        else:
+            space[rewriter[2]](me)
+        if me.page_size is None:
+            me.page_size = 1
+        space[hook[2]](me)
+        return me
+
+    return run
+
+
+BACKENDS = [None, "fa3", "flashinfer", "triton", "flashmla", "cutlass_mla", "trtllm_mla", "trtllm_mha", "aiter"]
+# mostly given: a None topk with steps given is a TypeError that would hide every later check
+small = st.one_of(st.none(), st.integers(1, 9), st.integers(1, 9), st.integers(1, 9))
+
+
+@pytest.mark.parametrize("name", ["0.5.9", "0.5.23"])
+def test_speculative_flags_match_upstream(releases: dict[str, ReleaseRules], trees: dict[str, Path], name: str) -> None:
+    from sgpatch.preflight.rules_spec import SpecArgs, resolve_speculative
+
+    rules = releases[name].spec_rules()
+    assert rules is not None
+    upstream = _upstream_speculative(name, trees[name], rules)
+
+    @SETTINGS
+    @given(
+        st.sampled_from(["EAGLE", "EAGLE3"]),
+        st.sampled_from(["LlamaForCausalLM", "DeepseekV3ForCausalLM", "Qwen3ForCausalLM"]),
+        small,
+        small,
+        st.one_of(st.none(), st.integers(1, 20), st.integers(1, 20)),
+        st.sampled_from([None, 1, 16, 32, 64, 128]),
+        st.sampled_from(BACKENDS),
+        st.one_of(st.none(), st.integers(1, 64)),
+        st.booleans(),
+    )
+    @example("EAGLE3", "LlamaForCausalLM", 3, 4, 8, 16, "triton", None, False)  # triton: allowed in 0.5.23 only
+    @example("EAGLE3", "LlamaForCausalLM", 3, 4, 8, None, "flashmla", None, False)  # page 64 forced, then raise
+    @example("EAGLE3", "LlamaForCausalLM", 3, 2, 6, 16, "aiter", None, False)  # the smallest topk > 1
+    @example("EAGLE3", "LlamaForCausalLM", 3, 4, 8, 1, "trtllm_mha", None, False)
+    @example("EAGLE", "DeepseekV3ForCausalLM", 3, 1, 8, 1, "fa3", 16, False)  # draft tokens -> 4
+    @example("EAGLE3", "LlamaForCausalLM", None, None, None, 1, "fa3", None, True)  # auto (5, 4, 8) under spec v2
+    @example("EAGLE3", "LlamaForCausalLM", 3, 4, 8, 1, "fa3", None, True)  # spec v2 and topk 4
+    @example("EAGLE3", "LlamaForCausalLM", 3, None, 8, 1, "fa3", None, False)  # None > 1
+    def check(
+        algo: str,
+        arch: str,
+        steps: int | None,
+        topk: int | None,
+        tokens: int | None,
+        page: int | None,
+        backend: str | None,
+        running: int | None,
+        v2: bool,
+    ) -> None:
+        args = {
+            "speculative_algorithm": algo,
+            "speculative_num_steps": steps,
+            "speculative_eagle_topk": topk,
+            "speculative_num_draft_tokens": tokens,
+            "page_size": page,
+            "attention_backend": backend,
+            "max_running_requests": running,
+        }
+        env = {"SGLANG_ENABLE_SPEC_V2": v2}
+        try:
+            got = upstream(args, arch, env)
+            raised = False
+        except (ValueError, AssertionError, TypeError):
+            raised = True
+        a = SpecArgs(steps, topk, tokens, page, running, {"attention_backend": backend})
+        mine = resolve_speculative(rules, a, lambda var: env.get(var, False), arch)
+        depends = any(e.kind == "depends" for e in mine.events)
+        if depends:  # no backend given: upstream compares None (the GPU would have chosen one)
+            assert raised
+            return
+        assert (mine.raised is not None) == raised, mine.events
+        if raised:
+            return
+        assert (mine.steps, mine.topk, mine.draft_tokens, mine.page_size) == (
+            got.speculative_num_steps,
+            got.speculative_eagle_topk,
+            got.speculative_num_draft_tokens,
+            got.page_size,
+        )
+        assert got.max_running_requests == (running if running is not None else 48)
+        if mine.overlap_disabled is not None:
+            assert got.disable_overlap_schedule == mine.overlap_disabled
+
+    check()
