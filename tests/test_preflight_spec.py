@@ -393,3 +393,62 @@ def test_speculative_flags_match_upstream(releases: dict[str, ReleaseRules], tre
             assert got.disable_overlap_schedule == mine.overlap_disabled
 
     check()
+
+
+# --------------------------------------------------- MLA-only backends that do not check the model kind
+
+
+@pytest.mark.parametrize(
+    ("name", "backends", "line"), [("0.5.9", ("flashmla", "cutlass_mla"), 771), ("0.5.23", ("flashmla",), 996)]
+)
+def test_unchecked_mla_backends_fail_on_kv_lora_rank(
+    releases: dict[str, ReleaseRules], trees: dict[str, Path], name: str, backends: tuple[str, ...], line: int
+) -> None:
+    """No ``use_mla_backend`` raise in their factory: the AttributeError an MHA ModelConfig gets is read
+    through ``FlashMLABackend``/``CutlassMLABackend`` -> ``FlashInferMLAAttnBackend.__init__`` ->
+    ``FlashInferMLAIndicesUpdaterPrefill.__init__`` (built because ``skip_prefill`` defaults to False)."""
+    where = f"python/sglang/srt/layers/attention/flashinfer_mla_backend.py:{line}"
+    for backend in backends:
+        rule = releases[name].backends[backend]
+        assert (rule.needs_mla, rule.fails, rule.where) == (True, "attribute", where)
+    assert _line(trees[name], where).strip() == "self.kv_lora_rank = model_runner.model_config.kv_lora_rank"
+    # a checked backend keeps its raise
+    assert releases[name].backends["trtllm_mla"].fails == "raise"
+    # ModelConfig sets kv_lora_rank only on its MLA branches: never at class level nor before them
+    config = (trees[name] / "python/sglang/srt/configs/model_config.py").read_text()
+    model_config = next(n for n in ast.parse(config).body if isinstance(n, ast.ClassDef) and n.name == "ModelConfig")
+    assert not any(
+        isinstance(s, ast.AnnAssign | ast.Assign) and "kv_lora_rank" in ast.unparse(s) for s in model_config.body
+    )
+    assigned = [
+        n
+        for n in ast.walk(model_config)
+        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "self.kv_lora_rank"
+    ]
+    assert assigned
+    target = _model(KIMI)
+    for backend in backends:
+        found = release_findings(
+            releases[name],
+            target=target,
+            draft=_model(KIMI_DRAFT),
+            args={**EAGLE3_TP8, "attention_backend": backend, "context_length": 131072},
+            env={},
+        )
+        mla = [f for f in found if f.rule == "mla-backend"]
+        assert [(f.verdict, f.subject, f.predicts) for f in mla] == [("crash", "draft", where)]
+        assert "kv_lora_rank" in mla[0].compared and "AttributeError" in mla[0].compared
+        # an explicit draft backend avoids it
+        fixed = release_findings(
+            releases[name],
+            target=target,
+            draft=_model(KIMI_DRAFT),
+            args={
+                **EAGLE3_TP8,
+                "attention_backend": backend,
+                "speculative_draft_attention_backend": "fa3",
+                "context_length": 131072,
+            },
+            env={},
+        )
+        assert not [f for f in fixed if f.rule == "mla-backend"]

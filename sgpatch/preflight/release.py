@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from sgpatch.preflight.backend_reads import mla_attribute_read
 from sgpatch.preflight.sources import (
     SRT,
     assigned_list,
@@ -92,8 +93,12 @@ class RegistryEntry:
 class BackendRule:
     backend: str
     needs_mla: bool
-    """True: raises for a model without MLA; False: raises for an MLA model."""
+    """True: fails for a model without MLA; False: raises for an MLA model."""
     where: str
+    fails: str = "raise"
+    """``raise``: the factory checks the model kind; ``attribute``: it does not, and the backend's ``__init__``
+    reads ``model_config.kv_lora_rank``, which a non-MLA ``ModelConfig`` lacks (an AttributeError at
+    ``where``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +364,10 @@ def _backends(tree: DirTree) -> dict[str, BackendRule]:
                 raised = next(s for s in node.body if isinstance(s, ast.Raise))
                 out[name] = BackendRule(name, negated, at(path, raised.lineno))
                 break
+        if name not in out:
+            read = mla_attribute_read(tree, fn)
+            if read is not None:
+                out[name] = BackendRule(name, True, read, "attribute")
     return out
 
 
