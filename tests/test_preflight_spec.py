@@ -99,7 +99,7 @@ def test_context_escape_matches_upstream(releases: dict[str, ReleaseRules], tree
 
         space: dict[str, Any] = {
             "get_context_length": lambda text: derived,
-            "envs": SimpleNamespace(**{ctx.env_var: flag(ctx.env_var or "")}),
+            "envs": SimpleNamespace(**{str(ctx.env_var): flag(str(ctx.env_var))}),
             "is_in_ci": lambda: flag(ctx.ci_var or "").get(),
             "logger": SimpleNamespace(warning=lambda *a: None),
         }
@@ -254,7 +254,7 @@ def _upstream_speculative(name: str, root: Path, rules: Any) -> Any:
         space.update(
             resolving_view=lambda s: s,
             resolved_view=lambda s: s,
-            declare_resolution=lambda s, _source, **kw: [setattr(s, k, v) for k, v in kw.items()],
+            declare_resolution=lambda s, _source, **kw: s.__dict__.update(kw),
             _check_oot_speculative_algorithm=lambda **kw: None,
             attn_dp_enabled_of=lambda cfg: False,
             _disable_overlap_schedule_for_cpu=lambda s: None,
