@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from sgpatch.preflight.backend_reads import mla_attribute_read
 from sgpatch.preflight.sources import (
     SRT,
     assigned_list,
@@ -30,6 +31,7 @@ from sgpatch.source.tree import DirTree
 
 if TYPE_CHECKING:
     from sgpatch.preflight.eagle3 import CaptureRule
+    from sgpatch.preflight.spec_release import SpecRules
 
 # Where releases keep each fact (oldest layout last); the first file the checkout has is read.
 HF_UTILS = (
@@ -69,6 +71,13 @@ class ContextRules:
     """The environment variable that turns the raise into a warning."""
     env_true: tuple[str, ...] | None
     """The values (lowercased) SGLang reads as true for a boolean environment variable."""
+    ci_var: str | None = None
+    """The environment variable behind the raise's other escape, a call such as ``is_in_ci()`` (``SGLANG_IS_IN_CI``):
+    set, the raise is a warning too (CI mode)."""
+    ci_call: str | None = None
+    """That call as written in the raise's condition (``is_in_ci()``)."""
+    ci_at: str | None = None
+    """Where the called function reads the variable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +93,12 @@ class RegistryEntry:
 class BackendRule:
     backend: str
     needs_mla: bool
-    """True: raises for a model without MLA; False: raises for an MLA model."""
+    """True: fails for a model without MLA; False: raises for an MLA model."""
     where: str
+    fails: str = "raise"
+    """``raise``: the factory checks the model kind; ``attribute``: it does not, and the backend's ``__init__``
+    reads ``model_config.kv_lora_rank``, which a non-MLA ``ModelConfig`` lacks (an AttributeError at
+    ``where``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +112,15 @@ class ReleaseRules:
     registry_at: str
     backends: Mapping[str, BackendRule]
     _capture: dict[str, CaptureRule | None] = field(default_factory=dict, compare=False, repr=False)
+    _spec: list[SpecRules | None] = field(default_factory=list, compare=False, repr=False)
+
+    def spec_rules(self) -> SpecRules | None:
+        """The speculative-decoding flag rules (read once, on demand; None: the release has no handler)."""
+        if not self._spec:
+            from sgpatch.preflight.spec_release import read_spec_rules
+
+            self._spec.append(read_spec_rules(DirTree(self.root, label=self.label)))
+        return self._spec[0]
 
     def capture_rule(self, architecture: str) -> CaptureRule | None:
         """The EAGLE-3 capture rule of ``architecture``'s class (None: not registered, or it has none)."""
@@ -161,6 +183,7 @@ def _context_rules(tree: DirTree) -> ContextRules:
             text_at = at(path, text.lineno)
             attrs, exempt = _text_config_order(text)
     raise_at = env_var = None
+    ci: tuple[str, str, str] | None = None
     found = first_parsed(tree, MODEL_CONFIG)
     if found is not None:
         path, module = found
@@ -168,7 +191,20 @@ def _context_rules(tree: DirTree) -> ContextRules:
         fn = method(cls, "_derive_context_length") if cls is not None else None
         if fn is not None:
             raise_at, env_var = _context_raise(path, fn)
-    return ContextRules(keys, keys_at, derive_at, default, attrs, text_at, exempt, raise_at, env_var, _env_true(tree))
+            ci = _context_ci(tree, module, fn)
+    return ContextRules(
+        keys,
+        keys_at,
+        derive_at,
+        default,
+        attrs,
+        text_at,
+        exempt,
+        raise_at,
+        env_var,
+        _env_true(tree),
+        *(ci or (None, None, None)),
+    )
 
 
 def _text_config_order(fn: ast.FunctionDef) -> tuple[tuple[str, ...] | None, tuple[str, str] | None]:
@@ -213,6 +249,51 @@ def _context_raise(path: str, fn: ast.FunctionDef) -> tuple[str | None, str | No
                     env_var = inner.attr
                     break
     return raise_at, env_var
+
+
+def _env_var_in(node: ast.AST) -> str | None:
+    """The first ``envs.SGLANG_X`` (an upper-case ``SGLANG_`` attribute) below ``node``."""
+    for inner in walk_in_order(node):
+        if isinstance(inner, ast.Attribute) and inner.attr.startswith("SGLANG_") and inner.attr.isupper():
+            return inner.attr
+    return None
+
+
+def _context_ci(tree: DirTree, module: ast.Module, fn: ast.FunctionDef) -> tuple[str, str, str] | None:
+    """The raise's other escape: a bare call in its ``if`` (``or is_in_ci()``) to a function imported from
+    another module of the tree, which returns an environment variable (``envs.SGLANG_IS_IN_CI.get()``):
+    (variable, call as written, where the function reads it)."""
+    for node in walk_in_order(fn):
+        if not isinstance(node, ast.If) or _env_var_in(node.test) is None:
+            continue
+        for call in walk_in_order(node.test):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.args):
+                continue
+            source = _imported_from(module, call.func.id)
+            found = first_parsed(tree, (source + ".py", source + "/__init__.py")) if source is not None else None
+            target = top_function(found[1], call.func.id) if found is not None else None
+            if found is None or target is None or len(target.body) > 8:
+                continue
+            var = _env_var_in(target)
+            if var is not None:
+                return var, f"{call.func.id}()", at(found[0], target.lineno)
+        return None
+    return None
+
+
+def _imported_from(module: ast.Module, name: str) -> str | None:
+    """The module ``from sglang.x import name`` names (``python/sglang/x``: a ``.py`` or a package), for an
+    absolute import."""
+    for node in module.body:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.startswith("sglang")
+            and any(alias.name == name and alias.asname in (None, name) for alias in node.names)
+        ):
+            return "python/" + node.module.replace(".", "/")
+    return None
 
 
 def _env_true(tree: DirTree) -> tuple[str, ...] | None:
@@ -283,6 +364,10 @@ def _backends(tree: DirTree) -> dict[str, BackendRule]:
                 raised = next(s for s in node.body if isinstance(s, ast.Raise))
                 out[name] = BackendRule(name, negated, at(path, raised.lineno))
                 break
+        if name not in out:
+            read = mla_attribute_read(tree, fn)
+            if read is not None:
+                out[name] = BackendRule(name, True, read, "attribute")
     return out
 
 

@@ -83,6 +83,7 @@ def release_findings(
     speculative flags)."""
     from sgpatch.preflight.rules_launch import launch_findings
     from sgpatch.preflight.rules_model import model_findings
+    from sgpatch.preflight.rules_spec import spec_findings
 
     if not isinstance(target, Mapping) or (draft is not None and not isinstance(draft, Mapping)):
         raise ConfigError("a config.json is not a JSON object")
@@ -97,7 +98,7 @@ def release_findings(
         args,
         env,
     )
-    return (*context_findings(launch), *model_findings(launch), *launch_findings(launch))
+    return (*context_findings(launch), *model_findings(launch), *launch_findings(launch), *spec_findings(launch))
 
 
 # ------------------------------------------------------------------------------------ context length
@@ -117,6 +118,25 @@ def _shown(d: DerivedLength, text: TextConfig) -> str:
     return f"{d.length} ({where} {d.value}{scaled})"
 
 
+def _escape(launch: Launch) -> str | None:
+    """What turns the context raise into a warning for this launch (None: nothing, it raises): the release's
+    environment variable, or CI mode (0.5.9 and 0.5.23 also pass when ``is_in_ci()``, i.e.
+    ``SGLANG_IS_IN_CI`` is true)."""
+    ctx = launch.release.context
+    if launch.env_set(ctx.env_var):
+        return f"{ctx.env_var}=1"
+    if ctx.ci_var is not None and launch.env_set(ctx.ci_var):
+        return f"CI mode: {ctx.ci_var}={launch.env.get(ctx.ci_var)} makes {ctx.ci_call} true ({ctx.ci_at})"
+    return None
+
+
+def _ci_note(launch: Launch) -> str:
+    ctx = launch.release.context
+    if launch.env_set(ctx.env_var) or ctx.ci_var is None or not launch.env_set(ctx.ci_var):
+        return ""
+    return f"only CI mode lets it start: without {ctx.ci_var} it raises; "
+
+
 def context_findings(launch: Launch) -> list[Finding]:
     """``ModelConfig._derive_context_length``: a context length over a model's derived one raises, unless the
     release's environment variable is set (then it is used, with its risk).  The target is checked against
@@ -125,7 +145,8 @@ def context_findings(launch: Launch) -> list[Finding]:
     ctx = launch.release.context
     where = ctx.raise_at or "python/sglang/srt/configs/model_config.py"
     env = ctx.env_var
-    allowed = launch.env_set(env)
+    allowed_by = _escape(launch)
+    allowed = allowed_by is not None
     out: list[Finding] = []
     target = _derived(launch, launch.target_text, TARGET_LABEL)
     asked = launch.arg_int("context_length", None)
@@ -139,9 +160,10 @@ def context_findings(launch: Launch) -> list[Finding]:
                         "context-length",
                         "warn",
                         "target",
-                        compared + f"; allowed by {env}=1",
+                        compared + f"; allowed by {allowed_by}",
                         where,
-                        f"the target runs at positions beyond its config's {target.length}: incorrect outputs "
+                        _ci_note(launch)
+                        + f"the target runs at positions beyond its config's {target.length}: incorrect outputs "
                         "or CUDA errors are possible",
                     )
                 )
@@ -191,9 +213,10 @@ def context_findings(launch: Launch) -> list[Finding]:
                 "context-length",
                 "warn",
                 "draft",
-                compared + f"; allowed by {env}=1",
+                compared + f"; allowed by {allowed_by}",
                 where,
-                f"the draft's max_position_embeddings is raised to {served}: past position {draft.length} it runs on "
+                _ci_note(launch)
+                + f"the draft's max_position_embeddings is raised to {served}: past position {draft.length} it runs on "
                 "positions it was not trained on (silently wrong drafts, lower accept rate); or pass "
                 f"--context-length {draft.length}, or use a draft trained for {served}",
             )

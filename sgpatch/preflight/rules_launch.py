@@ -10,6 +10,7 @@ from sgpatch.preflight.mirror import capture_layers, capture_problems, default_l
 from sgpatch.preflight.values import architectures, opt_int, opt_int_list, sub
 
 if TYPE_CHECKING:
+    from sgpatch.preflight.release import BackendRule
     from sgpatch.preflight.rules import Launch
 
 EAGLE3 = "EAGLE3"
@@ -76,6 +77,15 @@ def _eagle3(launch: Launch) -> list[Finding]:
     return [Finding("eagle3-aux-layers", "ok", "target", compared, where)]
 
 
+def _how(rule: BackendRule, whose: str) -> str:
+    if rule.fails != "attribute":
+        return ""
+    return (
+        f": its __init__ reads model_config.kv_lora_rank, which {whose} non-MLA ModelConfig lacks "
+        "(AttributeError when the runner builds its attention backend)"
+    )
+
+
 def _backend(launch: Launch) -> list[Finding]:
     """An MLA-only backend the draft inherits (no ``--speculative-draft-attention-backend``) raises for an MHA
     draft after the target loads (upstream #20298); a backend for the wrong kind of target raises at once."""
@@ -86,7 +96,13 @@ def _backend(launch: Launch) -> list[Finding]:
     if rule is not None and rule.needs_mla != target_mla:
         kind = "an MLA" if rule.needs_mla else "a non-MLA"
         out.append(
-            Finding("mla-backend", "crash", "target", f"--attention-backend {backend} needs {kind} model", rule.where)
+            Finding(
+                "mla-backend",
+                "crash",
+                "target",
+                f"--attention-backend {backend} needs {kind} model" + _how(rule, "the target's"),
+                rule.where,
+            )
         )
     if launch.draft is None or launch.draft_text is None or launch.speculative is None:
         return out
@@ -102,7 +118,10 @@ def _backend(launch: Launch) -> list[Finding]:
                 "draft",
                 f"the draft ({'MLA' if draft_mla else 'MHA'}) "
                 + ("inherits " if inherited else "is given ")
-                + f"--attention-backend {draft_backend}, which raises for it (after the target's weights load)",
+                + f"--attention-backend {draft_backend}, which "
+                + ("raises for it" if rule.fails == "raise" else "does not check the model kind")
+                + _how(rule, "the draft's")
+                + " (after the target's weights load)",
                 rule.where,
                 "pass --speculative-draft-attention-backend with a backend for the draft (e.g. fa3 or flashinfer)",
             )

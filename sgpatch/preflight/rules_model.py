@@ -1,5 +1,6 @@
 """Rules on one model's shape against the launch's parallelism: attention heads vs TP (``tp-heads``), MoE
-experts vs EP and the intermediate size vs MoE-TP (``moe-split``), the FP8 weight block (``fp8-block``).
+experts vs EP and the intermediate size vs MoE-TP (``moe-split``), the FP8 weight block (``fp8-block``); for
+the target, and for the draft when the launch is speculative (an MoE or FP8 draft meets the same asserts).
 
 Each rule predicts the ``assert``/``raise`` the release has; a check the release does not have (0.5.23 no
 longer asserts experts % EP) is not reported.
@@ -49,7 +50,10 @@ def model_findings(launch: Launch) -> list[Finding]:
     out = _heads(launch, "target", launch.target, launch.target_text, attn_tp)
     if launch.draft is not None and launch.draft_text is not None and launch.speculative is not None:
         out += _heads(launch, "draft", launch.draft, launch.draft_text, attn_tp)
-    out += _moe(launch, launch.target, launch.target_text, tp)
+    out += _moe(launch, "target", launch.target, launch.target_text, tp)
+    if launch.draft is not None and launch.draft_text is not None and launch.speculative is not None:
+        # the draft worker builds its MoE layers with the same tp/ep groups (and the same asserts)
+        out += _moe(launch, "draft", launch.draft, launch.draft_text, tp)
     return out
 
 
@@ -87,8 +91,8 @@ def _heads(launch: Launch, subject: str, config: Mapping[str, Any], text: TextCo
     ]
 
 
-def _moe(launch: Launch, config: Mapping[str, Any], text: TextConfig, tp: int) -> list[Finding]:
-    label = "target config.json"
+def _moe(launch: Launch, subject: str, config: Mapping[str, Any], text: TextConfig, tp: int) -> list[Finding]:
+    label = f"{subject} config.json"
     experts = opt_int(text.config, "n_routed_experts", label) or opt_int(text.config, "num_experts", label)
     inter = opt_int(text.config, "moe_intermediate_size", label, minimum=1)
     if not experts or inter is None:
@@ -100,26 +104,28 @@ def _moe(launch: Launch, config: Mapping[str, Any], text: TextConfig, tp: int) -
         why = moe_split(experts, ep)
         compared = f"{experts} routed experts over ep {ep}"
         out.append(
-            Finding("moe-split", "ok", "target", compared, where)
+            Finding("moe-split", "ok", subject, compared, where)
             if why is None
-            else Finding("moe-split", "crash", "target", why, where, f"choose --ep-size dividing {experts}")
+            else Finding("moe-split", "crash", subject, why, where, f"choose --ep-size dividing {experts}")
         )
     moe_tp = tp // ep if ep > 0 else tp
     where = line_of(launch.release, MOE_LAYER, "intermediate_size % self.moe_tp_size == 0") or MOE_LAYER
     why = moe_intermediate_split(inter, moe_tp, None, None)
     compared = f"moe_intermediate_size {inter} over moe tp {moe_tp} (tp {tp} / ep {ep})"
     out.append(
-        Finding("moe-split", "ok", "target", compared, where)
+        Finding("moe-split", "ok", subject, compared, where)
         if why is None
-        else Finding("moe-split", "crash", "target", why, where, "choose --tp-size/--ep-size so tp/ep divides it")
+        else Finding("moe-split", "crash", subject, why, where, "choose --tp-size/--ep-size so tp/ep divides it")
     )
     if why is None:
-        out += _fp8(launch, config, text, inter, moe_tp)
+        out += _fp8(launch, subject, config, text, inter, moe_tp)
     return out
 
 
-def _fp8(launch: Launch, config: Mapping[str, Any], text: TextConfig, inter: int, moe_tp: int) -> list[Finding]:
-    label = "target config.json"
+def _fp8(
+    launch: Launch, subject: str, config: Mapping[str, Any], text: TextConfig, inter: int, moe_tp: int
+) -> list[Finding]:
+    label = f"{subject} config.json"
     quant = sub(config, "quantization_config", label) or sub(text.config, "quantization_config", label)
     if quant is None or opt_str(quant, "quant_method", f"{label} quantization_config") != "fp8":
         return []
@@ -130,5 +136,5 @@ def _fp8(launch: Launch, config: Mapping[str, Any], text: TextConfig, inter: int
     why = moe_intermediate_split(inter, moe_tp, block[0], block[1])
     compared = f"moe_intermediate_size {inter} / moe tp {moe_tp} against FP8 weight_block_size {block}"
     if why is None:
-        return [Finding("fp8-block", "ok", "target", compared, where)]
-    return [Finding("fp8-block", "crash", "target", why, where, "choose a tp/ep split whose share is a block multiple")]
+        return [Finding("fp8-block", "ok", subject, compared, where)]
+    return [Finding("fp8-block", "crash", subject, why, where, "choose a tp/ep split whose share is a block multiple")]
