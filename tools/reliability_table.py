@@ -110,7 +110,7 @@ def summary(seen: dict[str, dict[str, object]]) -> str:
         areas.setdefault(case.area, []).append(case)
     out = [
         f"{len(CASES)} cases in {len(areas)} areas, every one observed by a test "
-        "(the full table: [docs/reliability.md](docs/reliability.md)):",
+        "(the full table: [reliability.md](reliability.md)):",
         "",
         "| Area | Cases | Exit codes observed |",
         "|---|---|---|",
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stdout", action="store_true", help="print the table instead of writing --output")
     parser.add_argument("--log", type=Path, help="render observations already recorded in LOG (no test run)")
     parser.add_argument(
-        "--readme", type=Path, help="also put a per-area summary between the reliability-table markers in this README"
+        "--readme", type=Path, help="also put a per-area summary between this file's reliability-table markers"
     )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments")
     args = parser.parse_args(argv)
