@@ -9,6 +9,7 @@ and 0.5.23 (nothing left): port -> fetch -> apply -> verify -> build -> verify
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -207,6 +208,13 @@ def test_the_wheel_workflow_is_a_valid_github_workflow_over_stack_and_tag(tmp_pa
         [str(exe), "--builtin-schema", "vendor.github-workflows", str(broken)], capture_output=True
     )
     assert refused.returncode != 0  # the check can fail
+    from ruamel.yaml import YAML
+
+    doc = YAML(typ="safe").load(text)
+    assert doc["permissions"] == {"contents": "read"}
+    uses = [step["uses"] for job in doc["jobs"].values() for step in job["steps"] if "uses" in step]
+    # third-party actions by full commit SHA: a moved tag cannot change what runs
+    assert uses and all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u) for u in uses), uses
 
 
 # --------------------------------------------------------------------------- slow: real wheels, real builds
