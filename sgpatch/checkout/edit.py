@@ -20,7 +20,6 @@ VERSIONS.toml) are saved as blobs in the checkout when it starts, so ``--abort``
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.atomic import write_atomic
+from sgpatch.checkout.inprogress import clear_record_file, read_record_file, write_record_file
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import inspect, open_checkout
 from sgpatch.config import Config, Stack
@@ -59,16 +59,12 @@ def record_path(g: Git) -> Path:
 def load_record(g: Git) -> dict[str, Any] | None:
     """The record of the edit in progress in the checkout, checked before any field is used; None: none."""
     path = record_path(g)
-    if path.is_symlink():
-        raise CheckoutError(f"{path}: is a symbolic link; sgpatch does not read records through links")
-    if not path.exists():
-        return None
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_RECORD + 1)
-        record = json.loads(raw) if len(raw) <= MAX_RECORD else None
+        record = read_record_file(path, MAX_RECORD)
     except (OSError, ValueError):
-        record = None
+        record = False  # unreadable: refused below, as a record of the wrong shape is
+    if record is None:
+        return None
     if not isinstance(record, dict) or not _well_formed(record):
         raise CheckoutError(
             f"{path}: not an edit record sgpatch wrote",
@@ -99,23 +95,11 @@ def _well_formed(r: dict[str, Any]) -> bool:
 
 def write_record(g: Git, record: dict[str, Any]) -> None:
     """Replace the record atomically and durably (under the checkout lock)."""
-    path = record_path(g)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    data = json.dumps({**record, "schema_version": SCHEMA_VERSION}, indent=1).encode() + b"\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_record_file(record_path(g), record)
 
 
 def clear_record(g: Git) -> None:
-    path = record_path(g)
-    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
+    clear_record_file(record_path(g))
 
 
 def edit_in_progress(checkout: Path) -> str | None:

@@ -13,7 +13,6 @@ the edit stands; ``--continue`` takes the resolution the same way and goes on.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from sgpatch.checkout.edit import (
     write_record,
 )
 from sgpatch.checkout.export import export_held
+from sgpatch.checkout.inprogress import marker_lines, reaches, refuse_markers
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import open_checkout
 from sgpatch.config import Config, Stack
@@ -38,14 +38,6 @@ from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.git.worktree import delete_ref, reset_index, tracked_changes, untracked_files
 from sgpatch.lock import pause
 from sgpatch.series.patch import Series
-
-# A conflict marker line: "<<<<<<< x", "||||||| x", ">>>>>>> x" (or alone), and "=======" alone.
-_MARKER = re.compile(rb"^(?:(?:<{7}|\|{7}|>{7})(?: .*)?|={7})\r?$", re.MULTILINE)
-
-
-def marker_lines(data: bytes) -> list[int]:
-    """The 1-based numbers of the lines of ``data`` that are conflict markers."""
-    return [data.count(b"\n", 0, m.start()) + 1 for m in _MARKER.finditer(data)]
 
 
 def continue_edit(config: Config, stack: Stack, series: Series, checkout: Path) -> EditResult:
@@ -93,14 +85,14 @@ def _take_and_carry(g: Git, series: Series, record: dict[str, Any]) -> None:
         at = int(record["conflict_index"])
         below = str(record["tip"])
     head = g.head()
-    if head is None or not _above(g, head, below):
+    if head is None or not reaches(g, head, below):
         raise CheckoutError(
             f"{g.root}: HEAD {str(head)[:12]} is not on top of {below[:12]}, where {series.patches[at].name} belongs",
             hint="put your work back on that commit (git reset --soft), or 'sgpatch edit --abort'",
         )
     tree, untracked = _worktree_tree(g, head)
     if record["phase"] == "stopped":
-        _refuse_markers(g, below, tree)
+        refuse_markers(g, below, tree, resume="sgpatch edit --continue")
     if tree == g.tree_of(below):
         raise CheckFailed(
             f"{g.root}: with your work, {series.patches[at].name} changes nothing",
@@ -127,18 +119,6 @@ def _take_and_carry(g: Git, series: Series, record: dict[str, Any]) -> None:
     record["conflicts"] = []
     record["untracked"] = untracked
     write_record(g, record)
-
-
-def _above(g: Git, head: str, below: str, limit: int = 200) -> bool:
-    commit = head
-    for _ in range(limit + 1):
-        if commit == below:
-            return True
-        parents = g.parents(commit)
-        if len(parents) != 1:
-            return False
-        commit = parents[0]
-    return False
 
 
 def _worktree_tree(g: Git, head: str) -> tuple[str, list[str]]:
@@ -185,21 +165,6 @@ def _carry(
             lines = marker_lines(merged)
             conflicts.append(Conflict(path, lines[0] if lines else 1, count))
     return files, conflicts
-
-
-def _refuse_markers(g: Git, tip: str, tree: str) -> None:
-    paths = sorted(g.changed_paths(tip, tree))
-    before, after = read_blobs(g, tip, paths), read_blobs(g, tree, paths)
-    for path in paths:
-        data = after[path]
-        if data is None or b"\0" in data[:8000]:
-            continue
-        lines = marker_lines(data)
-        if len(lines) > len(marker_lines(before[path] or b"")):
-            raise CheckFailed(
-                f"{g.root / path}:{lines[0]}: a conflict marker is still there ({len(lines)} marker line(s))",
-                hint="resolve every conflict, then run 'sgpatch edit --continue' again",
-            )
 
 
 def _settle_moving(g: Git, record: dict[str, Any]) -> None:

@@ -16,12 +16,10 @@ Written atomically (a temporary file, fsync, rename; never through a link).
 
 from __future__ import annotations
 
-import json
-import os
-import re
 from pathlib import Path
 from typing import Any
 
+from sgpatch.checkout.inprogress import clear_record_file, read_record_file, write_record_file
 from sgpatch.errors import CheckoutError
 from sgpatch.git.repo import Git
 from sgpatch.results import SCHEMA_VERSION
@@ -29,9 +27,6 @@ from sgpatch.results import SCHEMA_VERSION
 RECORD = "sgpatch-port.json"
 STOP_REF = "refs/sgpatch/port-stop"  # keeps the stop commit (the conflict as it was left) reachable
 MAX_RECORD = 64 << 20
-
-# A conflict marker line: "<<<<<<< x", "||||||| x", ">>>>>>> x" (or alone), and "=======" alone.
-CONFLICT_MARKER = re.compile(rb"^(?:(?:<{7}|\|{7}|>{7})(?: .*)?|={7})\r?$", re.MULTILINE)
 
 
 def record_path(g: Git) -> Path:
@@ -52,18 +47,14 @@ def read_record(checkout: Path) -> dict[str, Any] | None:
 
 def load_record(g: Git) -> dict[str, Any] | None:
     path = record_path(g)
-    if path.is_symlink():
-        raise CheckoutError(f"{path}: is a symbolic link; sgpatch does not read records through links")
-    if not path.exists():
-        return None
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_RECORD + 1)
-        record = json.loads(raw) if len(raw) <= MAX_RECORD else None
+        record = read_record_file(path, MAX_RECORD)
     except (OSError, ValueError) as exc:
         raise CheckoutError(
             f"{path}: unreadable port record: {exc}", hint=f"'sgpatch port --abort --checkout {g.root}' gives it up"
         ) from None
+    if record is None:
+        return None
     if not isinstance(record, dict) or record.get("schema_version") != SCHEMA_VERSION or "phase" not in record:
         raise CheckoutError(
             f"{path}: not a port record sgpatch wrote",
@@ -74,25 +65,8 @@ def load_record(g: Git) -> dict[str, Any] | None:
 
 def write_record(g: Git, record: dict[str, Any]) -> None:
     """Replace the record atomically and durably."""
-    path = record_path(g)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)  # under the checkout lock: a leftover, never followed
-    data = json.dumps({**record, "schema_version": SCHEMA_VERSION}, indent=1).encode() + b"\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_record_file(record_path(g), record)
 
 
 def clear_record(g: Git) -> None:
-    path = record_path(g)
-    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
-
-
-def marker_lines(data: bytes) -> list[int]:
-    """The 1-based numbers of the lines of ``data`` that are conflict markers."""
-    return [data.count(b"\n", 0, m.start()) + 1 for m in CONFLICT_MARKER.finditer(data)]
+    clear_record_file(record_path(g))

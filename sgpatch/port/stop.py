@@ -20,16 +20,16 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from sgpatch.checkout.inprogress import reaches, refuse_markers
 from sgpatch.checkout.journal import move_checkout, recover
 from sgpatch.config import Stack
 from sgpatch.errors import CheckFailed, CheckoutError
-from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.git.worktree import reset_index, worktree_changes
 from sgpatch.lock import pause
 from sgpatch.port.outputs import Plan, move_checkout_into_place
 from sgpatch.port.rebase import Files, Rebase
-from sgpatch.port.record import STOP_REF, marker_lines, write_record
+from sgpatch.port.record import STOP_REF, write_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.verdict import PortedPatch
 from sgpatch.series.engine import apply_modes
@@ -115,24 +115,12 @@ def settle_stop(g: Git, record: dict[str, Any]) -> None:
     write_record(g, record)
 
 
-def _above(g: Git, head: str, tip: str, limit: int = 200) -> bool:
-    commit = head
-    for _ in range(limit + 1):
-        if commit == tip:
-            return True
-        parents = g.parents(commit)
-        if len(parents) != 1:
-            return False
-        commit = parents[0]
-    return False
-
-
 def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) -> tuple[str, bool]:
     """The checkout as the person left it, as the commit of ``patch`` on the stop's tip (HEAD and index moved
     there, files untouched); and whether it carries anything (False: resolved to the release's text)."""
     tip = str(record["tip"])
     head = g.head()
-    if head is None or not _above(g, head, tip):
+    if head is None or not reaches(g, head, tip):
         raise CheckoutError(
             f"{g.root}: HEAD {str(head)[:12]} is not the stop's {tip[:12]} or a commit on top of it",
             hint="put the resolution on top of the kept patches (or 'sgpatch port --abort')",
@@ -164,7 +152,7 @@ def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) 
         tree = g.tree_without(tree, removed)
     if changes:
         tree = g.tree_with(tree, changes)
-    _refuse_markers(g, tip, tree)
+    refuse_markers(g, tip, tree, resume="sgpatch port --continue")
     carries = tree != g.tree_of(tip)
     new = g.commit_tree(CommitSpec(tree, (tip,), patch.commit_message(), date)) if carries else tip
     reset_index(g, new)
@@ -172,23 +160,6 @@ def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) 
     if new != head:
         g.update_head(new, old=head, reason=f"sgpatch port --continue: {patch.name} resolved")
     return new, carries
-
-
-def _refuse_markers(g: Git, tip: str, tree: str) -> None:
-    """CheckFailed naming the first conflict marker the resolution still holds (one the release had is fine)."""
-    paths = sorted(g.changed_paths(tip, tree))
-    before = read_blobs(g, tip, paths)
-    after = read_blobs(g, tree, paths)
-    for path in paths:
-        data = after[path]
-        if data is None or b"\0" in data[:8000]:
-            continue
-        lines = marker_lines(data)
-        if len(lines) > len(marker_lines(before[path] or b"")):
-            raise CheckFailed(
-                f"{Path(g.root) / path}:{lines[0]}: a conflict marker is still there ({len(lines)} marker line(s))",
-                hint="resolve every conflict, then run 'sgpatch port --continue' again",
-            )
 
 
 # --------------------------------------------------------------------------- the stop, as the port reports it
