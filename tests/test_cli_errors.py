@@ -151,8 +151,8 @@ def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("args", "expect", "where"),
     [
-        (("verify", "--bogus"), "No such option: --bogus", "sgpatch verify"),
-        (("stacks", "--json", "--bogus"), "No such option: --bogus", "sgpatch stacks"),
+        (("verify", "--frobnicate"), "No such option: --frobnicate", "sgpatch verify"),
+        (("stacks", "--json", "--frobnicate"), "No such option: --frobnicate", "sgpatch stacks"),
         (("no-such-command",), "No such command 'no-such-command'.", "sgpatch"),
         (("fetch", "--source"), "Option '--source' requires an argument.", "sgpatch fetch"),
     ],

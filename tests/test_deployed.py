@@ -193,7 +193,11 @@ def test_files_edited_after_install_are_reported(modified_venv: Venv) -> None:
     ]
     # The edited patched file also fails its pinned blob; its anchors still hold (the edit is at the end).
     assert any(f.startswith("python/sglang/srt/models/kimi_k25.py: blob ") for f in failures)
-    assert any(f.startswith("provenance: files[python/sglang/srt/models/kimi_k25.py].after is ") for f in failures)
+    assert any(
+        f.startswith("provenance: files[python/sglang/srt/models/kimi_k25.py].after: the build recorded ")
+        and ", the files hold " in f
+        for f in failures
+    )
     assert modified_venv.imported() == []
 
 
