@@ -1433,13 +1433,17 @@ for _id, _fault, _expect in [
         "the draft's `model.safetensors` header has a tensor entry that is a number",
         "has no dtype",
     ),
-    (
-        "preflight-index-outside",
-        "the target's `model.safetensors.index.json` maps a tensor to `../../etc/passwd`",
-        "not a file name in the model directory",
-    ),
 ]:
     case(_id, PREFLIGHT, f"`sgpatch preflight -- …launch_server …`: {_fault}", 2, _expect, _MODEL)
+case(
+    "preflight-index-outside",
+    PREFLIGHT,
+    "`sgpatch preflight -- …launch_server …`: the target's `model.safetensors.index.json` maps a tensor to "
+    "`../../etc/passwd`",
+    2,
+    "not a file name in the model directory",
+    "exit 2; one line (at most a hint after it); no traceback",
+)
 _VALUE = "one ConfigError naming the key (exit 2), never a TypeError or KeyError from the release's rules"
 for _id, _key, _value in [
     ("preflight-value-string", "max_position_embeddings", '"131072"` (a string)'),
