@@ -1645,8 +1645,8 @@ case(
     WATCH,
     "the index lists `sglang-0.5.99x.tar.gz`, `sglang-0.6.0_evil-…whl` and PEP 700 versions `0.5.99x`, `\\x1b[31mred`",
     0,
-    "skipped",
-    "each skipped with one line; no release ported; nothing downloaded (only the page asked for)",
+    "left out",
+    "each left out with one line; no release ported; nothing downloaded (only the page asked for, twice)",
 )
 case(
     "watch-malformed-answer",
