@@ -1304,3 +1304,371 @@ case(
     "0004's resolution committed, 0005's conflict in the files, the record at 'stopped'; git fsck --strict clean; "
     "a further --continue changes nothing",
 )
+
+# --------------------------------------------------------------------------- fleet: inventories and hosts
+
+FLEET = "fleet"
+_INV = "one line starting `FILE:LINE:` (exit 2), no traceback, no terminal escape; nothing printed, no host checked"
+for _id, _fault, _expect in [
+    (
+        "fleet-ini-unclosed-section",
+        "INI inventory: a section header without its `]` (`[gpu`)",
+        "is not a section header",
+    ),
+    (
+        "fleet-ini-section-kind",
+        "INI inventory: `[gpu:hostz]` (neither `:vars` nor `:children`)",
+        "expected [gpu], [gpu:vars] or [gpu:children]",
+    ),
+    ("fleet-ini-port-range", "INI inventory: `ansible_port=99999`", "not a port number"),
+    ("fleet-ini-port-junk", "INI inventory: `ansible_port=22x`", "not a port number"),
+    (
+        "fleet-ini-host-option",
+        "INI inventory: `ansible_host=-oProxyCommand=touch` (an ssh option as the address)",
+        "not a host name or IP address",
+    ),
+    (
+        "fleet-ini-host-two-words",
+        "INI inventory: `ansible_host='10.0.0.1 -v'` (a second word smuggled into the address)",
+        "not a host name or IP address",
+    ),
+    ("fleet-ini-user-option", "INI inventory: `ansible_user=-lroot` (an ssh option as the user)", "not a user name"),
+    ("fleet-ini-name-option", "INI inventory: a host named `-oProxyCommand=x`", "is not a host"),
+    (
+        "fleet-ini-python-escape",
+        "INI inventory: `ansible_python_interpreter='/x\\x1b[2J'` (a terminal escape)",
+        "not an interpreter path",
+    ),
+    ("fleet-ini-connection", "INI inventory: `ansible_connection=docker`", "sgpatch checks hosts over ssh"),
+    ("fleet-ini-unclosed-quote", "INI inventory: an unclosed quote (`a 'unclosed`)", "No closing quotation"),
+    (
+        "fleet-ini-no-value",
+        "INI inventory: a word that is not `key=value` after the host",
+        "expected key=value after the host",
+    ),
+    (
+        "fleet-ini-cycle",
+        "INI inventory: two groups each the other's child (`[x:children] y`, `[y:children] x`)",
+        "is its own ancestor",
+    ),
+    ("fleet-ini-vars-no-equals", "INI inventory: a `[x:vars]` line without `=`", "expected key=value"),
+    ("fleet-ini-all-child", "INI inventory: group `all` listed as a child", "group all cannot be a child"),
+    ("fleet-ini-bad-range", "INI inventory: a host range `gpu[1:a]`", "a range goes from a number to a number"),
+    ("fleet-ini-nul", "INI inventory: a NUL byte in a host name (line 4)", "a NUL byte"),
+    ("fleet-ini-empty", "INI inventory: only a comment, no host", "no hosts"),
+    (
+        "fleet-yaml-unknown-key",
+        "YAML inventory: a group key `host:` (not hosts, vars or children)",
+        "'host' is not hosts, vars or children",
+    ),
+    ("fleet-yaml-port-list", "YAML inventory: `ansible_port: [1]` (a list)", "expected a string"),
+    ("fleet-yaml-hosts-list", "YAML inventory: `hosts: [a, b]` (a list, not a mapping)", "expected a mapping"),
+    ("fleet-yaml-not-yaml", "YAML inventory: indentation that is not YAML", "not YAML"),
+    ("fleet-yaml-host-shell", "YAML inventory: `ansible_host: 'x;reboot'`", "not a host name"),
+    ("fleet-yaml-port-zero", "YAML inventory: `ansible_port: 0`", "not a port number"),
+    ("fleet-yaml-all-child", "YAML inventory: group `all` as a child of `all`", "group all cannot be a child"),
+    ("fleet-yaml-port-in-name", "YAML inventory: a host named `'a:22'`", "give the port as ansible_port"),
+]:
+    case(_id, FLEET, f"`verify --hosts FILE`: {_fault}", 2, _expect, _INV)
+_BOMB = "exit 2, one line naming the file; no traceback; no host checked"
+for _id, _fault, _expect in [
+    (
+        "fleet-yaml-bomb",
+        "YAML inventory: 20 levels of anchors each aliased twice (a billion laughs)",
+        "YAML nodes: not a host list",
+    ),
+    ("fleet-inventory-latin1", "an inventory that is not UTF-8 (`h\\xe9te`)", ":1: not UTF-8 text"),
+    ("fleet-inventory-huge", "a 1.2 MB inventory (600,000 hosts)", "larger than 1048576 bytes"),
+    ("fleet-yaml-deep", "YAML inventory: 5,000 nested lists", "YAML nested too deep"),
+    ("fleet-inventory-missing", "an inventory file that does not exist", "cannot read the host list"),
+]:
+    case(_id, FLEET, f"`verify --hosts FILE`: {_fault}", 2, _expect, _BOMB)
+case(
+    "fleet-host-unreachable",
+    FLEET,
+    "`verify --hosts FILE --limit spare,fleet-ok-1`: one host's ssh port is closed",
+    3,
+    "UNREACHABLE",
+    "the host's row names the cause (Connection refused); exit 3 (unreachable only), kept apart from drift (1)",
+)
+case(
+    "fleet-host-timeout",
+    FLEET,
+    "`verify --hosts FILE --timeout 2`: one host's interpreter never answers (sleeps)",
+    3,
+    "no answer within 2s",
+    "the hung host is unreachable after the timeout; the other hosts' rows (ok, error) still reported",
+)
+case(
+    "fleet-host-no-interpreter",
+    FLEET,
+    "`verify --hosts FILE`: a host whose `ansible_python_interpreter` does not exist",
+    3,
+    "no interpreter /opt/nope/bin/python",
+    "the host's row is an error (exit 3), never 'not installed'; the other hosts still checked",
+)
+
+# --------------------------------------------------------------------------- preflight: model files and launches
+
+PREFLIGHT = "preflight"
+_MODEL = "exit 2; one line naming the model directory and file (at most a hint after it); no traceback"
+for _id, _fault, _expect in [
+    ("preflight-config-not-json", "the draft's `config.json` is `{not json`", "config.json: not JSON"),
+    ("preflight-config-list", "the draft's `config.json` is a JSON list", "config.json: a JSON list, not an object"),
+    ("preflight-config-wrong-type", 'the draft\'s `config.json` has `"architectures": "Llama"`', "key 'architectures'"),
+    ("preflight-config-huge", "the draft's `config.json` is 5 MiB", "config.json: over"),
+    ("preflight-config-link-out", "the draft's `config.json` is a symlink out of the model directory", "links out of"),
+    (
+        "preflight-safetensors-huge-header",
+        "the draft's `model.safetensors` claims a header of 1 TiB",
+        "safetensors header of",
+    ),
+    (
+        "preflight-safetensors-short-header",
+        "the draft's `model.safetensors` claims a 64-byte header and has 2 bytes",
+        "header says 64 bytes",
+    ),
+    (
+        "preflight-safetensors-bad-entry",
+        "the draft's `model.safetensors` header has a tensor entry that is a number",
+        "has no dtype",
+    ),
+]:
+    case(_id, PREFLIGHT, f"`sgpatch preflight -- …launch_server …`: {_fault}", 2, _expect, _MODEL)
+case(
+    "preflight-index-outside",
+    PREFLIGHT,
+    "`sgpatch preflight -- …launch_server …`: the target's `model.safetensors.index.json` maps a tensor to "
+    "`../../etc/passwd`",
+    2,
+    "not a file name in the model directory",
+    "exit 2; one line (at most a hint after it); no traceback",
+)
+_VALUE = "one ConfigError naming the key (exit 2), never a TypeError or KeyError from the release's rules"
+for _id, _key, _value in [
+    ("preflight-value-string", "max_position_embeddings", '"131072"` (a string)'),
+    ("preflight-value-rope-list", "rope_scaling", "[1]` (a list)"),
+    ("preflight-value-float-heads", "num_attention_heads", "1.5`"),
+    ("preflight-value-eagle-config", "eagle_config", "3` (not an object)"),
+]:
+    case(
+        _id,
+        PREFLIGHT,
+        f"the draft's config.json: `\"{_key}\": {_value}, checked against 0.5.9-patched's rules",
+        2,
+        _key,
+        _VALUE,
+    )
+case(
+    "preflight-flag-rejected",
+    PREFLIGHT,
+    "the launch has `--speculative-eagle-top-k 4`, a flag 0.5.9's `launch_server` does not accept",
+    1,
+    "unrecognized arguments: --speculative-eagle-top-k 4",
+    "a crash row for the launch's arguments; the rest still checked (the context-length crash reported)",
+)
+for _id, _words in [
+    ("preflight-launch-empty", "nothing after `--`"),
+    ("preflight-launch-env-only", "`-- A=1` (an assignment, no command)"),
+    ("preflight-launch-bash", "`-- bash -c x`"),
+    ("preflight-launch-vllm", "`-- python -m vllm.entrypoints.openai.api_server`"),
+]:
+    case(
+        _id,
+        PREFLIGHT,
+        f"`sgpatch preflight` with {_words}: not an SGLang launch",
+        2,
+        "sgpatch: error:",
+        "one error line, no traceback; nothing checked",
+    )
+
+# --------------------------------------------------------------------------- the edit loop
+
+EDIT = "edit loop"
+_RESTORED = (
+    "VERSIONS.toml, patches/ and every project file byte for byte as before the edit; HEAD as before; "
+    "`git status` clean; the next `verify` exit 0"
+)
+for _id, _fault in [
+    ("edit-kill-recorded", "SIGKILL of `sgpatch edit 0001` after it recorded the edit, before the checkout moved"),
+    ("edit-kill-entering", "SIGKILL of `sgpatch edit 0001` while the checkout moves (after the apply journal)"),
+    ("edit-kill-taken", "SIGKILL of the write-back (`sgpatch export`) after the edit was taken, before carrying"),
+    ("edit-kill-carrying", "SIGKILL of the write-back while it carries the later patches (index and files moved)"),
+    ("edit-kill-exported", "SIGKILL of the write-back after the new patches were written, before the record went"),
+    ("edit-kill-abort", "SIGKILL of `sgpatch edit --abort` after the files were restored, before the checkout"),
+]:
+    case(_id, EDIT, _fault, 0, "next `sgpatch edit --abort`: exit 0", _RESTORED)
+case(
+    "edit-kill-continue",
+    EDIT,
+    "SIGKILL of the write-back after the edit was taken; then `sgpatch edit --continue`",
+    0,
+    "next `sgpatch edit --continue`: exit 0",
+    "the edited patch written back; no record left; the next `verify` exit 0",
+)
+case(
+    "edit-abort-after-conflict",
+    EDIT,
+    "`sgpatch edit --abort` after the write-back stopped on a later patch's conflict",
+    0,
+    "given up",
+    _RESTORED.replace("; the next `verify` exit 0", "") + "; no record and no refs/sgpatch/ ref left",
+)
+case(
+    "edit-abort-nothing",
+    EDIT,
+    "`sgpatch edit --abort` with no edit in progress",
+    2,
+    "no edit in progress",
+    "the checkout and project as they were",
+)
+case(
+    "edit-export-check-during",
+    EDIT,
+    "`sgpatch export --check` while an edit is in progress",
+    2,
+    "an edit is in progress",
+    "nothing written; the edit's changes kept for --abort or --continue",
+)
+for _id, _fault, _expect, _kept in [
+    (
+        "edit-dirty",
+        "`sgpatch edit 0001` in a checkout with uncommitted changes",
+        "uncommitted changes",
+        "the changed file named; no edit record written; the change kept",
+    ),
+    ("edit-unknown-patch", "`sgpatch edit 0009` (no such patch)", "no patch '0009'", "nothing moved"),
+    (
+        "edit-pristine",
+        "`sgpatch edit 0001` in a pristine checkout (series not applied)",
+        "sgpatch apply",
+        "nothing moved; the hint says to apply first",
+    ),
+]:
+    case(_id, EDIT, _fault, 2, _expect, _kept)
+case(
+    "apply-series-changed",
+    EDIT,
+    "`sgpatch apply` after a pull changed a patch file of the series the checkout carries",
+    2,
+    "the series changed since this checkout was patched",
+    "the checkout byte for byte; the hint's `git reset --hard BASE` then `apply` gives the new series' commits",
+)
+
+# --------------------------------------------------------------------------- the index and the command line
+
+_NO_CO = "no checkout; one error line at the top, then its hint; no traceback"
+for _id, _fault, _expect, _kept in [
+    (
+        "net-index-refused",
+        "`fetch`: pip's index is a closed port (connection refused)",
+        "connection refused",
+        _NO_CO + "; never 'no package index lists it'",
+    ),
+    (
+        "net-index-timeout",
+        "`fetch`: pip's index accepts and never answers (SGPATCH_DEADLINE=1)",
+        "timed out",
+        _NO_CO + "; the deadline named",
+    ),
+    (
+        "net-index-dns",
+        "`fetch`: pip's index is `https://user:s3cret@pypi-mirror.invalid/simple` (does not resolve)",
+        "DNS:",
+        _NO_CO + "; the credentials never shown",
+    ),
+    (
+        "net-index-tls",
+        "`fetch --json`: pip's index has a self-signed certificate",
+        "TLS: the server's certificate is not trusted",
+        _NO_CO + "; the JSON document carries the same error and the PIP_CERT hint",
+    ),
+    (
+        "net-index-lacks-release",
+        "`fetch`: the index knows sglang but lists none of the release's files",
+        "no package index lists it",
+        _NO_CO + "; not called a network failure",
+    ),
+]:
+    case(_id, NET, _fault, 3, _expect, _kept)
+_USAGE = "stderr exactly the error and `hint: try '… -h'`; no usage box; stdout empty (or the one JSON document)"
+for _id, _args, _expect in [
+    ("cli-usage-unknown-option", "verify --frobnicate", "No such option: --frobnicate"),
+    ("cli-usage-unknown-option-json", "stacks --json --frobnicate", "No such option: --frobnicate"),
+    ("cli-usage-unknown-command", "no-such-command", "No such command 'no-such-command'."),
+    ("cli-usage-missing-value", "fetch --source", "Option '--source' requires an argument."),
+]:
+    case(_id, CLI, f"`sgpatch {_args}`", 2, _expect, _USAGE)
+for _cmd in ("stacks", "fetch", "apply", "verify", "doctor", "build", "port", "show"):
+    case(
+        f"cli-json-error-{_cmd}",
+        CLI,
+        f"`sgpatch {_cmd} --json --config MISSING` (a config that does not exist)",
+        2,
+        "VERSIONS.toml",
+        "stdout is one JSON document (schema_version, error, exit_code, hint), its error the stderr line",
+    )
+
+# --------------------------------------------------------------------------- adoption
+
+ADOPT = "adoption"
+_NOTHING_NEW = "the target directory never created; one line (and a hint)"
+for _id, _args, _expect in [
+    ("init-unknown-cuda", "--release 0.5.9 --cuda cu999", "unknown CUDA label 'cu999'"),
+    ("init-local-label", "--release 0.5.9+cu130 --cuda cu130", "no local label"),
+    ("init-not-a-version", "--release not-a-version --cuda cu130", "is not a version"),
+    ("init-no-release", "--cuda cu130", "needs --release VERSION and --cuda LABEL"),
+    ("init-unknown-release", "--release 99.0.0 --cuda cu130", "the package index has no sdist or wheel"),
+]:
+    case(_id, ADOPT, f"`sgpatch init DIR {_args}`", 2, _expect, _NOTHING_NEW)
+case(
+    "init-existing-project",
+    ADOPT,
+    "`sgpatch init` where a VERSIONS.toml already is",
+    2,
+    "exists already",
+    "VERSIONS.toml byte for byte; no git repository made; with --force the series kept byte for byte",
+)
+
+# --------------------------------------------------------------------------- the release watch
+
+WATCH = "release watch"
+_WATCHED = "one error line, no traceback; nothing asked of the index"
+for _id, _release in [
+    ("watch-release-word", "latest"),
+    ("watch-release-shell", "0.5.10;rm -rf /"),
+    ("watch-release-path", "../0.5.10"),
+]:
+    case(_id, WATCH, f"`sgpatch watch --release '{_release}'`", 2, "is not a PEP 440 version", _WATCHED)
+case(
+    "watch-hostile-listing",
+    WATCH,
+    "the index lists `sglang-0.5.99x.tar.gz`, `sglang-0.6.0_evil-…whl` and PEP 700 versions `0.5.99x`, `\\x1b[31mred`",
+    0,
+    "left out",
+    "each left out with one line; no release ported; nothing downloaded (only the page asked for, twice)",
+)
+case(
+    "watch-malformed-answer",
+    WATCH,
+    'the index answers `{"files": [{"filename": 7}]}`',
+    3,
+    "malformed answer",
+    "one error line, no traceback",
+)
+case(
+    "watch-release-unlisted",
+    WATCH,
+    "`sgpatch watch --release 0.5.11` (the index lists no file of it)",
+    2,
+    "lists no usable file of sglang 0.5.11",
+    "the project byte for byte",
+)
+case(
+    "watch-release-older",
+    WATCH,
+    "`sgpatch watch --release 0.5.9` (not newer than the project's newest stack)",
+    2,
+    "not newer than 0.5.9",
+    "the project byte for byte",
+)

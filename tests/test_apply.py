@@ -13,6 +13,7 @@ from sgpatch.project import Project
 from sgpatch.series.patch import split_lines
 
 from .helpers import copy_project, git, json_out, run_cli, snapshot
+from .reliability import first_error, record
 
 KIMI = "python/sglang/srt/models/kimi_k25.py"
 DEEPSEEK = "python/sglang/srt/models/deepseek_v2.py"
@@ -139,6 +140,7 @@ def test_a_series_changed_since_it_was_applied_names_the_way_to_reapply(
     assert "the series changed since this checkout was patched" in result.stderr
     assert "0001-kimi-k25-eagle3-delegation.patch" in result.stderr
     assert snapshot(co) == before
+    record("apply-series-changed", exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path, co.parent))
     hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
     base = hint.split("reset --hard ")[1].split()[0]
     assert git(co, "rev-parse", "HEAD~2").startswith(base)

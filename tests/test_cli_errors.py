@@ -22,6 +22,7 @@ import pytest
 
 from .helpers import REPO, run_cli
 from .indexserver import crafted_index, self_signed
+from .reliability import CASES, first_error, record
 
 SGPATCH = Path(sys.executable).with_name("sgpatch")
 CONFIG = str(REPO / "VERSIONS.toml")
@@ -48,6 +49,12 @@ def _fetch(tmp_path: Path, *extra: str) -> Any:
 
 
 STEP = re.compile(r"^sgpatch: .*( \.\.\.|: (done in|stopped after) \d+\.\d s)$")  # progress (cli/progress.py)
+
+
+def _shown(result: Any) -> str:
+    """The error line and its hint, as the user reads them (for the reliability table)."""
+    said = first_error("\n".join(ln for ln in result.stderr.splitlines() if not STEP.match(ln)))
+    return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", said)
 
 
 def _first_error(result: Any) -> str:
@@ -90,6 +97,7 @@ def test_a_refused_connection_names_the_index_at_once(
     )
     assert "no package index lists it" not in result.stderr
     assert not (tmp_path / "co").exists()
+    record("net-index-refused", exit=result.exit_code, shown=_shown(result), roots=(tmp_path,))
 
 
 def test_an_index_that_never_answers_is_a_timeout(
@@ -101,6 +109,8 @@ def test_an_index_that_never_answers_is_a_timeout(
     line = _first_error(result)
     assert f"http://127.0.0.1:{silent_server}/simple/sglang/: timed out" in line
     assert "the deadline of 1 s (SGPATCH_DEADLINE)" in line
+    assert not (tmp_path / "co").exists()
+    record("net-index-timeout", exit=result.exit_code, shown=_shown(result), roots=(tmp_path,))
 
 
 def test_a_name_that_does_not_resolve_is_a_dns_failure(index_env: Callable[..., None], tmp_path: Path) -> None:
@@ -111,6 +121,8 @@ def test_a_name_that_does_not_resolve_is_a_dns_failure(index_env: Callable[..., 
     assert "cannot reach the index https://pypi-mirror.invalid/simple/sglang/: DNS:" in line
     assert "'pypi-mirror.invalid' does not resolve" in line
     assert "s3cret" not in result.stderr + result.stdout  # credentials never shown
+    assert not (tmp_path / "co").exists()
+    record("net-index-dns", exit=result.exit_code, shown=_shown(result), roots=(tmp_path,))
 
 
 def test_an_untrusted_certificate_is_named_as_tls(
@@ -128,6 +140,8 @@ def test_an_untrusted_certificate_is_named_as_tls(
     doc = json.loads(result.stdout)
     assert doc["exit_code"] == 3 and doc["error"] == line.removeprefix("sgpatch: error: ")
     assert "PIP_CERT" in doc["hint"] and doc["schema_version"] == 1
+    assert not (tmp_path / "co").exists()
+    record("net-index-tls", exit=result.exit_code, shown=_shown(result), roots=(tmp_path,))
 
 
 def test_an_index_lacking_the_release_says_so(index_env: Callable[..., None], tmp_path: Path) -> None:
@@ -139,6 +153,8 @@ def test_an_index_lacking_the_release_says_so(index_env: Callable[..., None], tm
     line = _first_error(result)
     assert f"no package index lists it ({index.url}/simple)" in line
     assert "cannot reach" not in result.stderr and index.seen
+    assert not (tmp_path / "co").exists()
+    record("net-index-lacks-release", exit=result.exit_code, shown=_shown(result), roots=(tmp_path,))
 
 
 # --------------------------------------------------------------------------- one error style, --json on errors
@@ -149,15 +165,23 @@ def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    ("args", "expect", "where"),
+    ("case_id", "args", "expect", "where"),
     [
-        (("verify", "--frobnicate"), "No such option: --frobnicate", "sgpatch verify"),
-        (("stacks", "--json", "--frobnicate"), "No such option: --frobnicate", "sgpatch stacks"),
-        (("no-such-command",), "No such command 'no-such-command'.", "sgpatch"),
-        (("fetch", "--source"), "Option '--source' requires an argument.", "sgpatch fetch"),
+        ("cli-usage-unknown-option", ("verify", "--frobnicate"), "No such option: --frobnicate", "sgpatch verify"),
+        (
+            "cli-usage-unknown-option-json",
+            ("stacks", "--json", "--frobnicate"),
+            "No such option: --frobnicate",
+            "sgpatch stacks",
+        ),
+        ("cli-usage-unknown-command", ("no-such-command",), "No such command 'no-such-command'.", "sgpatch"),
+        ("cli-usage-missing-value", ("fetch", "--source"), "Option '--source' requires an argument.", "sgpatch fetch"),
     ],
+    ids=["unknown-option", "unknown-option-json", "unknown-command", "missing-value"],
 )
-def test_a_usage_error_is_one_line_in_sgpatch_style(args: tuple[str, ...], expect: str, where: str) -> None:
+def test_a_usage_error_is_one_line_in_sgpatch_style(
+    case_id: str, args: tuple[str, ...], expect: str, where: str
+) -> None:
     proc = _run(*args)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines() == [f"sgpatch: error: {expect}", f"hint: try '{where} -h'"]
@@ -171,6 +195,8 @@ def test_a_usage_error_is_one_line_in_sgpatch_style(args: tuple[str, ...], expec
         }
     else:
         assert proc.stdout == ""
+    assert CASES[case_id].expect in expect and CASES[case_id].exit == proc.returncode
+    record(case_id, exit=proc.returncode, shown=" ".join(proc.stderr.splitlines()))
 
 
 @pytest.mark.parametrize("command", ["stacks", "fetch", "apply", "verify", "doctor", "build", "port", "show"])
@@ -185,6 +211,9 @@ def test_json_on_an_error_is_one_document(command: str, tmp_path: Path) -> None:
     assert set(doc) <= {"schema_version", "error", "exit_code", "hint"}
     assert doc["schema_version"] == 1 and doc["exit_code"] == 2
     assert doc["error"] == line.removeprefix("sgpatch: error: ") and missing in doc["error"]
+    case_id = f"cli-json-error-{command}"
+    assert CASES[case_id].expect in doc["error"]
+    record(case_id, exit=result.exit_code, shown=result.stdout.strip(), roots=(tmp_path,))
 
 
 def test_version_help_alias_and_completion() -> None:

@@ -25,6 +25,7 @@ from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV
 from sgpatch.series.patch import parse_patch
 
 from .helpers import REPO, copy_project, git, json_out, run_cli
+from .reliability import CASES, first_error, record
 from .smallrepo import Tiny, make_tiny
 
 SGPATCH = [sys.executable, "-m", "sgpatch.cli"]
@@ -140,29 +141,62 @@ def test_abort_restores_the_files_and_the_checkout_byte_for_byte(tiny: Tiny) -> 
     assert git(tiny.checkout, "status", "--porcelain") == ""
     assert not any(p.name.startswith("sgpatch-edit") for p in (tiny.checkout / ".git").iterdir())
     assert git(tiny.checkout, "for-each-ref", "refs/sgpatch/") == ""
+    said = aborted.stdout.splitlines()[0]
+    assert CASES["edit-abort-after-conflict"].expect in said
+    record("edit-abort-after-conflict", exit=aborted.exit_code, shown=said, roots=(tiny.root, tiny.checkout.parent))
     # Aborting while editing (nothing written yet) goes back too; a second abort has nothing to do.
     assert sg(tiny, "edit", "0002").exit_code == 0
     replace(tiny.checkout / MOD2, "        return 2\n", "        return 22\n")
     check = sg(tiny, "export", "--check")
     assert check.exit_code == 2 and "an edit is in progress" in check.stderr
+    record(
+        "edit-export-check-during",
+        exit=check.exit_code,
+        shown=first_error(check.stderr),
+        roots=(tiny.root, tiny.checkout.parent),
+    )
     assert sg(tiny, "edit", "--abort").exit_code == 0
     assert project_bytes(tiny) == before and git(tiny.checkout, "rev-parse", "HEAD") == head
     assert git(tiny.checkout, "status", "--porcelain") == ""
     nothing = sg(tiny, "edit", "--abort")
     assert nothing.exit_code == 2 and "no edit in progress" in nothing.stderr
+    assert project_bytes(tiny) == before and git(tiny.checkout, "rev-parse", "HEAD") == head
+    record(
+        "edit-abort-nothing",
+        exit=nothing.exit_code,
+        shown=first_error(nothing.stderr),
+        roots=(tiny.root, tiny.checkout.parent),
+    )
 
 
 def test_a_dirty_or_unpatched_checkout_is_refused(tiny: Tiny) -> None:
     replace(tiny.checkout / MOD1, "        return 1\n", "        return 5\n")
+    head = git(tiny.checkout, "rev-parse", "HEAD")
     dirty = sg(tiny, "edit", "0001")
     assert dirty.exit_code == 2 and "uncommitted changes" in dirty.stderr and MOD1 in dirty.stderr
     assert not (tiny.checkout / ".git" / RECORD).exists()
+    assert "        return 5\n" in (tiny.checkout / MOD1).read_text()  # the change kept
+    record("edit-dirty", exit=dirty.exit_code, shown=first_error(dirty.stderr), roots=(tiny.root, tiny.checkout.parent))
     git(tiny.checkout, "checkout", "--", MOD1)
     unknown = sg(tiny, "edit", "0009")
     assert unknown.exit_code == 2 and "no patch '0009'" in unknown.stderr
+    assert git(tiny.checkout, "rev-parse", "HEAD") == head and git(tiny.checkout, "status", "--porcelain") == ""
+    record(
+        "edit-unknown-patch",
+        exit=unknown.exit_code,
+        shown=first_error(unknown.stderr),
+        roots=(tiny.root, tiny.checkout.parent),
+    )
     git(tiny.checkout, "reset", "-q", "--hard", tiny.base)
     pristine = sg(tiny, "edit", "0001")
     assert pristine.exit_code == 2 and "sgpatch apply" in pristine.stderr
+    assert git(tiny.checkout, "rev-parse", "HEAD") == tiny.base and not (tiny.checkout / ".git" / RECORD).exists()
+    record(
+        "edit-pristine",
+        exit=pristine.exit_code,
+        shown=first_error(pristine.stderr),
+        roots=(tiny.root, tiny.checkout.parent),
+    )
 
 
 def _kill_at(t: Tiny, point: str, *args: str) -> None:
@@ -181,17 +215,17 @@ def _kill_at(t: Tiny, point: str, *args: str) -> None:
     proc.wait()
 
 
-@pytest.mark.parametrize(
-    ("point", "command"),
-    [
-        ("edit:recorded", "edit"),
-        ("apply:journal", "edit"),
-        ("edit:taken", "export"),
-        ("apply:tree", "export"),
-        ("edit:exported", "export"),
-        ("edit:restored", "abort"),
-    ],
-)
+KILLS = {  # point: (command killed, reliability case)
+    "edit:recorded": ("edit", "edit-kill-recorded"),
+    "apply:journal": ("edit", "edit-kill-entering"),
+    "edit:taken": ("export", "edit-kill-taken"),
+    "apply:tree": ("export", "edit-kill-carrying"),
+    "edit:exported": ("export", "edit-kill-exported"),
+    "edit:restored": ("abort", "edit-kill-abort"),
+}
+
+
+@pytest.mark.parametrize(("point", "command"), [(point, cmd) for point, (cmd, _) in KILLS.items()])
 def test_a_killed_edit_is_recovered_by_abort(tiny: Tiny, point: str, command: str) -> None:
     before, head = project_bytes(tiny), git(tiny.checkout, "rev-parse", "HEAD")
     if command == "edit":
@@ -210,6 +244,13 @@ def test_a_killed_edit_is_recovered_by_abort(tiny: Tiny, point: str, command: st
     assert git(tiny.checkout, "rev-parse", "HEAD") == head
     assert git(tiny.checkout, "status", "--porcelain") == ""
     assert sg(tiny, "verify").exit_code == 0
+    said = aborted.stdout.splitlines()[0]
+    record(
+        KILLS[point][1],
+        exit=aborted.exit_code,
+        shown=f"next `sgpatch edit --abort`: exit 0: {said}",
+        roots=(tiny.root, tiny.checkout.parent),
+    )
 
 
 def test_a_killed_write_back_is_finished_by_continue(tiny: Tiny) -> None:
@@ -221,6 +262,13 @@ def test_a_killed_write_back_is_finished_by_continue(tiny: Tiny) -> None:
     assert b"+        return 100\n" in (tiny.series / P1).read_bytes()
     assert not (tiny.checkout / ".git" / RECORD).exists()
     assert sg(tiny, "verify").exit_code == 0
+    said = done.stdout.splitlines()[0]
+    record(
+        "edit-kill-continue",
+        exit=done.exit_code,
+        shown=f"next `sgpatch edit --continue`: exit 0: {said}",
+        roots=(tiny.root, tiny.checkout.parent),
+    )
 
 
 def test_edit_on_the_real_checkout(patched_checkout: Callable[[], Path], tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ upstream's PyPI wheel, the patched wheel built for the cu128 stack, no sglang) g
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from sgpatch.wheel import build_wheel
 
 from .deployed_fixtures import Venv, make_venv
 from .helpers import REPO, json_out, run_cli
+from .reliability import CASES, first_error, record
 from .sshd import Sshd, free_port
 
 CONFIG = str(REPO / "VERSIONS.toml")
@@ -135,39 +137,41 @@ def test_inventory_values_reach_ssh_as_options_not_words() -> None:
 
 
 HOSTILE = [
-    ("hosts", "a\n[gpu\nb\n", 2, "is not a section header"),
-    ("hosts", "a\n[gpu:hostz]\n", 2, "expected [gpu], [gpu:vars] or [gpu:children]"),
-    ("hosts", "a ansible_port=99999\n", 1, "not a port number"),
-    ("hosts", "a ansible_port=22x\n", 1, "not a port number"),
-    ("hosts", "ok\nb ansible_host=-oProxyCommand=touch\n", 2, "not a host name or IP address"),
-    ("hosts", "b ansible_host='10.0.0.1 -v'\n", 1, "not a host name or IP address"),
-    ("hosts", "b ansible_user=-lroot\n", 1, "not a user name"),
-    ("hosts", "-oProxyCommand=x\n", 1, "is not a host"),
-    ("hosts", "a\nb ansible_python_interpreter='/x\x1b[2J'\n", 2, "not an interpreter path"),
-    ("hosts", "a ansible_connection=docker\n", 1, "sgpatch checks hosts over ssh"),
-    ("hosts", "a 'unclosed\n", 1, "No closing quotation"),
-    ("hosts", "a novalue\n", 1, "expected key=value after the host"),
-    ("hosts", "[x:children]\ny\n[y:children]\nx\n[y]\nh\n", 1, "is its own ancestor"),
-    ("hosts", "[x:vars]\nno equals\n", 2, "expected key=value"),
-    ("hosts", "[x:children]\nall\n", 2, "group all cannot be a child"),
-    ("hosts", "gpu[1:a]\n", 1, "a range goes from a number to a number"),
-    ("hosts", "a\n\n\nb\x00\n", 4, "a NUL byte"),
-    ("hosts", "# only a comment\n", None, "no hosts"),
-    ("hosts.yml", "all:\n  hosts:\n    a:\n  host:\n    b:\n", 4, "'host' is not hosts, vars or children"),
-    ("hosts.yml", "all:\n  hosts:\n    a: {ansible_port: [1]}\n", 3, "expected a string"),
-    ("hosts.yml", "all:\n  hosts: [a, b]\n", 2, "expected a mapping"),
-    ("hosts.yml", "all:\n  hosts:\n    a:\n   b: 1\n  : x\n", 4, "not YAML"),
-    ("hosts.yml", "all:\n  hosts:\n    a:\n      ansible_host: 'x;reboot'\n", 4, "not a host name"),
-    ("hosts.yml", "all:\n  hosts:\n    a:\n      ansible_port: 0\n", 4, "not a port number"),
-    ("hosts.yml", "all:\n  children:\n    all:\n", 3, "group all cannot be a child"),
-    ("hosts.yml", "all:\n  hosts:\n    'a:22':\n", 3, "give the port as ansible_port"),
+    ("fleet-ini-unclosed-section", "hosts", "a\n[gpu\nb\n", 2),
+    ("fleet-ini-section-kind", "hosts", "a\n[gpu:hostz]\n", 2),
+    ("fleet-ini-port-range", "hosts", "a ansible_port=99999\n", 1),
+    ("fleet-ini-port-junk", "hosts", "a ansible_port=22x\n", 1),
+    ("fleet-ini-host-option", "hosts", "ok\nb ansible_host=-oProxyCommand=touch\n", 2),
+    ("fleet-ini-host-two-words", "hosts", "b ansible_host='10.0.0.1 -v'\n", 1),
+    ("fleet-ini-user-option", "hosts", "b ansible_user=-lroot\n", 1),
+    ("fleet-ini-name-option", "hosts", "-oProxyCommand=x\n", 1),
+    ("fleet-ini-python-escape", "hosts", "a\nb ansible_python_interpreter='/x\x1b[2J'\n", 2),
+    ("fleet-ini-connection", "hosts", "a ansible_connection=docker\n", 1),
+    ("fleet-ini-unclosed-quote", "hosts", "a 'unclosed\n", 1),
+    ("fleet-ini-no-value", "hosts", "a novalue\n", 1),
+    ("fleet-ini-cycle", "hosts", "[x:children]\ny\n[y:children]\nx\n[y]\nh\n", 1),
+    ("fleet-ini-vars-no-equals", "hosts", "[x:vars]\nno equals\n", 2),
+    ("fleet-ini-all-child", "hosts", "[x:children]\nall\n", 2),
+    ("fleet-ini-bad-range", "hosts", "gpu[1:a]\n", 1),
+    ("fleet-ini-nul", "hosts", "a\n\n\nb\x00\n", 4),
+    ("fleet-ini-empty", "hosts", "# only a comment\n", None),
+    ("fleet-yaml-unknown-key", "hosts.yml", "all:\n  hosts:\n    a:\n  host:\n    b:\n", 4),
+    ("fleet-yaml-port-list", "hosts.yml", "all:\n  hosts:\n    a: {ansible_port: [1]}\n", 3),
+    ("fleet-yaml-hosts-list", "hosts.yml", "all:\n  hosts: [a, b]\n", 2),
+    ("fleet-yaml-not-yaml", "hosts.yml", "all:\n  hosts:\n    a:\n   b: 1\n  : x\n", 4),
+    ("fleet-yaml-host-shell", "hosts.yml", "all:\n  hosts:\n    a:\n      ansible_host: 'x;reboot'\n", 4),
+    ("fleet-yaml-port-zero", "hosts.yml", "all:\n  hosts:\n    a:\n      ansible_port: 0\n", 4),
+    ("fleet-yaml-all-child", "hosts.yml", "all:\n  children:\n    all:\n", 3),
+    ("fleet-yaml-port-in-name", "hosts.yml", "all:\n  hosts:\n    'a:22':\n", 3),
 ]
 
 
-@pytest.mark.parametrize(("name", "text", "line", "what"), HOSTILE)
+@pytest.mark.parametrize(("case_id", "name", "text", "line"), HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_hostile_inventories_are_refused_with_file_and_line(
-    tmp_path: Path, name: str, text: str, line: int | None, what: str
+    tmp_path: Path, case_id: str, name: str, text: str, line: int | None
 ) -> None:
+    """Each refused with the file and line and what is wrong there (the case's expected text)."""
+    what = CASES[case_id].expect
     path = tmp_path / name
     path.write_text(text)
     where = f"{path}:{line}: " if line is not None else f"{path}: "
@@ -175,9 +179,11 @@ def test_hostile_inventories_are_refused_with_file_and_line(
         load_inventory(path)
     assert info.value.message.startswith(where) and what in info.value.message, info.value.message
     result = run_cli("verify", "--config", CONFIG, "--hosts", str(path))
-    assert result.exit_code == 2
+    assert result.exit_code == 2 == CASES[case_id].exit
     assert result.stderr.startswith(f"sgpatch: error: {where}") and "Traceback" not in result.stderr
     assert "\x1b" not in result.stderr
+    assert result.stdout == ""  # refused before any host: no table, no row
+    record(case_id, exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
 
 
 def test_bombs_and_odd_bytes_are_refused(tmp_path: Path) -> None:
@@ -186,18 +192,22 @@ def test_bombs_and_odd_bytes_are_refused(tmp_path: Path) -> None:
         for i in range(20)
     )
     cases = {
-        "bomb.yml": (laughs.encode(), "YAML nodes: not a host list"),
-        "latin1": (b"h\xe9te\n", ":1: not UTF-8 text"),
-        "big": (b"h\n" * 600_000, "larger than 1048576 bytes"),
-        "deep.yml": (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "YAML nested too deep"),
+        "fleet-yaml-bomb": ("bomb.yml", laughs.encode()),  # expects "YAML nodes: not a host list"
+        "fleet-inventory-latin1": ("latin1", b"h\xe9te\n"),  # ":1: not UTF-8 text"
+        "fleet-inventory-huge": ("big", b"h\n" * 600_000),  # "larger than 1048576 bytes"
+        "fleet-yaml-deep": ("deep.yml", b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n"),  # "YAML nested too deep"
     }
-    for name, (data, what) in cases.items():
+    for case_id, (name, data) in cases.items():
+        what = CASES[case_id].expect
         (tmp_path / name).write_bytes(data)
         result = run_cli("verify", "--config", CONFIG, "--hosts", str(tmp_path / name))
-        assert result.exit_code == 2, (name, result.stderr)
+        assert result.exit_code == 2 == CASES[case_id].exit, (name, result.stderr)
         assert what in result.stderr and "Traceback" not in result.stderr, (name, result.stderr)
+        record(case_id, exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
     missing = run_cli("verify", "--config", CONFIG, "--hosts", str(tmp_path / "nope"))
     assert missing.exit_code == 2 and "cannot read the host list" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    record("fleet-inventory-missing", exit=missing.exit_code, shown=first_error(missing.stderr), roots=(tmp_path,))
 
 
 def test_fleet_options_are_checked_before_any_host(tmp_path: Path) -> None:
@@ -380,6 +390,7 @@ def test_fleet_exit_codes_by_limit(fleet: dict[str, Any]) -> None:
     assert down.exit_code == 3
     line = next(ln for ln in down.stdout.splitlines() if ln.startswith("fleet-down"))
     assert "UNREACHABLE" in line and "Connection refused" in line
+    record("fleet-host-unreachable", exit=down.exit_code, shown=re.sub(r"\bport \d+", "port PORT", line))
 
 
 @pytest.mark.slow
@@ -437,6 +448,11 @@ def test_a_host_that_cannot_be_checked_is_an_error_and_a_hung_one_times_out(
     assert rows["fleet-ok-2"]["detail"].startswith("no interpreter /opt/nope/bin/python")
     assert rows["fleet-ok-3"]["detail"] == "no answer within 2s"
     assert doc["exit_code"] == 3 and doc["summary"]["timeout"] == 2.0
+    for case_id, host in (("fleet-host-timeout", "fleet-ok-3"), ("fleet-host-no-interpreter", "fleet-ok-2")):
+        row = rows[host]
+        assert CASES[case_id].expect in row["detail"]
+        shown = f"{host}: {row['status']}: {row['detail']}"
+        record(case_id, exit=doc["exit_code"], shown=shown, roots=(tmp_path,))
 
 
 @pytest.mark.slow

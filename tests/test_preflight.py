@@ -19,6 +19,7 @@ from sgpatch.preflight.launch import parse_launch
 from sgpatch.source.tree import DirTree
 
 from .helpers import REPO, json_out, run_cli
+from .reliability import CASES, first_error, record
 from .sshd import Sshd
 
 MODELS = REPO.parent / "shared" / "models"
@@ -342,7 +343,7 @@ def test_a_repo_id_and_a_snapshot_in_the_hf_cache(patched: Path, tmp_path: Path)
     ids=["malformed", "list", "wrong-type", "huge", "huge-header", "short-header", "bad-entry", "symlink-out"],
 )
 def test_hostile_model_files_are_exit_2_naming_the_file(
-    patched: Path, tmp_path: Path, damage: Callable[[Path], object], named: str
+    patched: Path, tmp_path: Path, damage: Callable[[Path], object], named: str, request: pytest.FixtureRequest
 ) -> None:
     target = model_dir(tmp_path / "t", KIMI, TARGET_SHARDS)
     draft = model_dir(tmp_path / "d", KIMI_DRAFT, DRAFT_OK, index=False)
@@ -352,6 +353,21 @@ def test_hostile_model_files_are_exit_2_naming_the_file(
     assert named in result.stderr
     assert str(draft) in result.stderr
     assert len(result.stderr.strip().splitlines()) <= 2  # one line (and a hint), never a traceback
+    case_id = HOSTILE_CASES[request.node.callspec.id]
+    assert CASES[case_id].expect in result.stderr and result.exit_code == CASES[case_id].exit
+    record(case_id, exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
+
+
+HOSTILE_CASES = {
+    "malformed": "preflight-config-not-json",
+    "list": "preflight-config-list",
+    "wrong-type": "preflight-config-wrong-type",
+    "huge": "preflight-config-huge",
+    "huge-header": "preflight-safetensors-huge-header",
+    "short-header": "preflight-safetensors-short-header",
+    "bad-entry": "preflight-safetensors-bad-entry",
+    "symlink-out": "preflight-config-link-out",
+}
 
 
 def _link_out(d: Path) -> None:
@@ -367,6 +383,9 @@ def test_an_index_naming_a_path_outside_is_refused(patched: Path, tmp_path: Path
     draft = model_dir(tmp_path / "d", KIMI_DRAFT, DRAFT_OK, index=False)
     result = preflight(patched, *team_launch(target, draft))
     assert result.exit_code == 2 and "not a file name in the model directory" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2
+    record("preflight-index-outside", exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
 
 
 # ------------------------------------------------------------------------------------------- the launch
@@ -415,16 +434,29 @@ def test_an_unknown_flag_is_a_crash_row_and_the_rest_is_still_checked(patched: P
     assert result.exit_code == 1
     assert rows(doc, "launch-args")[0]["compared"] == "unrecognized arguments: --speculative-eagle-top-k 4"
     assert rows(doc, "context-length")[0]["verdict"] == "crash"
+    row = rows(doc, "launch-args")[0]
+    assert CASES["preflight-flag-rejected"].expect in row["compared"]
+    record(
+        "preflight-flag-rejected", exit=result.exit_code, shown=f"{row['rule']}: {row['verdict']}: {row['compared']}"
+    )
 
 
-@pytest.mark.parametrize(
-    "words",
-    [(), ("A=1",), ("bash", "-c", "x"), ("python", "-m", "vllm.entrypoints.openai.api_server")],
-)
-def test_what_is_not_an_sglang_launch_is_bad_input(patched: Path, words: tuple[str, ...]) -> None:
-    result = preflight(patched, *words)
+NOT_A_LAUNCH = {
+    "preflight-launch-empty": (),
+    "preflight-launch-env-only": ("A=1",),
+    "preflight-launch-bash": ("bash", "-c", "x"),
+    "preflight-launch-vllm": ("python", "-m", "vllm.entrypoints.openai.api_server"),
+}
+
+
+@pytest.mark.parametrize("case_id", list(NOT_A_LAUNCH))
+def test_what_is_not_an_sglang_launch_is_bad_input(patched: Path, case_id: str) -> None:
+    result = preflight(patched, *NOT_A_LAUNCH[case_id])
     assert result.exit_code == 2
     assert "Traceback" not in result.stderr
+    shown = first_error(result.stderr)
+    assert CASES[case_id].expect in shown
+    record(case_id, exit=result.exit_code, shown=shown)
 
 
 # ------------------------------------------------------------------------------------------- over ssh

@@ -27,6 +27,8 @@ from sgpatch.preflight.mirror import (
 from sgpatch.preflight.release import ReleaseRules, entry_class, read_release
 from sgpatch.preflight.rules import release_findings
 
+from .reliability import CASES, record
+
 MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
 if not MODELS.is_dir():
     MODELS = Path("/work/shared/models")
@@ -166,14 +168,24 @@ def test_kimi_aux_layers_read_through_the_wrapper(releases: dict[str, ReleaseRul
 
 
 @pytest.mark.parametrize(
-    ("key", "value"),
-    [("max_position_embeddings", "131072"), ("rope_scaling", [1]), ("num_attention_heads", 1.5), ("eagle_config", 3)],
+    ("case_id", "key", "value"),
+    [
+        ("preflight-value-string", "max_position_embeddings", "131072"),
+        ("preflight-value-rope-list", "rope_scaling", [1]),
+        ("preflight-value-float-heads", "num_attention_heads", 1.5),
+        ("preflight-value-eagle-config", "eagle_config", 3),
+    ],
+    ids=["string", "rope-list", "float-heads", "eagle-config"],
 )
-def test_hostile_config_values_are_config_errors(releases: dict[str, ReleaseRules], key: str, value: object) -> None:
+def test_hostile_config_values_are_config_errors(
+    releases: dict[str, ReleaseRules], case_id: str, key: str, value: object
+) -> None:
     draft = {**_model(KIMI_DRAFT), key: value}
     with pytest.raises(ConfigError) as err:
         release_findings(releases["0.5.9-patched"], target=_model(KIMI), draft=draft, args=EAGLE3_TP8, env={})
     assert key in err.value.message and err.value.exit_code == 2
+    assert CASES[case_id].expect == key and CASES[case_id].exit == err.value.exit_code
+    record(case_id, exit=err.value.exit_code, shown=err.value.message)
 
 
 # ------------------------------------------------------------------------------------- differential

@@ -25,6 +25,7 @@ from .conftest import RELEASES
 from .helpers import REPO, copy_project, git, json_out, run_cli
 from .indexserver import CraftedIndex, crafted_index
 from .port_fixtures import KIMI, SDIST_0510, edited_project  # noqa: F401 (fixture)
+from .reliability import CASES, first_error, record
 
 SDIST_059 = "sglang-0.5.9.tar.gz"
 WORKFLOW = REPO / ".github/workflows/watch.yml"
@@ -229,12 +230,24 @@ def test_dry_run_lists_and_json_shape(
     assert unlisted.exit_code == 2 and "lists no usable file of sglang 0.5.11" in unlisted.stderr
     assert older.exit_code == 2 and "not newer than 0.5.9" in older.stderr
     assert tree(proj) == before
+    for case_id, refused in (("watch-release-unlisted", unlisted), ("watch-release-older", older)):
+        shown = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", first_error(refused.stderr))
+        assert CASES[case_id].expect in shown and "Traceback" not in refused.stderr
+        record(case_id, exit=refused.exit_code, shown=shown, roots=(tmp_path,))
 
 
-@pytest.mark.parametrize("release", ["latest", "0.5.10;rm -rf /", "../0.5.10"])
+NOT_PEP440 = {
+    "watch-release-word": "latest",
+    "watch-release-shell": "0.5.10;rm -rf /",
+    "watch-release-path": "../0.5.10",
+}
+
+
+@pytest.mark.parametrize("case_id", list(NOT_PEP440))
 def test_a_release_that_is_not_pep440_is_one_line_exit_2(
-    release: str, tmp_path: Path, use_index: Callable[[CraftedIndex], None]
+    case_id: str, tmp_path: Path, use_index: Callable[[CraftedIndex], None]
 ) -> None:
+    release = NOT_PEP440[case_id]
     proj = newest_059(copy_project(tmp_path / "proj", {}))
     with crafted_index() as index:
         index.serve_files({})
@@ -243,6 +256,7 @@ def test_a_release_that_is_not_pep440_is_one_line_exit_2(
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("sgpatch: error:") == 1 and "is not a PEP 440 version" in result.stderr
     assert index.seen == []
+    record(case_id, exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
 
 
 def test_a_hostile_version_listing_is_left_out_never_a_traceback(
@@ -264,6 +278,11 @@ def test_a_hostile_version_listing_is_left_out_never_a_traceback(
     assert doc["releases"] == [] and len(doc["skipped"]) == 2, doc["skipped"]
     assert human.exit_code == 0 and "Traceback" not in human.stderr + human.stdout
     assert [s.path for s in index.seen] == ["/simple/sglang/", "/simple/sglang/"]
+    skipped = [" ".join(ln.split()) for ln in human.stdout.splitlines() if ln.startswith("skip ")]
+    assert len(skipped) == 2 and all("left out" in ln for ln in skipped), human.stdout
+    shown = f"{' / '.join(skipped)}; {human.stdout.strip().splitlines()[-1]}"
+    assert CASES["watch-hostile-listing"].expect in shown
+    record("watch-hostile-listing", exit=result.exit_code, shown=shown, roots=(tmp_path,))
 
 
 def test_a_malformed_index_answer_is_exit_3(tmp_path: Path, use_index: Callable[[CraftedIndex], None]) -> None:
@@ -274,6 +293,8 @@ def test_a_malformed_index_answer_is_exit_3(tmp_path: Path, use_index: Callable[
         result = watch(proj)
     assert result.exit_code == 3 and result.stderr.count("sgpatch: error:") == 1, result.stderr
     assert "malformed answer" in result.stderr and "Traceback" not in result.stderr
+    shown = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", first_error(result.stderr))
+    record("watch-malformed-answer", exit=result.exit_code, shown=shown, roots=(tmp_path,))
 
 
 # --------------------------------------------------------------------------- the scheduled workflow

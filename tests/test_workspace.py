@@ -18,6 +18,7 @@ from sgpatch.workspace.labels import BUILD_REQUIRES, LABELS, REFERENCE_VERSION
 
 from .helpers import REPO, copy_project, git, json_out, run_cli
 from .port_fixtures import DEEPSEEK, commit, edit
+from .reliability import CASES, first_error, record
 
 STACK = "0.5.9-cu130"
 
@@ -126,6 +127,7 @@ def test_init_refuses_an_existing_project_and_force_keeps_the_series(tmp_path: P
     assert refused.exit_code == 2
     assert "VERSIONS.toml: exists already" in refused.stderr and "--force" in refused.stderr
     assert (where / "VERSIONS.toml").read_bytes() == before and not (where / ".git").exists()
+    record("init-existing-project", exit=refused.exit_code, shown=first_error(refused.stderr), roots=(tmp_path,))
     series = (where / "patches" / "0.5.9" / "series").read_bytes()
     forced = init(str(where), "--release", "0.5.9", "--cuda", "cu128", "--force", "--json")
     assert forced.exit_code == 0, forced.stderr
@@ -136,20 +138,29 @@ def test_init_refuses_an_existing_project_and_force_keeps_the_series(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("case_id", "args", "message"),
     [
-        (("--release", "0.5.9", "--cuda", "cu999"), "unknown CUDA label 'cu999'"),
-        (("--release", "0.5.9+cu130", "--cuda", "cu130"), "no local label"),
-        (("--release", "not-a-version", "--cuda", "cu130"), "is not a version"),
-        (("--cuda", "cu130"), "needs --release VERSION and --cuda LABEL"),
-        (("--release", "99.0.0", "--cuda", "cu130"), "sglang 99.0.0: the package index has no sdist or wheel"),
+        ("init-unknown-cuda", ("--release", "0.5.9", "--cuda", "cu999"), "unknown CUDA label 'cu999'"),
+        ("init-local-label", ("--release", "0.5.9+cu130", "--cuda", "cu130"), "no local label"),
+        ("init-not-a-version", ("--release", "not-a-version", "--cuda", "cu130"), "is not a version"),
+        ("init-no-release", ("--cuda", "cu130"), "needs --release VERSION and --cuda LABEL"),
+        (
+            "init-unknown-release",
+            ("--release", "99.0.0", "--cuda", "cu130"),
+            "sglang 99.0.0: the package index has no sdist or wheel",
+        ),
     ],
+    ids=["unknown-cuda", "local-label", "not-a-version", "no-release", "unknown-release"],
 )
-def test_init_bad_input_is_exit_2_and_writes_nothing(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+def test_init_bad_input_is_exit_2_and_writes_nothing(
+    tmp_path: Path, case_id: str, args: tuple[str, ...], message: str
+) -> None:
     result = init(str(tmp_path / "new"), *args)
     assert result.exit_code == 2
     assert message in result.stderr and len(result.stderr.splitlines()) <= 2
     assert not (tmp_path / "new").exists()
+    assert CASES[case_id].expect in message and CASES[case_id].exit == result.exit_code
+    record(case_id, exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
 
 
 def test_init_below_the_top_of_a_repository_writes_no_pre_commit_config(tmp_path: Path) -> None:

@@ -34,6 +34,14 @@ TESTS = (
     "tests/test_index_html.py",
     "tests/test_port_series.py",
     "tests/test_port_resume.py",
+    "tests/test_fleet.py",
+    "tests/test_preflight.py",
+    "tests/test_preflight_release.py",
+    "tests/test_edit.py",
+    "tests/test_apply.py",
+    "tests/test_cli_errors.py",
+    "tests/test_workspace.py",
+    "tests/test_watch.py",
 )
 sys.path.insert(0, str(ROOT))
 
