@@ -65,6 +65,8 @@ reliability-table: venv
 bench: venv
 	$(PY) bench/verify.py
 	$(PY) bench/build.py
+	$(PY) bench/preflight.py
+	$(PY) bench/fleet.py
 
 clean:
 	rm -rf .sgpatch dist build
