@@ -1441,7 +1441,7 @@ case(
     "`sgpatch preflight -- …launch_server …`: the target's `model.safetensors.index.json` maps a tensor to "
     "`../../etc/passwd`",
     2,
-    "not a file name in the model directory",
+    "not a file in the model directory",
     "exit 2; one line (at most a hint after it); no traceback",
 )
 _VALUE = "one ConfigError naming the key (exit 2), never a TypeError or KeyError from the release's rules"

@@ -382,7 +382,8 @@ def test_an_index_naming_a_path_outside_is_refused(patched: Path, tmp_path: Path
     (target / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"x": "../../etc/passwd"}}))
     draft = model_dir(tmp_path / "d", KIMI_DRAFT, DRAFT_OK, index=False)
     result = preflight(patched, *team_launch(target, draft))
-    assert result.exit_code == 2 and "not a file name in the model directory" in result.stderr
+    assert result.exit_code == 2 and "not a file in the model directory" in result.stderr
+    assert f"{target}/model.safetensors.index.json: weight_map names '../../etc/passwd'" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) <= 2
     record("preflight-index-outside", exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))

@@ -132,6 +132,8 @@ def model_files(role: str, spec: str, answer: Mapping[str, Any], *, host: str | 
         sources.append("index")
     for name, entry in sorted(headers.items()):
         shard = f"{at}{where}/{name}"
+        if isinstance(entry, dict) and "error" in entry and ("/" in name or "\\" in name or name in ("", ".", "..")):
+            raise ModelFileError(f"{index_path}: weight_map names {name[:120]!r}, not a file in the model directory")
         raw = _decode(entry, shard)
         if raw is None:
             raise ModelFileError(f"{shard}: named by {INDEX} but missing")
