@@ -8,8 +8,9 @@ from typing import Literal
 
 Verdict = Literal["crash", "silent", "warn", "ok"]
 """``crash``: SGLang would raise (exit 1); ``silent``: it would run, worse than the team expects (exit 1 only
-with ``--strict``); ``warn``: allowed by a flag or environment variable the launch sets, with a stated risk;
-``ok``: checked, nothing to say but the values."""
+with ``--strict``); ``warn``: allowed by a flag or environment variable the launch sets, with a stated risk, or a
+rule that could not be checked, saying why (``compared`` starts with ``not checked:``); ``ok``: checked, nothing
+to say but the values."""
 
 VERDICTS: tuple[Verdict, ...] = ("crash", "silent", "warn", "ok")
 

@@ -88,7 +88,14 @@ def head_finding(draft: ModelFiles, head: DraftHead) -> Finding:
             "draft-lm-head", "ok", "draft", "no draft_vocab_size: lm_head is loaded from the target", head.from_target
         )
     if draft.weights == "none":
-        return Finding("draft-lm-head", "ok", "draft", "no safetensors index or header: lm_head not checked", head.own)
+        return Finding(
+            "draft-lm-head",
+            "warn",
+            "draft",
+            "not checked: the draft has no safetensors index or header to read its tensor names from",
+            head.own,
+            "make sure the draft checkpoint carries lm_head (without it the accept rate is 0: upstream #27908)",
+        )
     if draft.has_tensor(LM_HEAD):
         return Finding("draft-lm-head", "ok", "draft", f"{LM_HEAD} in the checkpoint ({draft.weights})", head.own)
     return Finding(

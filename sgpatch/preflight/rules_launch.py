@@ -10,6 +10,7 @@ from sgpatch.preflight.mirror import capture_layers, capture_problems, default_l
 from sgpatch.preflight.values import architectures, opt_int, opt_int_list, sub
 
 if TYPE_CHECKING:
+    from sgpatch.preflight.eagle3 import CaptureRule
     from sgpatch.preflight.release import BackendRule
     from sgpatch.preflight.rules import Launch
 
@@ -26,8 +27,12 @@ def _eagle3(launch: Launch) -> list[Finding]:
     n = opt_int(launch.target_text.config, "num_hidden_layers", "target config.json", minimum=1)
     archs = architectures(launch.target, "target config.json") or []
     rule = next((r for a in archs if (r := launch.release.capture_rule(a)) is not None), None)
-    if n is None or rule is None or rule.method_at is None:
-        return []  # no class, or no method: the interface check reports the missing method
+    if n is None:
+        return [_unchecked("the target's config.json has no num_hidden_layers")]
+    if rule is None or rule.method_at is None:
+        # the interface rows say which method is missing; here only that the layers could not be checked
+        name = rule.cls if rule is not None else " / ".join(archs) or "the target's class"
+        return [_unchecked(f"{name} has no set_eagle3_layers_to_capture to read the offset rule from")]
     eagle = sub(launch.draft, "eagle_config", "draft config.json")
     ids = opt_int_list(eagle, "eagle_aux_hidden_state_layer_ids", "draft eagle_config") if eagle else None
     if ids is None:
@@ -53,7 +58,7 @@ def _eagle3(launch: Launch) -> list[Finding]:
             out.append(Finding("eagle3-aux-layers", "crash", "target", "; ".join(problems), where, "a larger target"))
         return out
     if rule.offset is None:
-        return []
+        return [_unchecked(f"{rule.cls}.set_eagle3_layers_to_capture: its offset rule is not one sgpatch reads", rule)]
     layers = capture_layers(ids, rule.offset, rule.only_if_first)
     how = (
         f"+{rule.offset} only when ids[0] == {rule.only_if_first}"
@@ -75,6 +80,19 @@ def _eagle3(launch: Launch) -> list[Finding]:
             )
         ]
     return [Finding("eagle3-aux-layers", "ok", "target", compared, where)]
+
+
+def _unchecked(why: str, rule: CaptureRule | None = None) -> Finding:
+    """A capture-layer check that could not be made: said, never left out (a person checks it by hand)."""
+    return Finding(
+        "eagle3-aux-layers",
+        "warn",
+        "target",
+        f"not checked: {why}",
+        (rule.offset_at or rule.method_at or "") if rule is not None else "",
+        "compare the draft's eagle_config.eagle_aux_hidden_state_layer_ids (after the model's offset) with the "
+        "target's num_hidden_layers by hand",
+    )
 
 
 def _how(rule: BackendRule, whose: str) -> str:
