@@ -37,10 +37,11 @@ def _eagle3(launch: Launch) -> list[Finding]:
     ids = opt_int_list(eagle, "eagle_aux_hidden_state_layer_ids", "draft eagle_config") if eagle else None
     if ids is None:
         if rule.default is None or rule.default_var is None:
-            return []
+            return [_unchecked(f"the draft names no layers, and {rule.cls} has no default sgpatch reads", rule)]
         layers = default_layers(rule.default, rule.default_var, n)
         if layers is None:
-            return []
+            why = f"the draft names no layers, and {rule.cls}'s default {rule.default} is not one sgpatch evaluates"
+            return [_unchecked(why, rule)]
         where = rule.default_at or rule.method_at
         problems = capture_problems(layers, n)
         out = [
