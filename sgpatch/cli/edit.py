@@ -17,8 +17,14 @@ if TYPE_CHECKING:
 @app.command()
 @handled
 def edit(
-    first: Annotated[str | None, typer.Argument(metavar="[STACK] PATCH", show_default=False)] = None,
-    second: Annotated[str | None, typer.Argument(metavar="", hidden=True, show_default=False)] = None,
+    words: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[STACK] PATCH",
+            help="the stack (default: default_stack) and the patch: 0002, or its file name",
+            show_default=False,
+        ),
+    ] = None,
     checkout: CheckoutOpt = None,
     resume: Annotated[
         bool, typer.Option("--continue", help="write the edit back (after resolving a conflict it stopped at)")
@@ -42,6 +48,10 @@ def edit(
 
     if resume and abort:
         raise Bad("give --continue or --abort, not both")
+    if words is not None and len(words) > 2:
+        raise Bad(f"edit takes [STACK] PATCH, not {len(words)} arguments", hint="try 'sgpatch edit -h'")
+    given: list[str | None] = [*(words or [])]
+    first, second = [*given, None, None][:2]
     cfg = _config(config)
     if resume or abort:
         if second is not None:
