@@ -31,6 +31,8 @@ LLAMA = MODELS / "target__meta-llama__Meta-Llama-3.1-8B-BASE__config.json"
 LLAMA_DRAFT = MODELS / "draft__SafeAILab-EAGLE__traineagle3__config.json"
 SERVE = ("python", "-m", "sglang.launch_server")
 
+if not MODELS.is_dir() and os.environ.get("CI"):
+    raise RuntimeError(f"the real model configs are not at {MODELS}: CI must test on them (../shared/models)")
 if not MODELS.is_dir():  # pragma: no cover - CI lays ../shared beside the project
     pytest.skip(f"the real configs are not at {MODELS}", allow_module_level=True)
 

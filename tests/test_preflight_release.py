@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,9 +30,9 @@ from sgpatch.preflight.rules import release_findings
 
 from .reliability import CASES, record
 
-MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
-if not MODELS.is_dir():
-    MODELS = Path("/work/shared/models")
+MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"  # ../shared beside the project (CI lays it too)
+if not MODELS.is_dir() and os.environ.get("CI"):
+    raise RuntimeError(f"the real model configs are not at {MODELS}: CI must test on them (../shared/models)")
 KIMI = "target__moonshotai__Kimi-K2.5__config.json"
 KIMI_DRAFT = "example-draft__specforge-pr476__kimi-k25-eagle3.json"
 ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
