@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 # Each command area registers its commands on ``app`` when imported, once; this order is --help's.
-AREAS = ("core", "show", "workspace", "edit", "build", "doctor", "interface", "preflight", "port", "watch")
+AREAS = ("workspace", "core", "show", "edit", "build", "doctor", "interface", "preflight", "port", "watch")
 
 __all__ = ["app", "main"]
 
