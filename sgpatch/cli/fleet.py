@@ -68,7 +68,7 @@ def verify_fleet_cli(
     json_out: bool,
     cache: Any,
 ) -> None:
-    from sgpatch.deployed.fleet import DEFAULT_JOBS, DEFAULT_TIMEOUT, verify_fleet
+    from sgpatch.deployed.fleet import verify_fleet
     from sgpatch.project import load_project
 
     project = load_project(config, stack)
@@ -76,8 +76,7 @@ def verify_fleet_cli(
         project,
         fleet_hosts(ssh, hosts, limit),
         python=python,
-        jobs=jobs if jobs is not None else DEFAULT_JOBS,
-        timeout=timeout if timeout is not None else DEFAULT_TIMEOUT,
+        **_pool(jobs, timeout),
         cache=cache,
         progress=_progress(json_out),
     )
@@ -95,17 +94,21 @@ def doctor_fleet_cli(
     timeout: float | None,
     json_out: bool,
 ) -> None:
-    from sgpatch.deployed.fleet import DEFAULT_JOBS, DEFAULT_TIMEOUT, doctor_fleet
+    from sgpatch.deployed.fleet import doctor_fleet
 
     report = doctor_fleet(
         stack,
         fleet_hosts(ssh, hosts, limit),
         python=python,
-        jobs=jobs if jobs is not None else DEFAULT_JOBS,
-        timeout=timeout if timeout is not None else DEFAULT_TIMEOUT,
+        **_pool(jobs, timeout),
         progress=_progress(json_out),
     )
     _finish(report, json_out)
+
+
+def _pool(jobs: int | None, timeout: float | None) -> dict[str, Any]:
+    """``--jobs`` and ``--timeout`` as given; the fleet's own defaults for those not given."""
+    return {name: value for name, value in (("jobs", jobs), ("timeout", timeout)) if value is not None}
 
 
 def _finish(report: FleetReport, json_out: bool) -> None:

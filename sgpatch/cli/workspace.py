@@ -52,6 +52,8 @@ def status(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
 
 
 def render_init(result: InitResult) -> str:
+    from sgpatch.cli.render import _rel
+
     root = result.directory
     lines = [f"init: stack {result.stack} (sglang {result.version}, {result.label}) in {root}"]
     lines.extend(f"  pinned {a.kind}: {a.filename} sha256 {a.sha256[:16]}..." for a in result.artifacts)
@@ -65,13 +67,6 @@ def render_init(result: InitResult) -> str:
     lines.extend(f"note: {n}" for n in result.notes)
     lines.append("next: sgpatch apply; edit and commit in the checkout; sgpatch export; sgpatch build")
     return "\n".join(lines)
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 def _build_cell(row: StackStatus) -> str:
