@@ -11,7 +11,7 @@ maintainers would (`git apply` in a 0.5.9 checkout, commit, `sgpatch export`).  
 Downloads are warm (sgpatch's cache).  Prints seconds per round and the ratio port / floor; the target is
 at most 5x.  Asserts nothing but that each step ran (these machines are shared and noisy).
 
-    python bench/port_series.py [--to 0.5.12.post1] [--rounds 3] [--series ../shared/series/slime-sglang-0.5.9.patch]
+    python bench/port_series.py [--to 0.5.12.post1] [--rounds 3] [--series tests/data/series/slime-sglang-0.5.9.patch]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from sgpatch.source.artifacts import fetch_artifact  # noqa: E402
 from tests.conftest import RELEASES  # noqa: E402
 from tests.helpers import empty_series_project  # noqa: E402
 
-SERIES = REPO.parent / "shared" / "series" / "slime-sglang-0.5.9.patch"  # ../shared beside the project
+SERIES = REPO / "tests" / "data" / "series" / "slime-sglang-0.5.9.patch"
 MESSAGE = "slime: the RL framework's changes to SGLang 0.5.9\n\nOrigin: vendor\nUpstream-Status: Pending\n"
 
 

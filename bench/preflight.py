@@ -4,7 +4,7 @@
 
 The team's launch (Kimi-K2.5 + the 131072-position Kimi-K2.5 EAGLE-3 draft, ``--tp 8``) and two more
 (DeepSeek-V3 + its draft; Llama-3.1-8B + the SafeAILab draft) on model directories built in a temporary
-directory from ``../shared/models`` (config.json as published, a generated safetensors index and headers).
+directory from ``tests/data/models`` (config.json as published, a generated safetensors index and headers).
 Default checkout: the patched 0.5.9 one (``.sgpatch/checkouts/0.5.9-cu130``: ``sgpatch fetch && sgpatch apply``).
 Each run is a whole process, interleaved with ``cat`` of every file preflight reads (configs, index,
 safetensors files) and ``python -c pass``; bytecode compiled, the result cache warm (a private
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-MODELS = REPO.parent / "shared" / "models"
+MODELS = REPO / "tests" / "data" / "models"
 LAUNCHES = {
     "kimi-k2.5 + eagle3 draft (tp 8)": (
         "target__moonshotai__Kimi-K2.5__config.json",

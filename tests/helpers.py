@@ -16,6 +16,7 @@ from sgpatch.cli import app
 from sgpatch.git.repo import git_env
 
 REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"  # public test data kept in the repository, each file with its source and licence
 
 
 def run_cli(*args: str, catch: bool = False) -> Any:

@@ -1,7 +1,7 @@
 """Upgrade day for a real series (issue 19): slime's 49-file patch on SGLang 0.5.9, carried hunk by hunk.
 
-The series is the RL framework slime's own (``../shared/series`` beside the project, Apache-2.0), read from there and
-never copied into the project.  It is adopted as the maintainers of a stack would: ``git apply`` in a
+The series is the RL framework slime's own (``tests/data/series``, a copy with its source, Apache-2.0): test
+data, never one of the project's own ``patches/``.  It is adopted as the maintainers of a stack would: ``git apply`` in a
 0.5.9 checkout, commit, ``sgpatch export``.  Every command then runs as a whole ``sgpatch`` process.
 """
 
@@ -25,12 +25,11 @@ from sgpatch.config import load_config
 from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV
 from sgpatch.series.patch import read_series
 
-from .helpers import empty_series_project, git, snapshot
+from .helpers import DATA, empty_series_project, git, snapshot
 from .reliability import first_error, record
 
-# ../shared/ beside the project's checkout (where CI lays it too); SGPATCH_SLIME_PATCH names another copy
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
-SLIME = Path(os.environ.get("SGPATCH_SLIME_PATCH", str(SHARED / "series" / "slime-sglang-0.5.9.patch")))
+# tests/data/series (a copy of slime's own patch, with its source and licence); SGPATCH_SLIME_PATCH names another
+SLIME = Path(os.environ.get("SGPATCH_SLIME_PATCH", str(DATA / "series" / "slime-sglang-0.5.9.patch")))
 PATCH = "0001-slime-the-rl-framework-s-changes-to-sglang-0-5-9.patch"
 NEW = "0.5.12.post1-cu130"
 RECORD = "sgpatch-port.json"
@@ -49,9 +48,8 @@ MESSAGE = (
     "Origin: vendor, https://github.com/THUDM/slime\nUpstream-Status: Inappropriate [RL framework integration]\n"
 )
 
-if not SLIME.is_file() and os.environ.get("CI"):
-    raise RuntimeError(f"the slime series is not at {SLIME}: CI must test on the real series (../shared/series)")
-pytestmark = pytest.mark.skipif(not SLIME.is_file(), reason=f"the slime series is not at {SLIME}")
+if not SLIME.is_file():
+    raise RuntimeError(f"the slime series is not at {SLIME}")
 
 
 def sg(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,11 +27,10 @@ from sgpatch.preflight.mirror import (
 from sgpatch.preflight.release import ReleaseRules, entry_class, read_release
 from sgpatch.preflight.rules import release_findings
 
+from .helpers import DATA
 from .reliability import CASES, record
 
-MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"  # ../shared beside the project (CI lays it too)
-if not MODELS.is_dir() and os.environ.get("CI"):
-    raise RuntimeError(f"the real model configs are not at {MODELS}: CI must test on them (../shared/models)")
+MODELS = DATA / "models"  # copies of public configs, each with its source (tests/data/models/README.md)
 KIMI = "target__moonshotai__Kimi-K2.5__config.json"
 KIMI_DRAFT = "example-draft__specforge-pr476__kimi-k25-eagle3.json"
 ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
@@ -41,8 +39,6 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 
 
 def _model(name: str) -> dict[str, Any]:
-    if not (MODELS / name).is_file():
-        pytest.skip(f"{MODELS / name} not present")
     data: dict[str, Any] = json.loads((MODELS / name).read_text())
     return data
 
