@@ -111,7 +111,12 @@ def load_anchors(path: Path) -> tuple[Anchor, ...]:
             raise fail((n, "id"), f"anchor id {aid!r} is used twice")
         seen.add(aid)
         file = entry.get("file")
-        if not isinstance(file, str) or file.startswith("/") or ".." in file.split("/"):
+        if (
+            not isinstance(file, str)
+            or file.startswith("/")
+            or ".." in file.split("/")
+            or any(ord(c) < 32 or ord(c) == 127 for c in file)
+        ):
             raise fail((n, "file"), f"anchor {aid}: file must be a path relative to the checkout")
         lines = entry.get("lines")
         if (

@@ -79,6 +79,8 @@ class DirTree:
 
     def _parts(self, path: str) -> list[str] | None:
         """The components of ``path`` below ``root`` (None: outside ``strip_prefix``)."""
+        if "\0" in path:
+            return None  # no file system holds such a name
         rel = str(_check_relative(path))
         if self.strip_prefix:
             if not (rel + "/").startswith(self.strip_prefix):
