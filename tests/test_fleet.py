@@ -434,7 +434,7 @@ def test_a_host_that_cannot_be_checked_is_an_error_and_a_hung_one_times_out(
     fleet: dict[str, Any], tmp_path: Path
 ) -> None:
     sleeper = tmp_path / "sleepy-python"
-    sleeper.write_text("#!/bin/sh\nexec sleep 10\n")
+    sleeper.write_text("#!/bin/sh\nexec sleep 60\n")
     sleeper.chmod(0o755)
     inv = tmp_path / "hosts"
     inv.write_text(
@@ -442,12 +442,13 @@ def test_a_host_that_cannot_be_checked_is_an_error_and_a_hung_one_times_out(
         "fleet-ok-2 ansible_python_interpreter=/opt/nope/bin/python\n"
         f"fleet-ok-3 ansible_python_interpreter={sleeper}\n"
     )
-    doc = json_out(_verify("--hosts", str(inv), "--timeout", "2", "--json"))
+    # 8 s: time enough for the good host on a loaded 2-core machine, far less than the sleeper's minute
+    doc = json_out(_verify("--hosts", str(inv), "--timeout", "8", "--json"))
     rows = {h["host"]: h for h in doc["hosts"]}
     assert [r["status"] for r in rows.values()] == ["ok", "error", "unreachable"]
     assert rows["fleet-ok-2"]["detail"].startswith("no interpreter /opt/nope/bin/python")
-    assert rows["fleet-ok-3"]["detail"] == "no answer within 2s"
-    assert doc["exit_code"] == 3 and doc["summary"]["timeout"] == 2.0
+    assert rows["fleet-ok-3"]["detail"] == "no answer within 8s"
+    assert doc["exit_code"] == 3 and doc["summary"]["timeout"] == 8.0
     for case_id, host in (("fleet-host-timeout", "fleet-ok-3"), ("fleet-host-no-interpreter", "fleet-ok-2")):
         row = rows[host]
         assert CASES[case_id].expect in row["detail"]
