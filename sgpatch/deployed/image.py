@@ -36,6 +36,7 @@ from sgpatch.deployed.image_layers import (
     Layer,
     LayerFile,
     check_name,
+    link_target,
     merge,
     read_layer,
 )
@@ -253,7 +254,7 @@ def _archive(path: Path, tag: str | None, budget: Budget, label: str) -> Image:
     docs: dict[str, bytes] = {}
     layers: dict[str, Layer] = {}
     failed: dict[str, SgpatchError] = {}
-    links: set[str] = set()
+    links: dict[str, str | None] = {}  # a link member -> the member it names (None: out of the archive)
     try:
         with io.FileIO(path, "r") as fileio:
             stream = _outer_stream(io.BufferedReader(fileio, buffer_size=CHUNK), where)
@@ -262,7 +263,7 @@ def _archive(path: Path, tag: str | None, budget: Budget, label: str) -> Image:
             while info is not None:
                 name = check_name(info.name, where)
                 if info.issym() or info.islnk():
-                    links.add(name)
+                    links[name] = link_target(name, info.linkname) if info.issym() else check_name(info.linkname, where)
                 elif info.isfile():
                     fh = tar.extractfile(info)
                     assert fh is not None
@@ -279,9 +280,19 @@ def _archive(path: Path, tag: str | None, budget: Budget, label: str) -> Image:
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise NotAnImage(f"{where}: not an image archive nor an OCI layout: {exc}") from None
 
+    def member(name: str) -> str:
+        """``name``, or the member a link inside the archive names (``docker save``'s ``ID/layer.tar``)."""
+        for _hop in range(8):
+            if name not in links:
+                return name
+            target = links[name]
+            if target is None:
+                raise ArchiveError(f"{where}: {name} is a link leading out of the archive", hint=_HOSTILE)
+            name = target
+        raise ArchiveError(f"{where}: {name}: too many links", hint=_HOSTILE)
+
     def read_doc(name: str) -> bytes:
-        if name in links:
-            raise ArchiveError(f"{where}: {name} is a link; refusing to follow it", hint=_HOSTILE)
+        name = member(name)
         if name not in docs:
             raise ArchiveError(f"{where}: {name} is not in the archive", hint=_HOSTILE)
         data = docs[name]
@@ -296,11 +307,10 @@ def _archive(path: Path, tag: str | None, budget: Budget, label: str) -> Image:
     else:
         raise NotAnImage(f"{where}: an archive with neither manifest.json nor index.json: not a saved image")
     ordered = []
-    for name, _digest in plan.layers:
+    for listed, _digest in plan.layers:
+        name = member(listed)
         if name in failed:
             raise failed[name]
-        if name in links:
-            raise ArchiveError(f"{where}: layer {name} is a link; refusing to follow it", hint=_HOSTILE)
         if name not in layers:
             raise ArchiveError(
                 f"{where}: the manifest names layer {name}, which the archive does not hold", hint=_HOSTILE

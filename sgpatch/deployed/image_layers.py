@@ -210,7 +210,7 @@ def check_name(name: str, where: str) -> str:
     return "" if path == "." else path
 
 
-def _link_target(path: str, linkname: str) -> str | None:
+def link_target(path: str, linkname: str) -> str | None:
     """Where a symbolic link at ``path`` leads, inside the image, or None when it leads out of the root."""
     if linkname.startswith("/"):
         return None
@@ -267,7 +267,7 @@ def _member(tar: tarfile.TarFile, info: tarfile.TarInfo, layer: Layer, budget: B
     site, rel = found
     within = f"{site}/{rel.split('/', 1)[0]}"
     if info.issym():
-        _refuse_link(path, _link_target(path, info.linkname), where, within)
+        _refuse_link(path, link_target(path, info.linkname), where, within)
         layer.files[path] = LayerFile(sha256=None, size=0, data=None)
     elif info.isfile():
         layer.files[path] = _read_member(tar, info, budget.keep(rel, info.size), where)
