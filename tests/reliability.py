@@ -1672,3 +1672,21 @@ case(
     "not newer than 0.5.9",
     "the project byte for byte",
 )
+
+IMAGE = "verify --image"
+_IMAGE_KEPT = "one line, no traceback; nothing unpacked or written; no daemon asked"
+for _id, _fault, _expect in [
+    ("image-member-escapes", "a layer member `../../etc/cron.d/x`", "escapes the image's root"),
+    ("image-member-absolute", "a layer member `/etc/cron.d/x`", "escapes the image's root"),
+    ("image-link-out", "sglang's `kimi_k25.py` in a layer is a symlink to `/etc/passwd`", "a link leading out"),
+    ("image-device", "sglang's `kimi_k25.py` in a layer is a character device", "a device or fifo"),
+    ("image-bomb", "a gzip layer of 64 MiB of zeros (~1000:1)", "a decompression bomb"),
+    ("image-manifest-outside", "manifest.json names layer `../../outside.tar`", "escapes the image's root"),
+    ("image-manifest-link-out", "manifest.json names a member that links to `../../../etc/passwd`", "leading out of"),
+    ("image-diff-id-mismatch", "the config's diff_ids do not list the layer", "the config 0"),
+    ("image-not-an-image", "`--image` a file that is no tar", "not an image archive"),
+    ("image-blob-tampered", "an OCI layout's layer blob changed after it was written", "does not match its digest"),
+    ("image-digest-not-a-hash", "index.json's digest is `sha256:../../../../etc/passwd`", "is not sha256:<64 hex>"),
+    ("image-blob-link", "an OCI layout's layer blob is a symlink to a file outside", "not a regular file"),
+]:
+    case(_id, IMAGE, _fault, 2, _expect, _IMAGE_KEPT)

@@ -12,7 +12,9 @@ import hashlib
 import json
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
+from tarfile import CHRTYPE, SYMTYPE
 from typing import Any
 
 import pytest
@@ -34,8 +36,10 @@ from .imagecraft import (
     new_layout,
     tar_bytes,
 )
+from .reliability import CASES, first_error, record
 
 CONFIG = str(REPO / "VERSIONS.toml")
+REF = "org.opencontainers.image.ref.name"
 
 
 def verify_image(ref: Path | str, *args: str) -> Any:
@@ -176,3 +180,100 @@ def test_json_of_an_image_with_no_sglang(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no sglang installed (no sglang-*.dist-info in any site-packages" in result.stderr
     assert json.loads(json.dumps(result.stderr))  # one line, printable
+
+
+# --------------------------------------------------------------------------- hostile images: exit 2, one line
+
+
+def _models(name: str) -> str:
+    return f"{SITE}/sglang/srt/models/{name}"
+
+
+def _bomb() -> bytes:
+    return tar_bytes([member("var/zeros", bytes(64 << 20))])
+
+
+def _crafted(case_id: str, tmp_path: Path) -> Path:
+    out = tmp_path / "image.tar"
+    if case_id == "image-member-escapes":
+        return crafted_archive(out, [tar_bytes([member("../../etc/cron.d/x", b"x")])])
+    if case_id == "image-member-absolute":
+        return crafted_archive(out, [tar_bytes([member("/etc/cron.d/x", b"x")])])
+    if case_id == "image-link-out":
+        return crafted_archive(out, [tar_bytes([member(_models("kimi_k25.py"), kind=SYMTYPE, link="/etc/passwd")])])
+    if case_id == "image-device":
+        return crafted_archive(out, [tar_bytes([member(_models("kimi_k25.py"), kind=CHRTYPE)])])
+    if case_id == "image-bomb":
+        return crafted_archive(out, [_bomb()], compress=True)
+    if case_id == "image-manifest-outside":
+        return crafted_archive(out, [tar_bytes([member("etc/x", b"x")])], names=["../../outside.tar"])
+    if case_id == "image-manifest-link-out":
+        layer = tar_bytes([member("etc/x", b"x")])
+        crafted_archive(out, [layer], names=["evil/layer.tar"])
+        with tarfile.open(out, "a") as tar:
+            tar.addfile(member("evil/layer.tar", kind=SYMTYPE, link="../../../etc/passwd")[0])
+        return out
+    if case_id == "image-diff-id-mismatch":
+        crafted_archive(out, [tar_bytes([member("etc/x", b"x")])], diff_ids=False)
+        return out
+    if case_id == "image-not-an-image":
+        out.write_bytes(b"hello, not a tar\n" * 100)
+        return out
+    raise AssertionError(case_id)
+
+
+CRAFTED = [
+    "image-member-escapes",
+    "image-member-absolute",
+    "image-link-out",
+    "image-device",
+    "image-bomb",
+    "image-manifest-outside",
+    "image-manifest-link-out",
+    "image-diff-id-mismatch",
+    "image-not-an-image",
+]
+
+
+def _refused(case_id: str, result: Any, roots: tuple[Path, ...]) -> None:
+    case = CASES[case_id]
+    assert result.exit_code == case.exit, result.stderr
+    assert case.expect in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2  # the error and its hint
+    record(case_id, exit=result.exit_code, shown=first_error(result.stderr), roots=roots)
+
+
+@pytest.mark.parametrize("case_id", CRAFTED)
+def test_hostile_image_archive_is_refused(case_id: str, tmp_path: Path) -> None:
+    image = _crafted(case_id, tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    _refused(case_id, verify_image(image, "--json"), (tmp_path,))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing unpacked anywhere
+
+
+@needs_tools
+@pytest.mark.parametrize("case_id", ["image-blob-tampered", "image-digest-not-a-hash", "image-blob-link"])
+def test_hostile_image_layout_is_refused(case_id: str, tmp_path: Path) -> None:
+    layout = tmp_path / "oci"
+    new_layout(layout)
+    layer = tmp_path / "layer.tar"
+    layer.write_bytes(tar_bytes([member("etc/x", b"x")]))
+    add_layer(layout, "base", "one", layer)
+    index = json.loads((layout / "index.json").read_text())
+    manifest_digest = next(m["digest"] for m in index["manifests"] if m["annotations"][REF] == "one")
+    manifest = json.loads((layout / "blobs/sha256" / manifest_digest.split(":")[1]).read_text())
+    blob = layout / "blobs/sha256" / manifest["layers"][0]["digest"].split(":")[1]
+    if case_id == "image-blob-tampered":
+        blob.chmod(0o644)
+        blob.write_bytes(blob.read_bytes() + b"\0" * 1024)
+    elif case_id == "image-digest-not-a-hash":
+        for m in index["manifests"]:
+            m["digest"] = "sha256:../../../../etc/passwd"
+        (layout / "index.json").write_text(json.dumps(index))
+    else:
+        secret = tmp_path / "secret"
+        secret.write_bytes(blob.read_bytes())
+        blob.unlink()
+        blob.symlink_to(secret)
+    _refused(case_id, verify_image(f"{layout}:one"), (tmp_path,))
