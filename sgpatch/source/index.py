@@ -48,6 +48,7 @@ from packaging.version import Version
 
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
+from sgpatch.source.credentials import KEYRING_PROVIDERS
 from sgpatch.source.http import Client, NotFound, deadline_seconds, deadline_text, origin, shown, split_credentials
 from sgpatch.source.simple_html import read_page
 
@@ -88,16 +89,17 @@ class PipSettings:
     extra_index_urls: tuple[str, ...] = ()
     cert: str | None = None
     proxy: str | None = None
+    keyring_provider: str | None = None  # pip's keyring-provider (sgpatch asks keyring for subprocess/import)
 
     @property
     def indexes(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([self.index_url, *self.extra_index_urls]))
 
     def client(self) -> Client:
-        return Client(cert=self.cert, proxy=self.proxy)
+        return Client(cert=self.cert, proxy=self.proxy, keyring=self.keyring_provider in KEYRING_PROVIDERS)
 
 
-_KEYS = ("index-url", "extra-index-url", "cert", "proxy")
+_KEYS = ("index-url", "extra-index-url", "cert", "proxy", "keyring-provider")
 _ASKED: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
 
@@ -154,6 +156,7 @@ def pip_settings() -> PipSettings:
         extra_index_urls=tuple(u.rstrip("/") for u in value["extra-index-url"].split()),
         cert=value["cert"] or None,
         proxy=value["proxy"] or None,
+        keyring_provider=value["keyring-provider"].strip().lower() or None,
     )
 
 
