@@ -1690,3 +1690,21 @@ for _id, _fault, _expect in [
     ("image-blob-link", "an OCI layout's layer blob is a symlink to a file outside", "not a regular file"),
 ]:
     case(_id, IMAGE, _fault, 2, _expect, _IMAGE_KEPT)
+
+AIRGAP = "fetch without an index"
+case(
+    "airgap-pin-mismatch",
+    AIRGAP,
+    "`PIP_NO_INDEX=true PIP_FIND_LINKS=DIR`, DIR holding `sglang-0.5.9.tar.gz` with other bytes",
+    2,
+    "sha256 mismatch",
+    "no checkout made; the file's sha256 named; no index asked",
+)
+case(
+    "airgap-not-found",
+    AIRGAP,
+    "`PIP_NO_INDEX=yes PIP_FIND_LINKS='EMPTYDIR https://…'`: the pinned sdist is nowhere",
+    3,
+    "not found: looked in find-links",
+    "one line naming each place looked in; no checkout made",
+)
