@@ -1708,3 +1708,20 @@ case(
     "not found: looked in find-links",
     "one line naming each place looked in; no checkout made",
 )
+
+_INV_VARS = "one line naming the variables file and line (exit 2); nothing printed, no host asked, ssh never run"
+for _id, _fault, _expect in [
+    ("inv-vars-proxycommand", "`ansible_ssh_common_args: '-o ProxyCommand=\"touch …\"'`", "it runs a program"),
+    (
+        "inv-vars-local-command",
+        "`ansible_ssh_common_args: -o PermitLocalCommand=yes -o LocalCommand=id`",
+        "list of safe",
+    ),
+    ("inv-vars-forward", "`ansible_ssh_common_args: -R 8080:localhost:80` (a forward)", "is not an ssh option"),
+    ("inv-vars-jump-option", "`ansible_ssh_common_args: -J -oProxyCommand=id`", "not a value sgpatch passes"),
+    ("inv-vars-key-option", "`ansible_ssh_private_key_file: -oProxyCommand=id`", "not a key file path"),
+    ("inv-vars-host-option", "`ansible_host: -oProxyCommand=id` in group_vars", "not a host name"),
+    ("inv-vars-not-yaml", "a group_vars file that is not YAML", "not YAML"),
+    ("inv-vars-not-mapping", "a group_vars file holding a list", "expected a mapping"),
+]:
+    case(_id, "verify --hosts: group_vars/host_vars", _fault, 2, _expect, _INV_VARS)
