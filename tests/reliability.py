@@ -1680,7 +1680,7 @@ for _id, _fault, _expect in [
     ("image-member-absolute", "a layer member `/etc/cron.d/x`", "escapes the image's root"),
     ("image-link-out", "sglang's `kimi_k25.py` in a layer is a symlink to `/etc/passwd`", "a link leading out"),
     ("image-device", "sglang's `kimi_k25.py` in a layer is a character device", "a device or fifo"),
-    ("image-bomb", "a gzip layer of 64 MiB of zeros (~1000:1)", "a decompression bomb"),
+    ("image-bomb", "a gzip layer of 1.1 GiB of zeros (~1030:1)", "a decompression bomb"),
     ("image-manifest-outside", "manifest.json names layer `../../outside.tar`", "escapes the image's root"),
     ("image-manifest-link-out", "manifest.json names a member that links to `../../../etc/passwd`", "leading out of"),
     ("image-diff-id-mismatch", "the config's diff_ids do not list the layer", "the config 0"),

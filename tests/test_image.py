@@ -189,8 +189,25 @@ def _models(name: str) -> str:
     return f"{SITE}/sglang/srt/models/{name}"
 
 
-def _bomb() -> bytes:
-    return tar_bytes([member("var/zeros", bytes(64 << 20))])
+def _bomb(out: Path) -> Path:
+    """A docker archive whose one gzip layer is a tar of 1.1 GiB of zeros (~1 MB packed, ~1030:1)."""
+    size = (1 << 30) + (100 << 20)
+    info = tarfile.TarInfo("var/zeros")
+    info.size = size
+    packed = out.with_suffix(".layer")
+    with gzip.open(packed, "wb", compresslevel=9) as gz:
+        gz.write(info.tobuf(tarfile.PAX_FORMAT))
+        zeros = bytes(1 << 24)
+        for _ in range(size // len(zeros)):
+            gz.write(zeros)
+        gz.write(bytes(1024))  # the end-of-archive blocks
+    blob = packed.read_bytes()
+    packed.unlink()
+    config = json.dumps({"rootfs": {"type": "layers", "diff_ids": ["sha256:" + "0" * 64]}}).encode()
+    name = f"blobs/sha256/{hashlib.sha256(blob).hexdigest()}"
+    manifest = json.dumps([{"Config": "config.json", "Layers": [name]}]).encode()
+    out.write_bytes(tar_bytes([member("config.json", config), member(name, blob), member("manifest.json", manifest)]))
+    return out
 
 
 def _crafted(case_id: str, tmp_path: Path) -> Path:
@@ -204,7 +221,7 @@ def _crafted(case_id: str, tmp_path: Path) -> Path:
     if case_id == "image-device":
         return crafted_archive(out, [tar_bytes([member(_models("kimi_k25.py"), kind=CHRTYPE)])])
     if case_id == "image-bomb":
-        return crafted_archive(out, [_bomb()], compress=True)
+        return _bomb(out)
     if case_id == "image-manifest-outside":
         return crafted_archive(out, [tar_bytes([member("etc/x", b"x")])], names=["../../outside.tar"])
     if case_id == "image-manifest-link-out":

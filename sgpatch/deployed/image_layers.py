@@ -13,8 +13,9 @@ in layer order, as a container runtime stacks layers.
 
 Every member name is checked (no absolute path, no ``..``); inside sglang's
 files a device, a fifo or a link leading out of its directory is refused; a
-stream that unpacks to more than MAX_RATIO times its packed size past
-RATIO_FLOOR (a decompression bomb) is refused.  Each refusal is an
+stream that unpacks to more than BOMB_RATIO times its packed size past
+BOMB_FLOOR (a decompression bomb) is refused.  Memory never depends on a
+layer's size: members are read in CHUNK pieces and only sglang's are kept.  Each refusal is an
 ``ArchiveError`` (exit 2).
 
 zstd layers are read with the standard library's ``compression.zstd`` (Python
@@ -37,10 +38,15 @@ from posixpath import normpath
 from typing import Any, Protocol
 
 from sgpatch.errors import ArchiveError, EnvironmentFailure
-from sgpatch.source.archive import CHUNK, MAX_HEADER_READ, MAX_MEMBER_BYTES, MAX_RATIO, RATIO_FLOOR
+from sgpatch.source.archive import CHUNK, MAX_HEADER_READ, MAX_MEMBER_BYTES
 
 MAX_KEPT_BYTES = 1 << 30  # the bytes of sglang's files kept across all layers (0.5.23's sources: ~60 MB)
 MAX_LAYER_MEMBERS = 2_000_000  # members of one layer (a CUDA base layer: ~60,000)
+# A bomb: a layer unpacking to more than BOMB_RATIO times its packed size once past BOMB_FLOOR.  The
+# archive reader's 200:1 past 1 MiB does not fit images: a real layer may hold a large sparse file (useradd's
+# /var/log/lastlog) that gzip packs ~1000:1, while the rest of the layer keeps the whole far under it.
+BOMB_FLOOR = 1 << 30
+BOMB_RATIO = 1000
 MAX_KEPT_FILES = 200_000  # sglang's files (package and dist-info) across all layers (0.5.23: 6,396)
 OPAQUE = ".wh..wh..opq"
 WHITEOUT = ".wh."
@@ -186,9 +192,9 @@ def unpacked_stream(raw: Readable, where: str) -> tuple[ForwardStream, ForwardSt
     head = buffered.peek(4)[:4]
 
     def bomb(count: int) -> None:
-        if count > RATIO_FLOOR and count > MAX_RATIO * max(packed.count, 1):
+        if count > BOMB_FLOOR and count > BOMB_RATIO * max(packed.count, 1):
             raise ArchiveError(
-                f"{where}: unpacks to more than {MAX_RATIO} times its packed size (a decompression bomb)",
+                f"{where}: unpacks to more than {BOMB_RATIO} times its packed size (a decompression bomb)",
                 hint=_HOSTILE,
             )
 
