@@ -90,7 +90,9 @@ def test_patched_image_passes_in_every_form(images: Path, patched_venv: Venv, tm
     archive = docker_archive(images, "patched", tmp_path / "patched.tar")
     compressed = tmp_path / "patched.tar.gz"
     compressed.write_bytes(gzip.compress(archive.read_bytes(), compresslevel=1))
-    for form in (archive, compressed):
+    oci_archive = tmp_path / "patched-oci.tar"  # podman save --format oci-archive: an OCI layout in a tar
+    subprocess.run(["skopeo", "copy", "-q", f"oci:{images}:patched", f"oci-archive:{oci_archive}"], check=True)
+    for form in (archive, compressed, oci_archive):
         other = verify_image(form, "--json")
         assert other.exit_code == 0, other.stderr
         assert json_out(other)["patches"] == doc["patches"]

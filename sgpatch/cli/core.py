@@ -96,7 +96,11 @@ def verify(
     hosts: HostsOpt = None,
     image: Annotated[
         str | None,
-        typer.Option("--image", help="a docker save archive or OCI layout directory (PATH or PATH:TAG), read as data"),
+        typer.Option(
+            "--image",
+            metavar="PATH[:TAG]",
+            help="a docker save archive or OCI layout directory (PATH or PATH:TAG), read as data",
+        ),
     ] = None,
     limit: LimitOpt = None,
     python: Annotated[str | None, typer.Option("--python", help="interpreter whose sglang to check")] = None,
