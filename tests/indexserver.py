@@ -53,6 +53,7 @@ class Seen:
 class CraftedIndex:
     host: str = "127.0.0.1"
     tls: tuple[Path, Path] | None = None  # certificate and key: serve https
+    auth: str | None = None  # the Authorization value every request must carry (else 401), as a private index
     replies: dict[str, Reply] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
 
@@ -66,6 +67,8 @@ class CraftedIndex:
             def do_GET(self) -> None:
                 index.seen.append(Seen(self.path, {k: v for k, v in self.headers.items()}))
                 reply = index.replies.get(self.path.split("?")[0]) or Reply(b"not here", 404)
+                if index.auth is not None and self.headers.get("Authorization") != index.auth:
+                    reply = Reply(b"who are you?", 401, (("WWW-Authenticate", 'Basic realm="private"'),))
                 with contextlib.suppress(OSError):  # the client may stop reading at its bound
                     index._answer(self, reply)
                 self.close_connection = True

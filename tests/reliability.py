@@ -1672,3 +1672,56 @@ case(
     "not newer than 0.5.9",
     "the project byte for byte",
 )
+
+IMAGE = "verify --image"
+_IMAGE_KEPT = "one line, no traceback; nothing unpacked or written; no daemon asked"
+for _id, _fault, _expect in [
+    ("image-member-escapes", "a layer member `../../etc/cron.d/x`", "escapes the image's root"),
+    ("image-member-absolute", "a layer member `/etc/cron.d/x`", "escapes the image's root"),
+    ("image-link-out", "sglang's `kimi_k25.py` in a layer is a symlink to `/etc/passwd`", "a link leading out"),
+    ("image-device", "sglang's `kimi_k25.py` in a layer is a character device", "a device or fifo"),
+    ("image-bomb", "a gzip layer of 1.1 GiB of zeros (~1030:1)", "a decompression bomb"),
+    ("image-manifest-outside", "manifest.json names layer `../../outside.tar`", "escapes the image's root"),
+    ("image-manifest-link-out", "manifest.json names a member that links to `../../../etc/passwd`", "leading out of"),
+    ("image-diff-id-mismatch", "the config's diff_ids do not list the layer", "the config 0"),
+    ("image-not-an-image", "`--image` a file that is no tar", "not an image archive"),
+    ("image-blob-tampered", "an OCI layout's layer blob changed after it was written", "does not match its digest"),
+    ("image-digest-not-a-hash", "index.json's digest is `sha256:../../../../etc/passwd`", "is not sha256:<64 hex>"),
+    ("image-blob-link", "an OCI layout's layer blob is a symlink to a file outside", "not a regular file"),
+]:
+    case(_id, IMAGE, _fault, 2, _expect, _IMAGE_KEPT)
+
+AIRGAP = "fetch without an index"
+case(
+    "airgap-pin-mismatch",
+    AIRGAP,
+    "`PIP_NO_INDEX=true PIP_FIND_LINKS=DIR`, DIR holding `sglang-0.5.9.tar.gz` with other bytes",
+    2,
+    "sha256 mismatch",
+    "no checkout made; the file's sha256 named; no index asked",
+)
+case(
+    "airgap-not-found",
+    AIRGAP,
+    "`PIP_NO_INDEX=yes PIP_FIND_LINKS='EMPTYDIR https://…'`: the pinned sdist is nowhere",
+    3,
+    "not found: looked in find-links",
+    "one line naming each place looked in; no checkout made",
+)
+
+_INV_VARS = "one line naming the variables file and line (exit 2); nothing printed, no host asked, ssh never run"
+for _id, _fault, _expect in [
+    ("inv-vars-proxycommand", "`ansible_ssh_common_args: '-o ProxyCommand=\"touch …\"'`", "it runs a program"),
+    (
+        "inv-vars-local-command",
+        "`ansible_ssh_common_args: -o PermitLocalCommand=yes -o LocalCommand=id`",
+        "list of safe",
+    ),
+    ("inv-vars-forward", "`ansible_ssh_common_args: -R 8080:localhost:80` (a forward)", "is not an ssh option"),
+    ("inv-vars-jump-option", "`ansible_ssh_common_args: -J -oProxyCommand=id`", "not a value sgpatch passes"),
+    ("inv-vars-key-option", "`ansible_ssh_private_key_file: -oProxyCommand=id`", "not a key file path"),
+    ("inv-vars-host-option", "`ansible_host: -oProxyCommand=id` in group_vars", "not a host name"),
+    ("inv-vars-not-yaml", "a group_vars file that is not YAML", "not YAML"),
+    ("inv-vars-not-mapping", "a group_vars file holding a list", "expected a mapping"),
+]:
+    case(_id, "verify --hosts: group_vars/host_vars", _fault, 2, _expect, _INV_VARS)

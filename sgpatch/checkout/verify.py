@@ -194,18 +194,25 @@ def _verify_tree(
     if stack.interface is not None:
         from sgpatch.interface import interface_of
         from sgpatch.interface.check import check_interface
+        from sgpatch.interface.modules import ClassFileMissing
 
-        found = check_interface(tree, cache=cache, **interface_of(stack.interface))
-        interface = found.as_dict()
-        gaps = [f"{g.role} {g.class_name} lacks {g.name}" for g in found.gaps]
-        gaps += [
-            f"{d.role} {d.name} forwards to {d.delegate}.{d.missing}, which does not exist"
-            for d in found.delegation_gaps
-        ]
-        if phase == "pristine" and not require_patched:
-            notes.extend(f"interface gap the series must close: {g}" for g in gaps)
+        try:
+            found = check_interface(tree, cache=cache, **interface_of(stack.interface))
+        except ClassFileMissing as exc:
+            if not require_patched:
+                raise
+            failures.append(f"interface: {exc.message}")  # an install whose file is gone: drift, not bad input
         else:
-            failures.extend(f"interface gap ({found.algorithm}): {g}" for g in gaps)
+            interface = found.as_dict()
+            gaps = [f"{g.role} {g.class_name} lacks {g.name}" for g in found.gaps]
+            gaps += [
+                f"{d.role} {d.name} forwards to {d.delegate}.{d.missing}, which does not exist"
+                for d in found.delegation_gaps
+            ]
+            if phase == "pristine" and not require_patched:
+                notes.extend(f"interface gap the series must close: {g}" for g in gaps)
+            else:
+                failures.extend(f"interface gap ({found.algorithm}): {g}" for g in gaps)
     return VerifyReport(
         stack=stack.name,
         target=tree.label,

@@ -94,6 +94,14 @@ def verify(
     installed: Annotated[bool, typer.Option("--installed", help="the sglang installed for --python")] = False,
     ssh_hosts: SshOpt = None,
     hosts: HostsOpt = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            metavar="PATH[:TAG]",
+            help="a docker save archive or OCI layout directory (PATH or PATH:TAG), read as data",
+        ),
+    ] = None,
     limit: LimitOpt = None,
     python: Annotated[str | None, typer.Option("--python", help="interpreter whose sglang to check")] = None,
     jobs: JobsOpt = None,
@@ -102,16 +110,16 @@ def verify(
     json_out: JsonOpt = False,
     no_cache: NoCacheOpt = False,
 ) -> None:
-    """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel, install or fleet."""
+    """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel, install, image or fleet."""
     from sgpatch.checkout.verify import verify_checkout
     from sgpatch.cli.render import dumps, render_verify
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.project import load_project
 
     remote = bool(ssh_hosts) or hosts is not None
-    targets = [t for t in (checkout is not None, wheel is not None, installed, remote) if t]
+    targets = [t for t in (checkout is not None, wheel is not None, installed, remote, image is not None) if t]
     if len(targets) > 1:
-        raise Bad("give one target: --checkout, --wheel, --installed, or --ssh/--hosts")
+        raise Bad("give one target: --checkout, --wheel, --installed, --image, or --ssh/--hosts")
     if python is not None and not (installed or remote):
         raise Bad("--python goes with --installed, --ssh or --hosts")
     if is_fleet(ssh_hosts, hosts):
@@ -149,6 +157,10 @@ def verify(
             cache=_cache(no_cache),
             anchors=project.anchors,  # read once, with the series
         )
+    elif image is not None:
+        from sgpatch.deployed.image_install import verify_image
+
+        report = verify_image(project, image, cache=_cache(no_cache))
     elif installed:
         from sgpatch.deployed.installed import verify_installed
 

@@ -163,7 +163,9 @@ def target_of(host: Host, python: str | None) -> Target:
     if host.local:
         return target_for(python=chosen, host=None)
     base = target_for(python=chosen, host=host.name)
-    return dataclasses.replace(base, hostname=host.hostname, user=host.user, port=host.port)
+    return dataclasses.replace(
+        base, hostname=host.hostname, user=host.user, port=host.port, identity=host.identity, ssh_args=host.ssh_args
+    )
 
 
 def unique(hosts: Sequence[Host]) -> tuple[Host, ...]:

@@ -14,8 +14,9 @@ must carry the series.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sgpatch.checkout.verify import VerifyReport, verify_tree
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
@@ -38,6 +39,23 @@ class NotInstalled(SgpatchError):
     """The target interpreter has no sglang distribution: a wrong target (exit 2)."""
 
 
+class InstallSource(Protocol):
+    """What answers about an install: the probe in a running interpreter, or an image read as data."""
+
+    @property
+    def imported(self) -> tuple[str, ...]:
+        """Watched modules loaded where the answers came from (must be empty)."""
+        ...
+
+    def inspect(self, dists: Mapping[str, Mapping[str, Any]]) -> ProbeResult:
+        """The probe's ``inspect`` answer (see ``probe.inspect_dist``)."""
+        ...
+
+    def read(self, dist: str, files: Sequence[str]) -> dict[str, bytes | None]:
+        """Files below an inspected distribution's import root (None: no such file)."""
+        ...
+
+
 class InstalledTree:
     """An installed sglang, read through a running probe, in upstream's layout.
 
@@ -50,7 +68,7 @@ class InstalledTree:
     wheel: the tree is sglang, not the whole site-packages.
     """
 
-    def __init__(self, session: ProbeSession, dist: InstalledDist, label: str) -> None:
+    def __init__(self, session: InstallSource, dist: InstalledDist, label: str) -> None:
         self.session = session
         self.dist = dist
         self._label = label
@@ -104,8 +122,13 @@ def probe_request(project: Project) -> dict[str, Any]:
     }
 
 
-def _sglang(result: ProbeResult) -> InstalledDist:
+def _sglang(result: ProbeResult, where: str | None = None) -> InstalledDist:
     dist = result.dists.get(DIST_NAME)
+    if dist is None and where is not None:
+        raise NotInstalled(
+            f"{where}: no sglang installed (no sglang-*.dist-info in any site-packages or dist-packages directory)",
+            hint="give the image the servers run, after the layer that installs sglang",
+        )
     if dist is None:
         raise NotInstalled(
             f"{result.target.label}: no sglang installed (Python {result.python_version} at {result.executable} "
@@ -198,13 +221,14 @@ def check_install(project: Project, session: ProbeSession) -> VerifyReport:
 
 
 def examine_install(
-    project: Project, session: ProbeSession, *, cache: Cache | None = None
+    project: Project, session: InstallSource, *, cache: Cache | None = None, where: str | None = None
 ) -> tuple[VerifyReport, InstalledDist]:
     """:func:`check_install`'s report and the distribution it checked (its version and provenance name
-    the build); ``cache`` keeps parsed facts by the bytes they come from, as for a wheel."""
+    the build); ``cache`` keeps parsed facts by the bytes they come from, as for a wheel.  ``where``
+    names a source that is not an interpreter (an image)."""
     result = session.inspect(probe_request(project))
-    dist = _sglang(result)
-    label = f"{_where(result.target)} sglang {dist.version} in {dist.location}"
+    dist = _sglang(result, where)
+    label = f"{where or _where(result.target)} sglang {dist.version} in {dist.location}"
     tree = InstalledTree(session, dist, label)
     notes = [f"python: {result.executable} (Python {result.python_version})"]
     notes.append(f"distribution: sglang {dist.version} at {dist.dist_info or dist.location}")

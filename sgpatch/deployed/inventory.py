@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sgpatch.deployed.inventory_vars import Loc, VarFiles, common_args, identity_file
 from sgpatch.errors import ConfigError
 
 MAX_BYTES = 1 << 20  # an inventory of tens of thousands of hosts fits
@@ -39,6 +40,9 @@ VARS = {
     "ansible_ssh_port": "port",
     "ansible_python_interpreter": "python",
     "ansible_connection": "connection",
+    "ansible_ssh_private_key_file": "identity",
+    "ansible_private_key_file": "identity",
+    "ansible_ssh_common_args": "ssh_args",
 }
 CONNECTIONS = ("ssh", "smart", "paramiko", "local")
 
@@ -58,6 +62,8 @@ class Host:
     port: int | None = None
     python: str | None = None  # ansible_python_interpreter: this host's interpreter, over --python
     local: bool = False  # ansible_connection=local: probed on this machine, without ssh
+    identity: str | None = None  # ansible_ssh_private_key_file: ``-i``
+    ssh_args: tuple[str, ...] = ()  # ansible_ssh_common_args, each option checked (inventory_vars)
     groups: tuple[str, ...] = ()
     where: str = ""  # FILE:LINE where the inventory first names it
 
@@ -127,8 +133,9 @@ class _Raw:
     host_vars: dict[str, dict[str, tuple[object, int]]] = field(default_factory=dict)
     host_line: dict[str, int] = field(default_factory=dict)
 
-    def error(self, line: int, what: str, hint: str | None = None) -> InventoryError:
-        return InventoryError(f"{self.path}:{line}: {what}", hint=hint)
+    def error(self, line: Loc, what: str, hint: str | None = None) -> InventoryError:
+        """``line`` of this file, or FILE:LINE of a variables file (group_vars, host_vars)."""
+        return InventoryError(f"{line if isinstance(line, str) else f'{self.path}:{line}'}: {what}", hint=hint)
 
     def group(self, name: str, line: int) -> _Group:
         if not NAME.fullmatch(name) or len(name) > 255:
@@ -271,6 +278,7 @@ def resolve(raw: _Raw) -> Inventory:
         if name != "all" and not parents[name]:
             parents[name].add("all")
     depth = _depths(raw, parents)
+    files = VarFiles(Path(raw.path))
     members: dict[str, list[str]] = {name: [] for name in groups}
     hosts = []
     for host, line in raw.host_line.items():
@@ -282,10 +290,8 @@ def resolve(raw: _Raw) -> Inventory:
         ancestry = _ancestors(direct, parents)
         for g in ancestry:
             members[g].append(host)
-        merged: dict[str, tuple[object, int]] = {}
-        for g in sorted(ancestry, key=lambda g: (depth[g], g)):
-            merged.update(groups[g].vars)
-        merged.update(raw.host_vars.get(host, {}))
+        order = sorted(ancestry, key=lambda g: (depth[g], g))
+        merged = files.layered([dict(groups[g].vars) for g in order], dict(raw.host_vars.get(host, {})), order, host)
         hosts.append(_host(raw, host, line, merged, tuple(sorted(ancestry - {"all"}))))
     return Inventory(raw.path, tuple(hosts), {g: tuple(m) for g, m in members.items()})
 
@@ -324,7 +330,7 @@ def _ancestors(direct: Iterable[str], parents: Mapping[str, set[str]]) -> set[st
     return seen
 
 
-def _host(raw: _Raw, name: str, line: int, merged: Mapping[str, tuple[object, int]], groups: tuple[str, ...]) -> Host:
+def _host(raw: _Raw, name: str, line: int, merged: Mapping[str, tuple[object, Loc]], groups: tuple[str, ...]) -> Host:
     fields: dict[str, object] = {}
     for key, (value, where) in merged.items():
         if key not in VARS:
@@ -336,7 +342,7 @@ def _host(raw: _Raw, name: str, line: int, merged: Mapping[str, tuple[object, in
     return Host(name=name, groups=groups, where=f"{raw.path}:{line}", local=connection == "local", **fields)  # type: ignore[arg-type]
 
 
-def _checked(raw: _Raw, what: str, key: str, value: str, line: int) -> object:
+def _checked(raw: _Raw, what: str, key: str, value: str, line: Loc) -> object:
     """A variable's value, checked for what it becomes on ssh's command line."""
     bad = f"{key}={shown(value)}"
     if what == "port":
@@ -349,6 +355,11 @@ def _checked(raw: _Raw, what: str, key: str, value: str, line: int) -> object:
         raise raw.error(line, f"{bad}: not a user name")
     if what == "python" and (not value.strip() or not value.isprintable() or len(value) > 4096):
         raise raw.error(line, f"{bad}: not an interpreter path")
+    if what in ("identity", "ssh_args"):
+        try:
+            return identity_file(value) if what == "identity" else common_args(value)
+        except ValueError as exc:
+            raise raw.error(line, f"{bad}: {exc}") from None
     if what == "connection" and value not in CONNECTIONS:
         raise raw.error(line, f"{bad}: sgpatch checks hosts over ssh (or ansible_connection=local)")
     return value

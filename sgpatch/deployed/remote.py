@@ -70,6 +70,8 @@ class Target:
     hostname: str | None = None  # an inventory's ansible_host: ``-o HostName=``
     user: str | None = None  # ansible_user: ``-l``
     port: int | None = None  # ansible_port: ``-p``
+    identity: str | None = None  # ansible_ssh_private_key_file: ``-i``
+    ssh_args: tuple[str, ...] = ()  # ansible_ssh_common_args, checked by sgpatch.deployed.inventory_vars
 
     @property
     def label(self) -> str:
@@ -128,6 +130,9 @@ def ssh_command(target: Target) -> list[str]:
         cmd += ["-l", target.user]
     if target.port is not None:
         cmd += ["-p", str(target.port)]
+    if target.identity is not None:
+        cmd += ["-i", target.identity]
+    cmd += target.ssh_args
     cmd += [
         "--",
         target.host,

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class ClassFileMissing(ConfigError):
+    """The file that should hold an interface's class is not in the tree (exit 2 for a checkout; an install
+    whose file is gone reports it as a failed check)."""
+
+
 @dataclass(eq=False)
 class ClassNode:
     name: str
@@ -220,7 +225,7 @@ class Modules:
 
     def find_class(self, ref: ClassRef) -> ClassNode:
         if self.module(ref.path) is None:
-            raise ConfigError(
+            raise ClassFileMissing(
                 f"{ref.path}: no such file in {self.tree.label}",
                 hint=f"looking for class {ref.name}",
             )

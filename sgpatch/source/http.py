@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from sgpatch.errors import ConfigError, EnvironmentFailure
+from sgpatch.source.credentials import credentials_for
 
 DEADLINE_ENV = "SGPATCH_DEADLINE"
 DEFAULT_DEADLINE = 600.0  # seconds for one request (a page, or a file of up to MAX_DOWNLOAD), and for one pip run
@@ -248,9 +249,10 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 class Client:
     """Requests with pip's certificate bundle (``cert``) and proxy (``proxy``, else the environment's)."""
 
-    def __init__(self, *, cert: str | None = None, proxy: str | None = None) -> None:
+    def __init__(self, *, cert: str | None = None, proxy: str | None = None, keyring: bool = False) -> None:
         self.cert = cert
         self.proxy = proxy
+        self.keyring = keyring  # pip is configured to ask keyring (sgpatch.source.credentials)
         self._context: ssl.SSLContext | None = None
 
     def context(self) -> ssl.SSLContext:
@@ -269,13 +271,14 @@ class Client:
         ``what`` names the body in the message when it is over the cap.  NotFound for a 404, 410 or a
         missing local file; EnvironmentFailure (exit 3) for anything else that goes wrong.
         """
-        clean, auth = split_credentials(url)
+        clean, _auth = split_credentials(url)
         scheme = urllib.parse.urlsplit(clean).scheme
         if scheme == "file":
             return _get_file(clean, max_bytes, sink, what)
         if scheme not in ("http", "https"):
             raise EnvironmentFailure(f"{shown(url)}: not an http(s) or file URL")
         seconds = deadline_seconds()
+        auth = credentials_for(url, keyring=self.keyring, timeout=seconds)  # the URL's own, keyring or .netrc
         with _Watchdog(seconds) as dog:
             try:
                 return self._get(clean, auth, dog, accept=accept, max_bytes=max_bytes, sink=sink, what=what)
@@ -355,6 +358,8 @@ def _failure(url: str, exc: BaseException) -> EnvironmentFailure:
         if 300 <= exc.code < 400:
             return EnvironmentFailure(f"{url}: redirects in a loop or more than {MAX_REDIRECTS} times", hint=hint)
         kind = NotFound if exc.code in (404, 410) else EnvironmentFailure
+        if exc.code in (401, 403):
+            hint = "give the index's credentials as pip takes them: in its URL, in ~/.netrc, or in keyring"
         return kind(f"{url}: the index answered HTTP {exc.code}", hint=hint)
     if isinstance(exc, http.client.IncompleteRead) and exc.expected is not None:
         return EnvironmentFailure(

@@ -48,6 +48,8 @@ from packaging.version import Version
 
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
+from sgpatch.source.credentials import KEYRING_PROVIDERS
+from sgpatch.source.findlinks import find_pinned, not_found, truthy
 from sgpatch.source.http import Client, NotFound, deadline_seconds, deadline_text, origin, shown, split_credentials
 from sgpatch.source.simple_html import read_page
 
@@ -55,6 +57,7 @@ DEFAULT_INDEX = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 ACCEPT = f"{JSON_TYPE}, {HTML_TYPES[1]};q=0.2, text/html;q=0.1"  # PEP 691's recommended form
+MAX_FILE = 1 << 30  # bytes of a find-links file hashed (sgpatch.source.artifacts.MAX_DOWNLOAD)
 MAX_ANSWER = 16 << 20  # bytes; sglang's page is 0.17 MB for 412 files today
 MAX_CONTAINERS = 250_000  # arrays and objects in one answer (today: about 830)
 MAX_VALUES = 1_000_000  # commas, i.e. values and keys beyond the first of each (today: about 3,000)
@@ -88,16 +91,19 @@ class PipSettings:
     extra_index_urls: tuple[str, ...] = ()
     cert: str | None = None
     proxy: str | None = None
+    keyring_provider: str | None = None  # pip's keyring-provider (sgpatch asks keyring for subprocess/import)
+    find_links: tuple[str, ...] = ()  # directories (paths or file:// URLs) of pinned files
+    no_index: bool = False
 
     @property
     def indexes(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([self.index_url, *self.extra_index_urls]))
 
     def client(self) -> Client:
-        return Client(cert=self.cert, proxy=self.proxy)
+        return Client(cert=self.cert, proxy=self.proxy, keyring=self.keyring_provider in KEYRING_PROVIDERS)
 
 
-_KEYS = ("index-url", "extra-index-url", "cert", "proxy")
+_KEYS = ("index-url", "extra-index-url", "cert", "proxy", "keyring-provider", "find-links", "no-index")
 _ASKED: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
 
@@ -154,6 +160,9 @@ def pip_settings() -> PipSettings:
         extra_index_urls=tuple(u.rstrip("/") for u in value["extra-index-url"].split()),
         cert=value["cert"] or None,
         proxy=value["proxy"] or None,
+        keyring_provider=value["keyring-provider"].strip().lower() or None,
+        find_links=tuple(value["find-links"].split()),
+        no_index=truthy(value["no-index"]),
     )
 
 
@@ -364,6 +373,8 @@ def release_files(project: str, version: str, *, url: str | None = None) -> list
     """The sdist and the served wheels (Linux x86_64/aarch64 CPython, or pure) of a release, with sha256,
     as pip's index lists them (yanked files left out)."""
     settings = pip_settings()
+    if settings.no_index and url is None:
+        raise EnvironmentFailure("pip is configured with no-index: the releases of sglang cannot be listed", hint=_HINT)
     base = url or settings.index_url
     try:
         files = listing(project, version, base, settings.client())
@@ -381,8 +392,14 @@ def locate(project: str, version: str, artifact: Artifact) -> tuple[IndexFile, s
     """
     settings = pip_settings()
     client = settings.client()
-    other: list[str] = []
-    for base in settings.indexes:
+    local, other = find_pinned(artifact.filename, artifact.sha256, settings.find_links, limit=MAX_FILE)
+    if local is not None:
+        return (
+            IndexFile(artifact.filename, artifact.sha256, artifact.kind, local.url, size=local.size),
+            local.location,
+            client,
+        )
+    for base in () if settings.no_index else settings.indexes:
         try:
             files = listing(project, version, base, client)
         except NotFound:
@@ -399,8 +416,7 @@ def locate(project: str, version: str, artifact: Artifact) -> tuple[IndexFile, s
             f"{artifact.filename}: sha256 mismatch: expected {artifact.sha256}; " + "; ".join(other),
             hint="the index serves a different file than the one pinned in VERSIONS.toml; nothing was downloaded",
         )
-    where = ", ".join(shown(b) for b in settings.indexes)
-    raise EnvironmentFailure(f"no package index lists it ({where})", hint=_HINT)
+    raise EnvironmentFailure(not_found(settings.find_links, settings.indexes, no_index=settings.no_index), hint=_HINT)
 
 
 def _with_credentials(found: IndexFile, base: str) -> IndexFile:

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 from types import TracebackType
-from typing import Protocol
+from typing import IO, Protocol
 
 from sgpatch.errors import SgpatchError
 
@@ -149,6 +149,11 @@ class DirTree:
             return None
         with os.fdopen(fd, "rb") as fh:
             return fh.read()
+
+    def open(self, path: str) -> IO[bytes] | None:
+        """The regular file ``path`` opened for reading (as :meth:`read` finds it), or None: for streaming."""
+        fd = self._open_file(path)
+        return None if fd is None else os.fdopen(fd, "rb")
 
     def read_at_most(self, path: str, limit: int) -> bytes | None:
         """Like :meth:`read`, but at most ``limit + 1`` bytes: a longer result means the file is over ``limit``."""
