@@ -1672,3 +1672,13 @@ case(
     "not newer than 0.5.9",
     "the project byte for byte",
 )
+
+# --------------------------------------------------------------------------- sgpatch import
+_IMPORTED = "VERSIONS.toml and patches/ byte-identical; no checkout made (refused before one), nothing written"
+for _id, _fault, _expect in (
+    ("import-path-escapes", "`sgpatch import` of a patch whose path is `b/../../etc/passwd`", "leaves the checkout"),
+    ("import-path-absolute", "`sgpatch import` of a `diff -u` naming `/etc/passwd` (no -p)", "is absolute"),
+    ("import-symlink-mode", "`sgpatch import` of a patch creating a file with mode 120000 (a link)", "symlink"),
+    ("import-malformed-hunk", "`sgpatch import` of a hunk shorter than its header's counts", "malformed hunk"),
+):
+    case(_id, HOSTILE, _fault, 2, _expect, _IMPORTED)

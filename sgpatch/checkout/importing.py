@@ -24,13 +24,15 @@ from sgpatch.checkout.chain import dep3_header, slug
 from sgpatch.checkout.export import ExportResult, export_series
 from sgpatch.checkout.fetch import fetch
 from sgpatch.checkout.journal import move_checkout
+from sgpatch.checkout.state import base_candidates
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckFailed, PatchError
+from sgpatch.git.clone import clone_shared
 from sgpatch.git.diff import diff_patch
 from sgpatch.git.repo import Git
 from sgpatch.projectfiles import read_project_file
 from sgpatch.results import SCHEMA_VERSION, Progress
-from sgpatch.series.adopt import Resolution, adopt, describe
+from sgpatch.series.adopt import Resolution, adopt, describe, precheck
 from sgpatch.series.classify import classify
 from sgpatch.series.engine import HunkFailure, apply_file, apply_patch
 from sgpatch.series.hunks import only
@@ -270,6 +272,19 @@ def _hunk_rows(
     return rows, [s.state if s.state == "applicable" else f"{s.state}: {s.detail}" for s in states]
 
 
+def _pinned_source(config: Config, stack: Stack, into: Path, progress: Progress | None) -> None:
+    """A fresh checkout of the pinned source in ``into``: a clone sharing the objects of the stack's own
+    checkout when it holds the pinned commit (only read), else made from the pinned artifact (``fetch``)."""
+    existing = config.checkout_dir(stack)
+    if (existing / ".git").is_dir() and not existing.is_symlink():
+        g = Git(existing)
+        base = next((b for b in base_candidates(stack) if g.rev_parse(f"{b}^{{commit}}") == b), None)
+        if base is not None:
+            clone_shared(existing, into, base)
+            return
+    fetch(stack, into, progress=progress)
+
+
 def import_series(
     config: Config, stack: Stack, series: Series, request: ImportRequest, *, progress: Progress | None = None
 ) -> ImportResult:
@@ -284,10 +299,12 @@ def import_series(
         if not request.inputs:
             raise PatchError("nothing to import: give patch files, folders, or --from-git REPO --range A..B")
         units = _file_units(request.inputs)
+    for unit in units:
+        precheck(unit.data, unit.where, strip=request.strip)
     directory = series.directory
     with tempfile.TemporaryDirectory(prefix="sgpatch-import-") as tmp:
         checkout = Path(tmp) / "checkout"
-        fetch(stack, checkout, progress=progress)
+        _pinned_source(config, stack, checkout, progress)
         applied = apply_series(stack, series, checkout)
         if not applied.ok:
             bad = next(p for p in applied.patches if p.state not in ("applicable", "applied"))

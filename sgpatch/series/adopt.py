@@ -332,6 +332,31 @@ def _learn(path: str, found: str, mappings: dict[str, str]) -> None:
 # --------------------------------------------------------------------------- the whole input
 
 
+def _check_extended(sec: _Section, where: str) -> None:
+    for ext in sec.extended:
+        if ext.startswith((b"new file mode 12", b"new mode 12", b"new file mode 16", b"new mode 16")):
+            raise PatchError(
+                f"{where}:{sec.line}: a symlink or submodule mode ({_text(ext.strip(), where)})",
+                hint="only regular files may be patched",
+            )
+        if ext.startswith((b"rename ", b"copy ", b"Binary files", b"GIT binary patch")):
+            raise PatchError(f"{where}:{sec.line}: renames, copies and binary patches are not supported")
+
+
+def precheck(data: bytes, where: str, *, strip: int | None = None) -> int:
+    """What :func:`adopt` refuses without the pinned source's files (no section, a malformed hunk, a path that
+    is absolute or leaves the checkout, a link mode), refused before any checkout is made; the section count."""
+    sections, _ = _sections(strip_bom(data).splitlines(keepends=True), where)
+    if not sections:
+        raise PatchError(f"{where}: no diff in it (no 'diff --git' and no '---'/'+++' pair before a hunk)")
+    for sec in sections:
+        for raw, line, letter in ((sec.old, sec.old_line, "a"), (sec.new, sec.new_line, "b")):
+            if raw != NULL:
+                _clean(raw, strip, git=sec.git, side=letter, where=f"{where}:{line}")
+        _check_extended(sec, where)
+    return len(sections)
+
+
 def adopt(data: bytes, where: str, files: Collection[str], *, strip: int | None = None) -> Adopted:
     """``data`` (one input file's bytes) as git-style sections on the checkout whose paths are ``files``."""
     lines = strip_bom(data).splitlines(keepends=True)
@@ -346,14 +371,7 @@ def adopt(data: bytes, where: str, files: Collection[str], *, strip: int | None 
         old, new, found = _resolve(sec, strip, source, mappings, where)
         shown.extend(found)
         path = new if new != NULL else old
-        for ext in sec.extended:
-            if ext.startswith((b"new file mode 12", b"new mode 12", b"new file mode 16", b"new mode 16")):
-                raise PatchError(
-                    f"{where}:{sec.line}: {path}: a symlink or submodule mode ({_text(ext.strip(), where)})",
-                    hint="only regular files may be patched",
-                )
-            if ext.startswith((b"rename ", b"copy ", b"Binary files", b"GIT binary patch")):
-                raise PatchError(f"{where}:{sec.line}: {path}: renames, copies and binary patches are not supported")
+        _check_extended(sec, where)
         modes = [e for e in sec.extended if e.startswith((b"old mode ", b"new mode ", b"new file mode ", b"deleted"))]
         if old == NULL and not any(e.startswith(b"new file mode ") for e in modes):
             modes.append(b"new file mode 100644\n")
