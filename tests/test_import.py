@@ -215,7 +215,7 @@ def test_ambiguous_suffix_is_refused_naming_the_candidates(source_files: list[st
         adopt(b"--- nowhere/x.py\n+++ nowhere/x.py\n@@ -1 +1 @@\n-x\n+y\n", "amb.patch", source_files)
     # A unique suffix is found, and says so.
     found = adopt(b"--- srt/utils/common.py\n+++ srt/utils/common.py\n@@ -1 +1 @@\n-x\n+y\n", "u.patch", source_files)
-    assert [(r.path, r.how) for r in found.resolutions][0] == ("python/sglang/srt/utils/common.py", "suffix")
+    assert (found.resolutions[0].path, found.resolutions[0].how) == ("python/sglang/srt/utils/common.py", "suffix")
 
 
 # --------------------------------------------------------------------------- whole processes
@@ -248,7 +248,7 @@ def test_import_writes_the_series_as_export_does(form: str, project_dir: Path, t
     result = do_import(project_dir, STACK, *map(str, inputs), *args, "--origin", origin, "--json")
     assert result.exit_code == 0, result.stderr  # type: ignore[attr-defined]
     doc = json_out(result)
-    series = (project_dir / "patches/0.5.9/series").read_text().split()
+    series = [ln for ln in (project_dir / "patches/0.5.9/series").read_text().splitlines() if not ln.startswith("#")]
     written = [p["name"] for p in doc["patches"]]
     assert series[-len(written) :] == written and series[:2] == [
         "0001-kimi-k25-eagle3-delegation.patch",
@@ -265,11 +265,10 @@ def test_import_writes_the_series_as_export_does(form: str, project_dir: Path, t
     if form == "diff-ruN":
         assert len(written) == 1
         shown = doc["patches"][0]["paths"]
-        assert {"raw": "./srt/configs/model_config.py", "path": "python/sglang/srt/configs/model_config.py"}.items() <= (
-            shown[0].items()
-        )
+        assert shown[0]["raw"] == "./srt/configs/model_config.py"
+        assert shown[0]["path"] == "python/sglang/srt/configs/model_config.py"
     else:
-        assert len(written) == 49 and written[0].startswith("0003-")
+        assert len(written) == 49 and written[0] == "0003-model-config.patch" and written[-1].startswith("0051-")
     # It applies strictly to a fresh checkout: export --check from the pinned source agrees.
     check = run_cli("export", "--config", str(project_dir / "VERSIONS.toml"), STACK, "--fresh", "--check")
     assert check.exit_code == 0, check.stdout + check.stderr
@@ -331,7 +330,7 @@ def test_imported_series_that_adds_a_module_builds_and_verifies(
     config = str(project_dir / "VERSIONS.toml")
     imported = do_import(project_dir, "--from-git", str(repo), "--range", "v0.5.9..main")
     assert imported.exit_code == 0, imported.stderr  # type: ignore[attr-defined]
-    names = (project_dir / "patches/0.5.9/series").read_text().split()[-2:]
+    names = (project_dir / "patches/0.5.9/series").read_text().splitlines()[-2:]
     assert names == ["0003-spec-info-note-the-training-hook.patch", "0004-speculative-add-spec-training-info.patch"]
     p3 = (project_dir / "patches/0.5.9" / names[0]).read_text()
     assert "Description: spec_info: note the training hook\n The loop reads hidden states.\n" in p3
@@ -407,3 +406,30 @@ def test_hostile_import_is_refused_before_any_checkout(case_id: str, tmp_path: P
     assert expect in stderr and f"{path}:" in stderr and "Traceback" not in stderr
     assert _project_files(proj) == before and not (proj / ".sgpatch").exists()
     assert not Path("/etc/passwd").read_bytes().startswith(b"root::")
+
+
+def test_the_header_comes_from_the_patchs_own_text() -> None:
+    from sgpatch.series.dep3 import describe
+
+    dep3 = "Description: Fix the draft layer offset\n The capture starts at 2.\nOrigin: vendor\nBug: https://x/1\n---\n"
+    assert describe(dep3, "f") == (
+        "Fix the draft layer offset",
+        "The capture starts at 2.",
+        {
+            "Origin": "vendor",
+            "Bug": "https://x/1",
+        },
+    )
+    mail = (
+        "From 3cdec0cc82dd82f2b1a3e80164430c662d9354ea Mon Sep 17 00:00:00 2001\nFrom: Ada <ada@example.org>\n"
+        "Date: Sat, 25 Apr 2026 10:00:00 +0000\nSubject: [PATCH 2/7] spec: keep\n the hidden states\n\n"
+        "Why it matters.\n---\n x.py | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n\n"
+    )
+    assert describe(mail, "f") == (
+        "spec: keep the hidden states",
+        "Why it matters.",
+        {"Author": "Ada <ada@example.org>"},
+    )
+    prose = "Carry the fixes\n\nOne line more.\n---\n x.py | 2 +-\n 1 file changed\n\n"
+    assert describe(prose, "f") == ("Carry the fixes", "One line more.", {})
+    assert describe("", "slime sglang 0.5.9") == ("slime sglang 0.5.9", "", {})

@@ -32,8 +32,9 @@ from sgpatch.git.diff import diff_patch
 from sgpatch.git.repo import Git
 from sgpatch.projectfiles import read_project_file
 from sgpatch.results import SCHEMA_VERSION, Progress
-from sgpatch.series.adopt import Resolution, adopt, describe, precheck
+from sgpatch.series.adopt import Resolution, adopt, precheck
 from sgpatch.series.classify import classify
+from sgpatch.series.dep3 import describe
 from sgpatch.series.engine import HunkFailure, apply_file, apply_patch
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import SERIES_FILE, Patch, Series, parse_patch
@@ -160,7 +161,7 @@ def _folder(directory: Path) -> list[Path]:
 
 def _fallback(path: Path) -> str:
     stem = path.name.removesuffix(".patch").removesuffix(".diff")
-    words = stem.split("-", 1)[1] if stem[:4].isdigit() and "-" in stem else stem
+    words = stem.lstrip("0123456789").lstrip("-_") or stem  # 0001-fix-x, 01_fix_x: the number is the order
     return words.replace("-", " ").replace("_", " ") or stem
 
 
