@@ -22,7 +22,7 @@ from sgpatch.series.adopt import adopt, strip_bom
 from sgpatch.series.patch import parse_patch
 
 from .deployed_fixtures import make_venv
-from .helpers import DATA, copy_project, git, json_out, run_cli
+from .helpers import DATA, copy_project, git, json_out, run_cli, snapshot
 from .reliability import first_error, record
 
 SLIME = DATA / "series" / "slime-sglang-0.5.9.patch"
@@ -281,6 +281,7 @@ def test_refused_import_writes_nothing_and_shows_each_hunk(project_dir: Path, tm
     bad = tmp_path / "stale.patch"
     bad.write_bytes(broken)
     before = _project_files(project_dir)
+    checkout = snapshot(project_dir / ".sgpatch" / "checkouts" / STACK)
     result = do_import(project_dir, str(bad))
     assert result.exit_code == 1  # type: ignore[attr-defined]
     out = result.stdout  # type: ignore[attr-defined]
@@ -292,6 +293,7 @@ def test_refused_import_writes_nothing_and_shows_each_hunk(project_dir: Path, tm
     failing = [h for h in doc["hunks"] if not h["applies"]]
     assert doc["ok"] is False and [h["file"] for h in failing] == ["python/sglang/srt/configs/model_config.py"]
     assert doc["written"] == [] and _project_files(project_dir) == before
+    assert snapshot(project_dir / ".sgpatch" / "checkouts" / STACK) == checkout  # only read
 
 
 # --------------------------------------------------------------------------- a branch of one commit per fix
@@ -347,7 +349,7 @@ def test_imported_series_that_adds_a_module_builds_and_verifies(
     wheel = next(dist.glob("*.whl"))
     checked = run_cli("verify", "--config", config, "--wheel", str(wheel), "--json")
     assert checked.exit_code == 0, checked.stdout
-    checks = {c["name"]: c for c in json_out(checked)["wheel_checks"]}
+    checks = {c["name"]: c for c in json_out(checked)["checks"]}
     assert checks["file-set"]["ok"] and "plus 1 the series adds" in checks["file-set"]["detail"]
     venv = make_venv(tmp_path / "venv", wheel)
     installed = run_cli("verify", "--config", config, "--installed", "--python", str(venv.python), "--json")

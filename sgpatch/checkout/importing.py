@@ -21,10 +21,11 @@ from typing import Any
 
 from sgpatch.checkout.apply import apply_series, check_tree_paths, commit_series, read_files, read_modes
 from sgpatch.checkout.chain import dep3_header, slug
-from sgpatch.checkout.export import ExportResult, export_series
+from sgpatch.checkout.edit import edit_in_progress
+from sgpatch.checkout.export import ExportResult, export_held
 from sgpatch.checkout.fetch import fetch
-from sgpatch.checkout.journal import move_checkout
-from sgpatch.checkout.state import base_candidates
+from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
+from sgpatch.checkout.state import base_candidates, inspect, open_checkout
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckFailed, PatchError
 from sgpatch.git.clone import clone_shared
@@ -291,7 +292,10 @@ def import_series(
 ) -> ImportResult:
     """Adopt ``request``'s patches into ``series`` (see the module docstring).  PatchError (exit 2) for an
     input that is not a patch or names a path that is not in the pinned source; a result that is not ``ok``
-    (nothing written) when they do not apply strictly."""
+    (nothing written) when they do not apply strictly.
+
+    In the stack's own checkout when it is exactly patched and clean (it then carries the new series, as
+    after an export); else in a temporary checkout of the pinned source."""
     if request.git_repo is not None:
         if request.inputs:
             raise PatchError("give files and folders, or --from-git REPO --range A..B, not both")
@@ -302,7 +306,14 @@ def import_series(
         units = _file_units(request.inputs)
     for unit in units:
         precheck(unit.data, unit.where, strip=request.strip)
-    directory = series.directory
+    own = config.checkout_dir(stack)
+    if (own / ".git").is_dir() and not own.is_symlink() and edit_in_progress(own) is None:
+        g = open_checkout(own)
+        with lock_checkout(g, command="import"):
+            recover(g)
+            state = inspect(g, stack, series)
+            if state.phase == "patched" and state.clean:
+                return _import_on(config, stack, series, request, units, g, state.head)
     with tempfile.TemporaryDirectory(prefix="sgpatch-import-") as tmp:
         checkout = Path(tmp) / "checkout"
         _pinned_source(config, stack, checkout, progress)
@@ -310,39 +321,46 @@ def import_series(
         if not applied.ok:
             bad = next(p for p in applied.patches if p.state not in ("applicable", "applied"))
             raise CheckFailed(f"{bad.name}: {bad.state} on the pinned source of {stack.name}: {bad.detail}")
-        g = Git(checkout)
-        head = g.head()
-        assert head is not None
-        source_files = g.list_files(head, ".")
-        adopted = [adopt(u.data, u.where, source_files, strip=request.strip) for u in units]
-        headers = [_header(u, a.prose, request.origin) for u, a in zip(units, adopted, strict=True)]
-        subjects = [h.decode().split("\n", 1)[0].removeprefix("Description: ") for h in headers]
-        names = _names(series, len(units), subjects)
-        patches = [
-            parse_patch(h + a.diff, directory / n, name=n) for h, a, n in zip(headers, adopted, names, strict=True)
-        ]
-        check_tree_paths(g, head, patches)
-        touched = tuple(dict.fromkeys(f.path for p in patches for f in p.files))
-        files = read_files(g, head, touched)
-        states, after = classify(files, Series(directory, tuple(patches)), read_modes(g, head, touched))
-        ok = all(s.state == "applicable" for s in states)
-        rows, described = _hunk_rows(files, patches, [u.where for u in units]) if not ok else ([], [])
-        imported = tuple(
-            ImportedPatch(
-                name=p.name,
-                source=u.where,
-                files=tuple(f.path for f in p.files),
-                resolutions=a.resolutions,
-                skipped=a.skipped,
-                state=described[i] if described else "applicable",
-            )
-            for i, (p, u, a) in enumerate(zip(patches, units, adopted, strict=True))
+        with lock_checkout(Git(checkout), command="import") as _held:
+            return _import_on(config, stack, series, request, units, Git(checkout), applied.new_head)
+
+
+def _import_on(
+    config: Config, stack: Stack, series: Series, request: ImportRequest, units: Sequence[_Unit], g: Git, head: str
+) -> ImportResult:
+    """The import on ``g`` (locked, exactly patched with ``series`` at ``head``): refused with each hunk's
+    reason, or committed and exported; the checkout moves back if the export refuses."""
+    directory = series.directory
+    source_files = g.list_files(head, ".")
+    adopted = [adopt(u.data, u.where, source_files, strip=request.strip) for u in units]
+    headers = [_header(u, a.prose, request.origin) for u, a in zip(units, adopted, strict=True)]
+    subjects = [h.decode().split("\n", 1)[0].removeprefix("Description: ") for h in headers]
+    names = _names(series, len(units), subjects)
+    patches = [parse_patch(h + a.diff, directory / n, name=n) for h, a, n in zip(headers, adopted, names, strict=True)]
+    check_tree_paths(g, head, patches)
+    touched = tuple(dict.fromkeys(f.path for p in patches for f in p.files))
+    files = read_files(g, head, touched)
+    states, after = classify(files, Series(directory, tuple(patches)), read_modes(g, head, touched))
+    ok = all(s.state == "applicable" for s in states)
+    rows, described = _hunk_rows(files, patches, [u.where for u in units]) if not ok else ([], [])
+    imported = tuple(
+        ImportedPatch(
+            name=p.name,
+            source=u.where,
+            files=tuple(f.path for f in p.files),
+            resolutions=a.resolutions,
+            skipped=a.skipped,
+            state=described[i] if described else "applicable",
         )
-        if not ok:
-            return ImportResult(
-                stack=stack.name, series_dir=directory, patches=imported, hunks=tuple(rows), export=None
-            )
-        new_head = commit_series(g, head, Series(directory, tuple(patches)), after)
-        move_checkout(g, old=head, new=new_head, reason=f"sgpatch import {stack.name}")
-        exported = export_series(config, stack, Series(directory, (*series.patches, *patches)), checkout, check=False)
+        for i, (p, u, a) in enumerate(zip(patches, units, adopted, strict=True))
+    )
+    if not ok:
+        return ImportResult(stack=stack.name, series_dir=directory, patches=imported, hunks=tuple(rows), export=None)
+    new_head = commit_series(g, head, Series(directory, tuple(patches)), after)
+    move_checkout(g, old=head, new=new_head, reason=f"sgpatch import {stack.name}")
+    try:
+        exported = export_held(config, stack, Series(directory, (*series.patches, *patches)), g)
+    except BaseException:
+        move_checkout(g, old=new_head, new=head, reason=f"sgpatch import {stack.name}: refused by export")
+        raise
     return ImportResult(stack=stack.name, series_dir=directory, patches=imported, hunks=(), export=exported)
