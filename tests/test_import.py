@@ -330,10 +330,22 @@ def test_imported_series_that_adds_a_module_builds_and_verifies(
     install; a file the series did not add is still an error."""
     repo = _branch(tmp_path, template_checkout)
     config = str(project_dir / "VERSIONS.toml")
+    co = project_dir / ".sgpatch" / "checkouts" / STACK
+    assert run_cli("apply", "--config", config).exit_code == 0
+    # In the stack's own patched checkout: slime's series, then the branch; the checkout follows the series.
+    slime = do_import(project_dir, str(SLIME))
+    assert slime.exit_code == 0, slime.stderr  # type: ignore[attr-defined]
     imported = do_import(project_dir, "--from-git", str(repo), "--range", "v0.5.9..main")
     assert imported.exit_code == 0, imported.stderr  # type: ignore[attr-defined]
-    names = (project_dir / "patches/0.5.9/series").read_text().splitlines()[-2:]
-    assert names == ["0003-spec-info-note-the-training-hook.patch", "0004-speculative-add-spec-training-info.patch"]
+    names = (project_dir / "patches/0.5.9/series").read_text().splitlines()[-3:]
+    assert names == [
+        "0003-slime-sglang-0-5-9.patch",
+        "0004-spec-info-note-the-training-hook.patch",
+        "0005-speculative-add-spec-training-info.patch",
+    ]
+    trailers = git(co, "log", "--format=%(trailers:key=Sgpatch-Patch,valueonly)", "-3").split()
+    assert trailers == names[::-1] and git(co, "status", "--porcelain") == ""
+    names = names[1:]
     p3 = (project_dir / "patches/0.5.9" / names[0]).read_text()
     assert "Description: spec_info: note the training hook\n The loop reads hidden states.\n" in p3
     assert "Author: Ada Lovelace <ada@example.org>\n" in p3
@@ -341,8 +353,8 @@ def test_imported_series_that_adds_a_module_builds_and_verifies(
     p4 = parse_patch((project_dir / "patches/0.5.9" / names[1]).read_bytes(), Path(names[1]))
     assert [(f.path, f.new_file) for f in p4.files] == [(NEW_MODULE, True)]
 
-    co = project_dir / ".sgpatch" / "checkouts" / STACK
-    assert run_cli("apply", "--config", config).exit_code == 0
+    applied = run_cli("apply", "--config", config, "--json")
+    assert applied.exit_code == 0 and json.loads(applied.stdout)["changed"] is False  # import left it patched
     dist = tmp_path / "dist"
     built = run_cli("build", "--config", config, "--out", str(dist), "--json")
     assert built.exit_code == 0, built.stdout + built.stderr
