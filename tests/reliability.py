@@ -1680,5 +1680,6 @@ for _id, _fault, _expect in (
     ("import-path-absolute", "`sgpatch import` of a `diff -u` naming `/etc/passwd` (no -p)", "is absolute"),
     ("import-symlink-mode", "`sgpatch import` of a patch creating a file with mode 120000 (a link)", "symlink"),
     ("import-malformed-hunk", "`sgpatch import` of a hunk shorter than its header's counts", "malformed hunk"),
+    ("import-folder-link", "`sgpatch import DIR` where one `*.patch` is a link to /etc/passwd", "symbolic link"),
 ):
     case(_id, HOSTILE, _fault, 2, _expect, _IMPORTED)

@@ -447,3 +447,16 @@ def test_the_header_comes_from_the_patchs_own_text() -> None:
     prose = "Carry the fixes\n\nOne line more.\n---\n x.py | 2 +-\n 1 file changed\n\n"
     assert describe(prose, "f") == ("Carry the fixes", "One line more.", {})
     assert describe("", "slime sglang 0.5.9") == ("slime sglang 0.5.9", "", {})
+
+
+def test_a_link_in_a_folder_of_patches_is_refused(tmp_path: Path) -> None:
+    proj = copy_project(tmp_path / "proj", {})
+    folder = tmp_path / "series"
+    folder.mkdir()
+    (folder / "0001-ok.patch").write_bytes(_sections(SLIME.read_bytes())[0])
+    (folder / "0002-link.patch").symlink_to("/etc/passwd")
+    before = _project_files(proj)
+    result = run_cli("import", "--config", str(proj / "VERSIONS.toml"), str(folder))
+    record("import-folder-link", exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
+    assert result.exit_code == 2 and f"{folder / '0002-link.patch'}: is a symbolic link" in result.stderr
+    assert _project_files(proj) == before and not (proj / ".sgpatch").exists()

@@ -172,6 +172,9 @@ def _file_units(inputs: Sequence[Path]) -> list[_Unit]:
         if given.is_symlink():
             raise PatchError(f"{given}: is a symbolic link; give the file it points to")
         paths = _folder(given) if given.is_dir() else [given]
+        link = next((p for p in paths if p.is_symlink()), None)
+        if link is not None:
+            raise PatchError(f"{link}: is a symbolic link; give the file it points to")
         units.extend(_Unit(where=str(p), data=_read(p), fallback=_fallback(p)) for p in paths)
     return units
 
