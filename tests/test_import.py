@@ -24,6 +24,7 @@ from sgpatch.series.patch import parse_patch
 from .deployed_fixtures import make_venv
 from .helpers import DATA, copy_project, git, json_out, run_cli, snapshot
 from .reliability import first_error, record
+from .sshd import Sshd
 
 SLIME = DATA / "series" / "slime-sglang-0.5.9.patch"
 STACK = "0.5.9-cu130"
@@ -323,7 +324,7 @@ def _branch(where: Path, template_checkout: Path) -> Path:
 
 @pytest.mark.slow
 def test_imported_series_that_adds_a_module_builds_and_verifies(
-    project_dir: Path, tmp_path: Path, template_checkout: Path
+    project_dir: Path, tmp_path: Path, template_checkout: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Measured before: 'sgpatch build' stopped with "file-set: stray sglang/srt/speculative/
     spec_training_info.py".  The series' new file is part of the expected file set now: in the wheel and in an
@@ -372,6 +373,11 @@ def test_imported_series_that_adds_a_module_builds_and_verifies(
     stray = run_cli("verify", "--config", config, "--installed", "--python", str(venv.python), "--json")
     assert stray.exit_code == 1
     assert "file set: stray sglang/srt/speculative/stray_helper.py" in json_out(stray)["failures"]
+    # A host (the probe over ssh) is held to the same file set.
+    monkeypatch.setenv("SGPATCH_SSH_CONFIG", str(sshd.client_config))
+    host = run_cli("verify", "--config", config, "--ssh", sshd.alias, "--python", str(venv.python), "--json")
+    assert host.exit_code == 1
+    assert "file set: stray sglang/srt/speculative/stray_helper.py" in json_out(host)["failures"]
     (venv.site_packages / "sglang/srt/speculative/stray_helper.py").unlink()
     (venv.site_packages / NEW_MODULE.removeprefix("python/")).unlink()
     gone = run_cli("verify", "--config", config, "--installed", "--python", str(venv.python), "--json")
