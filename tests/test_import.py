@@ -466,3 +466,31 @@ def test_a_link_in_a_folder_of_patches_is_refused(tmp_path: Path) -> None:
     record("import-folder-link", exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path,))
     assert result.exit_code == 2 and f"{folder / '0002-link.patch'}: is a symbolic link" in result.stderr
     assert _project_files(proj) == before and not (proj / ".sgpatch").exists()
+
+
+def test_the_file_set_rule_adds_and_deletes_net_over_the_series(tmp_path: Path) -> None:
+    from sgpatch.series.fileset import file_set_problems, series_file_change
+    from sgpatch.series.patch import Series
+
+    head = b"Description: x\nOrigin: vendor\n---\n"
+    add = b"diff --git a/python/sglang/new.py b/python/sglang/new.py\nnew file mode 100644\n--- /dev/null\n"
+    add += b"+++ b/python/sglang/new.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    gone = b"diff --git a/python/sglang/old.py b/python/sglang/old.py\ndeleted file mode 100644\n"
+    gone += b"--- a/python/sglang/old.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-y = 2\n"
+    temp = b"diff --git a/python/sglang/tmp.py b/python/sglang/tmp.py\nnew file mode 100644\n--- /dev/null\n"
+    temp += b"+++ b/python/sglang/tmp.py\n@@ -0,0 +1 @@\n+z = 3\n"
+    untemp = b"diff --git a/python/sglang/tmp.py b/python/sglang/tmp.py\ndeleted file mode 100644\n"
+    untemp += b"--- a/python/sglang/tmp.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-z = 3\n"
+    patches = (
+        parse_patch(head + add + gone + temp, tmp_path / "0001-a.patch"),
+        parse_patch(head + untemp, tmp_path / "0002-b.patch"),
+    )
+    change = series_file_change(Series(tmp_path, patches)).inside("python/")
+    assert (change.added, change.deleted) == ({"sglang/new.py"}, {"sglang/old.py"})
+    upstream = {"sglang/__init__.py", "sglang/old.py"}
+    assert file_set_problems({"sglang/__init__.py", "sglang/new.py"}, upstream, change) == []
+    assert file_set_problems({"sglang/__init__.py", "sglang/old.py", "sglang/x.py"}, upstream, change) == [
+        "stray sglang/old.py (the series deletes it)",
+        "stray sglang/x.py",
+        "missing sglang/new.py (the series adds it)",
+    ]
