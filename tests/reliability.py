@@ -1725,3 +1725,13 @@ for _id, _fault, _expect in [
     ("inv-vars-not-mapping", "a group_vars file holding a list", "expected a mapping"),
 ]:
     case(_id, "verify --hosts: group_vars/host_vars", _fault, 2, _expect, _INV_VARS)
+# --------------------------------------------------------------------------- sgpatch import
+_IMPORTED = "VERSIONS.toml and patches/ byte-identical; no checkout made (refused before one), nothing written"
+for _id, _fault, _expect in (
+    ("import-path-escapes", "`sgpatch import` of a patch whose path is `b/../../etc/passwd`", "leaves the checkout"),
+    ("import-path-absolute", "`sgpatch import` of a `diff -u` naming `/etc/passwd` (no -p)", "is absolute"),
+    ("import-symlink-mode", "`sgpatch import` of a patch creating a file with mode 120000 (a link)", "symlink"),
+    ("import-malformed-hunk", "`sgpatch import` of a hunk shorter than its header's counts", "malformed hunk"),
+    ("import-folder-link", "`sgpatch import DIR` where one `*.patch` is a link to /etc/passwd", "symbolic link"),
+):
+    case(_id, HOSTILE, _fault, 2, _expect, _IMPORTED)

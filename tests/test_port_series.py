@@ -1,8 +1,8 @@
 """Upgrade day for a real series (issue 19): slime's 49-file patch on SGLang 0.5.9, carried hunk by hunk.
 
 The series is the RL framework slime's own (``tests/data/series``, a copy with its source, Apache-2.0): test
-data, never one of the project's own ``patches/``.  It is adopted as the maintainers of a stack would: ``git apply`` in a
-0.5.9 checkout, commit, ``sgpatch export``.  Every command then runs as a whole ``sgpatch`` process.
+data, never one of the project's own ``patches/``.  It is adopted as the maintainers of a stack would:
+``git apply`` in a 0.5.9 checkout, commit, ``sgpatch export``.  Every command then runs as a whole ``sgpatch`` process.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""sgpatch preflight end to end: the real public configs (tests/data/models, copies with their sources), model directories
-built from them in tmp_path with generated safetensors indexes and headers (tiny tensors), the real 0.5.9
+"""sgpatch preflight end to end: the real public configs (tests/data/models, copies with their sources), model
+directories built from them in tmp_path with generated safetensors indexes and headers (tiny tensors), the real 0.5.9
 checkouts (pristine and patched), the real sshd."""
 
 from __future__ import annotations

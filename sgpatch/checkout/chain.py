@@ -137,7 +137,9 @@ def dep3_header(message: str, author: str, date: str) -> bytes:
     out = [f"Description: {subject or 'local change'}"]
     out.extend(f" {ln}" for ln in body_lines)
     out.append(f"Origin: {fields.pop('Origin', 'vendor')}")
-    out.append(f"Author: {fields.pop('Author', one_line(author.strip()))}")
+    named = fields.pop("Author", one_line(author.strip()))
+    if named:  # a patch sgpatch imports may name no author
+        out.append(f"Author: {named}")
     status = fields.pop("Upstream-Status", None)  # OpenEmbedded's field: written as DEP-3's Forwarded
     forwarded = fields.pop("Forwarded", None) or (forwarded_value(status) if status else "no")
     out.extend(f"{k}: {v}" for k, v in fields.items() if k != "Applied-Upstream")

@@ -12,7 +12,19 @@ import sys
 from typing import Any
 
 # Each command area registers its commands on ``app`` when imported, once; this order is --help's.
-AREAS = ("workspace", "core", "show", "edit", "build", "doctor", "interface", "preflight", "port", "watch")
+AREAS = (
+    "workspace",
+    "core",
+    "show",
+    "edit",
+    "importing",
+    "build",
+    "doctor",
+    "interface",
+    "preflight",
+    "port",
+    "watch",
+)
 
 __all__ = ["app", "main"]
 

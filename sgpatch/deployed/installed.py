@@ -14,7 +14,7 @@ must carry the series.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +24,9 @@ from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, Target, run_pr
 from sgpatch.errors import SgpatchError
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors
+from sgpatch.series.fileset import file_set_problems, series_file_change
+from sgpatch.source.archive import open_archive
+from sgpatch.source.artifacts import cached_artifact
 from sgpatch.source.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
 from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
 
@@ -170,6 +173,39 @@ def _record_findings(project: Project, dist: InstalledDist) -> tuple[list[str], 
     return failures, notes
 
 
+def upstream_package_files(project: Project) -> frozenset[str] | None:
+    """The files of sglang's package in upstream's wheel (``sglang/...``), when the stack pins one wheel and
+    the cache holds it; None otherwise (platform wheels differ in their compiled files)."""
+    wheels = project.stack.wheels
+    path = cached_artifact(wheels[0]) if len(wheels) == 1 else None
+    if path is None:
+        return None
+    with open_archive(path, "wheel") as archive:
+        return frozenset(e.name for e in archive.entries if e.name.startswith(f"{DIST_NAME}/"))
+
+
+def file_set_findings(project: Project, names: Collection[str] | None) -> tuple[list[str], list[str]]:
+    """Failures and notes on the package's file set (``names``: ``sglang/...``, ``__pycache__`` left out):
+    upstream's plus the series' new files, minus its deleted ones, nothing else (``file_set_problems``).
+    Without upstream's wheel at hand, only the series' own files are compared."""
+    if names is None:
+        return [], ["file set: the package's files were not listed"]
+    change = series_file_change(project.series).inside(PYTHON_PREFIX)
+    found = frozenset(n for n in names if n.startswith(f"{DIST_NAME}/"))
+    upstream = upstream_package_files(project)
+    if upstream is None:
+        problems = file_set_problems(found & (change.added | change.deleted), change.deleted, change)
+        note = "file set: upstream's wheel is not in the cache: only the files the series adds or deletes compared"
+    else:
+        problems = file_set_problems(found, upstream, change)
+        added, deleted = len(change.added), len(change.deleted)
+        note = f"file set: {len(found)} files, upstream's wheel's plus {added} added, minus {deleted} deleted"
+    shown = [f"file set: {p}" for p in problems[:SHOWN]]
+    if len(problems) > SHOWN:
+        shown.append(f"file set: ... and {len(problems) - SHOWN} more")
+    return shown, [] if problems else [note]
+
+
 def _provenance_findings(project: Project, dist: InstalledDist, tree: InstalledTree) -> tuple[list[str], list[str]]:
     """Failures and notes from the provenance ``build`` wrote: which stack and series is installed."""
     data = dist.meta.get(PROVENANCE_NAME)
@@ -247,13 +283,16 @@ def examine_install(
         failures.extend(extra_failures)
     record_failures, record_notes = _record_findings(project, dist)
     provenance_failures, provenance_notes = _provenance_findings(project, dist, tree)
+    file_set_failures, file_set_notes = file_set_findings(project, dist.tree)
     failures.extend(record_failures)
     failures.extend(provenance_failures)
+    failures.extend(file_set_failures)
     cause = next((f for f in failures if f.startswith("provenance: built from another series")), None)
     if cause is not None:  # the cause the other failures follow from: said first
         failures = [cause, *(f for f in failures if f != cause)]
     notes.extend(record_notes)
     notes.extend(provenance_notes)
+    notes.extend(file_set_notes)
     notes.extend(report.notes)
     if (imported := imported_failure(session.imported)) is not None:  # every answer's, the reads' too
         failures.append(imported)

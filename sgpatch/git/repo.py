@@ -343,6 +343,12 @@ class Git:
         out = self._run("ls-tree", "-r", "-z", "--name-only", "--end-of-options", rev, "--", prefix).stdout
         return sorted(p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p)
 
+    def range_commits(self, spec: str) -> list[tuple[str, tuple[str, ...]]]:
+        """The commits of the revision range ``spec`` (``A..B``), oldest first, each with its parents."""
+        out = self._out("rev-list", "--reverse", "--parents", "--end-of-options", spec)
+        rows = [line.split() for line in out.splitlines() if line.strip()]
+        return [(row[0], tuple(row[1:])) for row in rows]
+
     def commit_info(self, commit: str) -> tuple[str, str, str]:
         """Author ``Name <email>``, author date (``YYYY-MM-DD``) and the raw message of ``commit``."""
         out = self._run("log", "-1", "--format=%an <%ae>%x00%ad%x00%B", "--date=short", commit).stdout

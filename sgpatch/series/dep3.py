@@ -97,3 +97,57 @@ def with_last_update(header: bytes, date: str) -> bytes:
     if end is not None:
         return header[: end.start()] + line + header[end.start() :]
     return header + (b"" if not header or header.endswith(b"\n") else b"\n") + line
+
+
+_DIFFSTAT = re.compile(r"^ \S.* \| +(\d+ ?[+-]*|Bin .*)$|^ \d+ files? changed")
+
+
+def _format_patch(lines: list[str]) -> tuple[str, list[str], dict[str, str]] | None:
+    """Subject, body and fields of a ``git format-patch`` mail, or None if it is not one."""
+    if not lines or not (lines[0].startswith("From ") or lines[0].startswith("From: ")):
+        return None
+    fields: dict[str, str] = {}
+    i = 1 if lines[0].startswith("From ") and not lines[0].startswith("From: ") else 0
+    key = ""
+    while i < len(lines) and lines[i].strip():
+        if lines[i][:1] in " \t" and key:
+            fields[key] += " " + lines[i].strip()
+        elif ":" in lines[i]:
+            key, _, value = lines[i].partition(":")
+            key = key.strip().lower()
+            fields[key] = value.strip()
+        i += 1
+    subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", fields.get("subject", ""))
+    if not subject:
+        return None
+    body = lines[i + 1 :] if i < len(lines) else []
+    meta = {"Author": fields["from"]} if fields.get("from") else {}
+    return subject, body, meta
+
+
+def describe(prose: str, fallback: str) -> tuple[str, str, dict[str, str]]:
+    """Subject, body and DEP-3 fields (``Origin``, ``Author``, ...) from the text before a patch's first section:
+    a DEP-3 header, a ``git format-patch`` mail, or leading prose; ``fallback`` when it says nothing."""
+    head = prose.split("\n---\n", 1)[0] if "\n---\n" in "\n" + prose else prose
+    head = head.removeprefix("---\n") if prose.startswith("---\n") else head
+    lines = [ln for ln in head.split("\n") if not _DIFFSTAT.match(ln)]
+    try:
+        fields = parse_dep3("\n".join(lines), "header")
+    except PatchError:
+        fields = ()
+    if fields:
+        described = dict((k.title(), v) for k, v in fields)
+        text = described.pop("Description", None) or described.pop("Subject", "") or fallback
+        first, _, rest = text.partition("\n")
+        body = "\n".join("" if ln.strip() == "." else ln for ln in rest.split("\n"))
+        return first.strip(), body.strip("\n"), described
+    mail = _format_patch(lines)
+    if mail is not None:
+        subject, mail_body, meta = mail
+        return subject, "\n".join(mail_body).strip("\n"), meta
+    kept = [ln.rstrip() for ln in lines if not ln.startswith(("diff ", "Only in ", "Index: ", "====="))]
+    text = "\n".join(kept).strip("\n")
+    if not text.strip():
+        return fallback, "", {}
+    first, _, rest = text.strip().partition("\n")
+    return first.strip(), rest.strip("\n"), {}

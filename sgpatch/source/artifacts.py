@@ -88,6 +88,12 @@ def _cached_path(artifact: Artifact) -> Path:
     return artifacts_root() / artifact.sha256 / artifact.filename
 
 
+def cached_artifact(artifact: Artifact) -> Path | None:
+    """The pinned artifact if the cache already holds it (sha256-checked), without downloading it."""
+    cached = _cached_path(artifact)
+    return cached if cached.is_file() and sha256_file(cached) == artifact.sha256 else None
+
+
 def fetch_artifact(artifact: Artifact, version: str, *, progress: Progress | None = None) -> Path:
     """The pinned artifact in the cache, downloaded (``download``) if missing.
 

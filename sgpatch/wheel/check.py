@@ -20,6 +20,7 @@ from sgpatch.errors import BuildError, SgpatchError
 from sgpatch.git.repo import Git
 from sgpatch.requirements import parse_requirement
 from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
+from sgpatch.series.fileset import file_set_problems, series_file_change
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
 from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
@@ -219,12 +220,15 @@ def _check_upstream(
 
     ours, our_meta = split(ours_digests)
     theirs, their_meta = split(upstream)
-    problems = [f"stray {n}" for n in sorted(ours - theirs)] + [f"missing {n}" for n in sorted(theirs - ours)]
+    change = series_file_change(series).inside(PYTHON_PREFIX)
+    problems = file_set_problems(ours, theirs, change)
     meta_extra = our_meta - their_meta - {PROVENANCE_NAME}
     meta_missing = their_meta - our_meta
     problems += [f"stray {dist_info}/{n}" for n in sorted(meta_extra)]
     problems += [f"missing {dist_info}/{n}" for n in sorted(meta_missing)]
-    file_set = _check("file-set", problems, f"{len(ours)} files outside .dist-info, the same as upstream's wheel")
+    beyond = f" plus {len(change.added)} the series adds" if change.added else ""
+    beyond += f" minus {len(change.deleted)} it deletes" if change.deleted else ""
+    file_set = _check("file-set", problems, f"{len(ours)} files outside .dist-info: upstream's wheel's{beyond}")
 
     patched = {p[len(PYTHON_PREFIX) :] for p in series.touched if p.startswith(PYTHON_PREFIX)}
     compared = sorted((ours & theirs) - patched - {VERSION_FILE})
