@@ -1672,3 +1672,18 @@ case(
     "not newer than 0.5.9",
     "the project byte for byte",
 )
+for _id, _fault in [
+    (
+        "obsolete-if-malformed",
+        "a patch whose `Obsolete-If` claim is not one sgpatch reads (`…deepseek_v2.py: forward invokes layer`)",
+    ),
+    ("obsolete-if-two-lines", "a patch whose `Obsolete-If` claim runs onto a continuation line"),
+]:
+    case(
+        _id,
+        HOSTILE,
+        f"{_fault}, at `verify` and at `port --dry-run`",
+        2,
+        "Obsolete-If",
+        "one line naming the patch file and the field's line; the project byte for byte; nothing ported",
+    )

@@ -32,6 +32,7 @@ from .port_fixtures import (  # noqa: F401  (fixtures)
 )
 
 NEW_STACK = "0.5.10-cu130"
+COMMUNICATOR = "python/sglang/srt/layers/communicator.py"
 
 
 def _files(tree: Path, *paths: str) -> dict[str, bytes | None]:
@@ -66,7 +67,10 @@ def test_port_to_0510_drops_0001_and_moves_0002(ported_0510: tuple[Path, dict[st
 
     new_dir = proj / "patches/0.5.10"
     series = read_series(new_dir)
-    assert [p.name for p in series.patches] == ["0002-deepseek-eagle3-layer-offset.patch"]
+    assert [p.name for p in series.patches] == [
+        "0002-deepseek-eagle3-layer-offset.patch",
+        "0003-eagle3-no-deferred-allreduce.patch",
+    ]
     assert "# 0001-kimi-k25-eagle3-delegation.patch: upstream in 0.5.10 (ast-equal)" in (new_dir / "series").read_text()
     # The regenerated hunk's lines are where the real 0.5.10 file has them.
     upstream = split_lines((release_tree("0.5.10") / DEEPSEEK).read_bytes())
@@ -130,7 +134,7 @@ def test_ported_stack_pins_and_comments(ported_0510: tuple[Path, dict[str, Any],
     assert "sglang 0.5.10 requires cuda-python==12.9; CUDA 13.0 needs cuda-python>=13.0,<14" in text.decode()
     assert "pins: sgl-kernel==0.3.21+cu130 -> sglang-kernel==0.4.1+cu130" in doc["notes"]
     deepseek = new.pinned_file(DEEPSEEK)
-    assert deepseek is not None and [f.path for f in new.files] == [DEEPSEEK]
+    assert deepseek is not None and [f.path for f in new.files] == [DEEPSEEK, COMMUNICATOR]
     assert deepseek.pristine == git_blob_id((release_tree("0.5.10") / DEEPSEEK).read_bytes())
     # The old stacks' tables parse exactly as before.
     raw_old = tomllib.loads(before.decode())["stacks"]

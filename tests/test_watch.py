@@ -137,6 +137,7 @@ def test_a_newer_release_that_ports_cleanly_is_written_with_its_report(
     assert states == {
         "0001-kimi-k25-eagle3-delegation.patch": "upstream",
         "0002-deepseek-eagle3-layer-offset.patch": "applies",
+        "0003-eagle3-no-deferred-allreduce.patch": "applies",
     }, states
     assert rel["interface"] == {"ok": True, "gaps": [], "error": ""}
     assert any(p.startswith("torch==") for p in rel["pins"])
@@ -148,7 +149,10 @@ def test_a_newer_release_that_ports_cleanly_is_written_with_its_report(
     text = (proj / "VERSIONS.toml").read_text()
     assert '[stacks."0.5.10-cu130"]' in text and '[stacks."0.5.10-cu128"]' not in text
     series = (proj / "patches/0.5.10/series").read_text().splitlines()
-    assert [ln for ln in series if not ln.startswith("#")] == ["0002-deepseek-eagle3-layer-offset.patch"]
+    assert [ln for ln in series if not ln.startswith("#")] == [
+        "0002-deepseek-eagle3-layer-offset.patch",
+        "0003-eagle3-no-deferred-allreduce.patch",
+    ]
     assert (proj / "patches/0.5.10/0002-deepseek-eagle3-layer-offset.patch").is_file()
     assert rel["report"] == str(proj / "watch" / "0.5.10.md")
     report = (proj / "watch/0.5.10.md").read_text()
