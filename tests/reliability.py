@@ -225,7 +225,7 @@ case(
     CONC,
     "a lock file left by a dead process (pid no longer running)",
     0,
-    "2 patch(es) applied",
+    "3 patch(es) applied",
     "the stale lock is taken over at once (no wait) and removed",
 )
 case(

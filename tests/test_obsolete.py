@@ -169,7 +169,7 @@ def test_port_drops_0003_on_0514_with_its_evidence_and_keeps_it_on_0513(tmp_path
             "claim": CLAIM,
             "holds": False,
             "line": None,
-            "detail": "DeepseekV2Model.forward (line 2382) makes no call to layer passing captured_last_layer_outputs=",
+            "detail": "DeepseekV2Model.forward (line 2366) makes no call to layer passing captured_last_layer_outputs=",
         }
     ]
     dropped = run_cli("port", "--config", config, "--to", "0.5.14")

@@ -561,7 +561,7 @@ def test_stale_lock_of_a_dead_process(pristine: Callable[[], Path], project: Pro
     assert any(f"pid {dead.pid}" in h and "was killed" in h for h in heard), heard
     assert snapshot(co) == refs.patched
     assert_clean_git(co)
-    record("stale-lock", exit=0, shown=f"{heard[0]}; then 2 patch(es) applied")
+    record("stale-lock", exit=0, shown=f"{heard[0]}; then 3 patch(es) applied")
 
 
 def test_parallel_fetches_make_one_checkout(net: Net) -> None:

@@ -189,13 +189,13 @@ def test_status_follows_a_checkout_through_the_edit_loop(tmp_path: Path, patched
     rows = _rows(config)
     assert list(rows) == list(load_config(config).stacks)
     assert {r["state"] for r in rows.values()} == {"absent"}
-    assert rows[STACK]["series"] == 2 and rows[STACK]["default"] is True
+    assert rows[STACK]["series"] == 3 and rows[STACK]["default"] is True
 
     co = proj / ".sgpatch" / "checkouts" / STACK
     co.parent.mkdir(parents=True)
     shutil.move(patched_checkout(), co)
     row = _rows(config)[STACK]
-    assert (row["state"], row["applied"], row["uncommitted"], row["unexported"]) == ("patched", 2, [], [])
+    assert (row["state"], row["applied"], row["uncommitted"], row["unexported"]) == ("patched", 3, [], [])
 
     edit(co / DEEPSEEK, "            # adjustment\n", "            # adjustment!\n")
     row = _rows(config)[STACK]
