@@ -639,7 +639,7 @@ case(
 case(
     "engine-authors-round-trip",
     ENGINE,
-    "an edit to 0.5.9's `cute/AUTHORS` (no final newline) exported as 0003",
+    "an edit to 0.5.9's `cute/AUTHORS` (no final newline) exported as 0004",
     0,
     "apply on a fresh checkout: the same HEAD; verify: patched",
     "the file's missing final newline",
@@ -1298,10 +1298,10 @@ for _id, _fault, _exit, _expect, _kept in [
 case(
     "port-continue-killed-stopping",
     UPGRADE,
-    "SIGKILL of `sgpatch port --continue` after it recorded the next stop (0005 conflicts too), before moving there",
+    "SIGKILL of `sgpatch port --continue` after it recorded the next stop (0006 conflicts too), before moving there",
     1,
     "next `port --continue`: the move finished, then 'a conflict marker is still there'",
-    "0004's resolution committed, 0005's conflict in the files, the record at 'stopped'; git fsck --strict clean; "
+    "0005's resolution committed, 0006's conflict in the files, the record at 'stopped'; git fsck --strict clean; "
     "a further --continue changes nothing",
 )
 

@@ -299,16 +299,16 @@ def test_apply_refuses_a_second_definition_of_a_method(
         b" \n"
         b" EntryClass = [KimiK25ForConditionalGeneration]\n"
     )
-    (proj / "patches/0.5.9/0003-kimi-k25-second-get-embed-and-head.patch").write_bytes(header + diff)
+    (proj / "patches/0.5.9/0004-kimi-k25-second-get-embed-and-head.patch").write_bytes(header + diff)
     with (proj / "patches/0.5.9/series").open("a") as fh:
-        fh.write("0003-kimi-k25-second-get-embed-and-head.patch\n")
+        fh.write("0004-kimi-k25-second-get-embed-and-head.patch\n")
     co = pristine_checkout()
     before = snapshot(co)
     result = run_cli("apply", "--checkout", str(co), "--config", str(proj / "VERSIONS.toml"), "--json")
     assert result.exit_code == 1
     states = {p["name"][:4]: p for p in json_out(result)["patches"]}
-    assert states["0003"]["state"] == "conflict"
-    assert "get_embed_and_head in class KimiK25ForConditionalGeneration twice" in states["0003"]["detail"]
+    assert states["0004"]["state"] == "conflict"
+    assert "get_embed_and_head in class KimiK25ForConditionalGeneration twice" in states["0004"]["detail"]
     assert snapshot(co) == before
 
 
@@ -354,16 +354,17 @@ def test_conflict_is_left_in_a_checkout_and_export_finishes_the_port(
     assert result.exit_code == 1
     doc = json_out(result)
     states = {p["name"][:4]: p for p in doc["patches"]}
-    assert [states[k]["state"] for k in ("0001", "0002", "0003", "0004")] == [
+    assert [states[k]["state"] for k in ("0001", "0002", "0003", "0004", "0005")] == [
         "upstream",
+        "applies",
         "applies",
         "merged",
         "conflict",
     ]
-    conflict = states["0004"]["conflicts"]
+    conflict = states["0005"]["conflicts"]
     assert len(conflict) == 1 and conflict[0]["file"] == KIMI
     assert "hunk #1 (@@ -117,7 +117,7 @@)" in conflict[0]["failure"]
-    assert doc["failures"] and "0004" in doc["failures"][0]
+    assert doc["failures"] and "0005" in doc["failures"][0]
     # Nothing of the project changed.
     assert config.read_bytes() == before
     assert not (proj / "patches/0.5.10").exists()
@@ -371,13 +372,14 @@ def test_conflict_is_left_in_a_checkout_and_export_finishes_the_port(
     co = Path(doc["checkout"])
     assert co == proj / ".sgpatch/checkouts" / NEW_STACK
     log = git(co, "log", "--format=%s", f"{doc['base']}..HEAD").splitlines()
-    assert log == ["kimi_k25: MoonViT norm0 eps 1e-6", log[1]] and log[1].startswith("deepseek_v2:")
+    assert log == ["kimi_k25: MoonViT norm0 eps 1e-6", log[1], log[2]]
+    assert log[1].startswith("communicator:") and log[2].startswith("deepseek_v2:")
     text = (co / KIMI).read_text()
     ((start, end),) = conflict[0]["regions"]
     region = text.splitlines()[start - 1 : end]
-    assert region[0] == "<<<<<<< sglang 0.5.10" and region[-1].startswith(">>>>>>> 0004-")
+    assert region[0] == "<<<<<<< sglang 0.5.10" and region[-1].startswith(">>>>>>> 0005-")
     assert "||||||| sglang 0.5.9" in region and MLP_NEW.rstrip("\n") in region
-    assert "nn.LayerNorm(hidden_dim, eps=1e-6)" in text  # 0003 merged cleanly above it
+    assert "nn.LayerNorm(hidden_dim, eps=1e-6)" in text  # 0004 merged cleanly above it
 
     # Finishing before the conflict is resolved is refused (exit 1: the conflict is still there); the markers stay.
     early = run_cli("export", "--config", str(config), "--checkout", str(co))
@@ -386,18 +388,18 @@ def test_conflict_is_left_in_a_checkout_and_export_finishes_the_port(
     # Resolve: keep upstream's call (it names the weights already) and say so; commit; export finishes.
     lines = text.splitlines(keepends=True)
     ours = lines[start : lines.index("||||||| sglang 0.5.9\n")]
-    resolved = [ln.replace("activation,\n", "activation,  # named weights, was our 0004\n") for ln in ours]
+    resolved = [ln.replace("activation,\n", "activation,  # named weights, was our 0005\n") for ln in ours]
     (co / KIMI).write_text("".join(lines[: start - 1] + resolved + lines[end:]))
-    git(co, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "resolve 0004")
+    git(co, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "resolve 0005")
     done = run_cli("export", "--config", str(config), "--checkout", str(co), "--json")
     assert done.exit_code == 0, done.stdout + done.stderr
     finished = json_out(done)
-    assert [p["state"] for p in finished["patches"]] == ["upstream", "applies", "merged", "resolved"]
+    assert [p["state"] for p in finished["patches"]] == ["upstream", "applies", "applies", "merged", "resolved"]
     series = read_series(proj / "patches/0.5.10")
-    assert [p.name[:4] for p in series.patches] == ["0002", "0003", "0004"]
-    p4 = series.patches[2]
-    assert p4.field("Description") == "kimi_k25: name the MoonViT MLP weights"
-    assert b"+            activation,  # named weights, was our 0004\n" in p4.path.read_bytes()
+    assert [p.name[:4] for p in series.patches] == ["0002", "0003", "0004", "0005"]
+    p5 = series.patches[3]
+    assert p5.field("Description") == "kimi_k25: name the MoonViT MLP weights"
+    assert b"+            activation,  # named weights, was our 0005\n" in p5.path.read_bytes()
     assert config.read_bytes().startswith(before.rstrip(b"\n"))
     verified = run_cli("verify", NEW_STACK, "--config", str(config), "--checkout", str(co), "--json")
     assert verified.exit_code == 0, json_out(verified)["failures"]
