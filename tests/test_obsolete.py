@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import json
 import re
 import subprocess
 from collections.abc import Callable
@@ -21,12 +22,18 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from sgpatch.checkout.chain import dep3_header
+from sgpatch.cli.render import render_port
 from sgpatch.config import Config
 from sgpatch.errors import PatchError
 from sgpatch.git.repo import Git
 from sgpatch.port.carry import advance
 from sgpatch.port.rebase import ArchiveFiles, Rebase, load_old, read_files
-from sgpatch.series.obsolete import Evidence, parse_evidence, read_claim
+from sgpatch.port.report import render_report
+from sgpatch.port.result import PortResult
+from sgpatch.port.verdict import PortedPatch
+from sgpatch.port.watched import WatchedRelease
+from sgpatch.series.obsolete import Evidence, Finding, parse_evidence, read_claim
 from sgpatch.series.patch import parse_patch
 from sgpatch.source.artifacts import fetch_artifact
 
@@ -249,3 +256,44 @@ def test_patched_059_defers_no_all_reduce_under_eagle3_and_keeps_fusion_otherwis
     assert should_fuse(algo=None, tp=8) is True  # no speculative decoding: fusion kept
     assert should_fuse(algo="EAGLE3", tp=1) is False and should_fuse(algo=None, tp=1) is False  # TP=1: none
     assert should_fuse(algo=None, tp=8, last=True) is False  # the last layer never defers
+
+
+def test_the_evidence_is_in_the_watch_report_and_the_port_table() -> None:
+    """The renderings of one port result: an obsolete patch with where its claim holds, a kept one with why
+    its claim does not (what ``port --json`` gives, read back as ``port --continue`` reads its record)."""
+    holds = Finding(path=DEEPSEEK, claim=CLAIM, holds=True, line=2492, detail="")
+    unmet = Finding(path=DEEPSEEK, claim=CLAIM, holds=False, line=None, detail="no definition DeepseekV2Model")
+    obsolete = PortedPatch(
+        name=PATCH,
+        state="obsolete",
+        detail=f"obsolete in sglang 0.5.14, as its Obsolete-If says: {holds.where}: {CLAIM}",
+        proof="Obsolete-If",
+        evidence=(holds,),
+    )
+    kept = PortedPatch(name="0004-x.patch", state="applies", detail="applies", evidence=(unmet,))
+    for p in (obsolete, kept):
+        assert PortedPatch.from_record(json.loads(json.dumps(p.record()))) == p
+    result = PortResult(
+        old_stack="0.5.9-cu130", new_stack="0.5.14-cu130", version="0.5.14", source="pypi", artifacts=(),
+        pypi_commit=None, commit=None, base="0" * 40, checkout=None, patches=(obsolete, kept), anchors=(),
+        written=(), dry_run=True, strict=False,
+    )  # fmt: skip
+    doc = result.as_dict()
+    assert [p["evidence"] for p in doc["patches"]] == [[holds.as_dict()], [unmet.as_dict()]]
+    human = render_port(result)
+    assert f"    holds   {DEEPSEEK}:2492: {CLAIM}" in human
+    assert f"    not met {DEEPSEEK}: {CLAIM}: no definition DeepseekV2Model" in human
+    watched = WatchedRelease(version="0.5.14", stack="0.5.14-cu130", state="ported", port=result)
+    report = render_report(watched, base="0.5.9-cu130")
+    assert f"| `{PATCH}` | **obsolete** | `{obsolete.detail} (proof: Obsolete-If)` |" in report
+    assert f"Obsolete-If not met: {DEEPSEEK}: {CLAIM}: no definition DeepseekV2Model" in report
+
+
+def test_a_commit_trailer_becomes_the_field_when_export_writes_a_new_patch() -> None:
+    message = "fix: a local guard\n\nWhy.\n\nOrigin: vendor\nObsolete-If: python/sglang/x.py: A.f calls g(k=)\n"
+    header = dep3_header(message, "Dev <dev@example.com>", "2026-12-01")
+    diff = b"diff --git a/python/sglang/x.py b/python/sglang/x.py\n--- a/python/sglang/x.py\n+++ b/python/sglang/x.py\n"
+    patch = parse_patch(header + diff + b"@@ -1 +1 @@\n-a\n+b\n", Path("0004-fix.patch"))
+    [evidence] = patch.obsolete_if
+    assert (evidence.path, evidence.claim) == ("python/sglang/x.py", "A.f calls g(k=)")
+    assert b"\nObsolete-If: python/sglang/x.py: A.f calls g(k=)\n" in header

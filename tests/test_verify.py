@@ -67,7 +67,8 @@ def test_hand_applied_wrong_place_patch_fails_landing(tmp_path: Path, pristine_c
     for p in ("0001-kimi-k25-eagle3-delegation.patch",):
         subprocess.run(["git", "apply", str(proj / "patches/0.5.9" / p)], cwd=co, check=True)
     subprocess.run(["git", "apply", "-"], cwd=co, input=body, check=True)
-    subprocess.run(["git", "apply", str(proj / "patches/0.5.9/0003-eagle3-no-deferred-allreduce.patch")], cwd=co, check=True)
+    third = proj / "patches/0.5.9/0003-eagle3-no-deferred-allreduce.patch"
+    subprocess.run(["git", "apply", str(third)], cwd=co, check=True)
     code, doc = _verify(co, proj / "VERSIONS.toml")
     assert code == 1
     assert doc["phase"] == "patched"
