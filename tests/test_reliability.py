@@ -507,7 +507,7 @@ def test_second_apply_fails_cleanly_or_waits(
     code, out, err = waiter.finish()
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["changed"] is False and [p["state"] for p in doc["patches"]] == ["applied", "applied"]
+    assert doc["changed"] is False and [p["state"] for p in doc["patches"]] == ["applied"] * 3
     assert snapshot(co) == refs.patched
     assert_clean_git(co)
     waiting = [ln for ln in err.splitlines() if "waiting for" in ln]
