@@ -68,9 +68,12 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
     config = proj / "VERSIONS.toml"
     co = patched_checkout()
     old_patch = (proj / P0002).read_bytes()
-    # Edit inside 0002's hunk and amend the series commit (its trailer's sha256 is stale now).
+    # Edit inside 0002's hunk and amend the series commit (its trailer's sha256 is stale now); 0003 on top again.
+    third = git(co, "rev-parse", "HEAD")
+    git(co, "reset", "-q", "--hard", "HEAD~1")
     edit(co / DEEPSEEK, "            # adjustment\n", "            # adjustment (capture-before drafts start at 2)\n")
     commit(co, "", amend=True)
+    git(co, "-c", "user.name=Dev One", "-c", "user.email=dev@example.com", "cherry-pick", third)
     stale = export(config, "--checkout", str(co), "--check")
     assert stale.exit_code == 1 and "STALE" in stale.stdout
     days = {datetime.date.today().isoformat()}
