@@ -42,6 +42,7 @@ TESTS = (
     "tests/test_cli_errors.py",
     "tests/test_workspace.py",
     "tests/test_watch.py",
+    "tests/test_obsolete.py",
 )
 sys.path.insert(0, str(ROOT))
 
