@@ -86,6 +86,10 @@ def test_port_to_0510_drops_0001_and_moves_0002(ported_0510: tuple[Path, dict[st
     # Anchors point at the new line numbers; those of kimi_k25.py (no longer patched) are gone.
     anchors = {a.id: a for a in load_anchors(new_dir / "anchors.toml")}
     assert sorted(anchors) == [
+        "communicator-eagle-dp-guard",
+        "communicator-eagle3-guard-patched",
+        "communicator-eagle3-guard-pristine",
+        "deepseek-eagle3-capture-before-layer",
         "deepseek-eagle3-layers-patched",
         "deepseek-eagle3-layers-pristine",
         "deepseek-embed-and-head",
@@ -152,7 +156,7 @@ def test_ported_stack_applies_and_verifies_on_a_fresh_checkout(
     assert git(co, "rev-parse", "HEAD") == doc["pypi_commit"]
     applied = run_cli("apply", NEW_STACK, "--config", config, "--checkout", str(co), "--json")
     assert applied.exit_code == 0, applied.stdout
-    assert [p["state"] for p in json_out(applied)["patches"]] == ["applicable"]
+    assert [p["state"] for p in json_out(applied)["patches"]] == ["applicable"] * 2
     verified = run_cli("verify", NEW_STACK, "--config", config, "--checkout", str(co), "--json")
     assert verified.exit_code == 0, json_out(verified)["failures"]
     report = json_out(verified)
@@ -196,6 +200,7 @@ def test_dry_run_classifies_and_writes_nothing(tmp_path: Path, releases_cached: 
     assert rows == [
         ["0001-kimi-k25-eagle3-delegation.patch", "upstream"],
         ["0002-deepseek-eagle3-layer-offset.patch", "applies"],
+        ["0003-eagle3-no-deferred-allreduce.patch", "applies"],
     ]
     assert "@@ -2302,9 +2302,12 @@ def set_eagle3_layers_to_capture" in result.stdout
     assert result.stdout.rstrip().endswith("port: dry run; nothing was written")
@@ -220,7 +225,7 @@ def test_port_from_git_records_upstreams_commit(tmp_path: Path, release_tree, re
     doc = json_out(result)
     assert doc["source"] == "git" and doc["base"] == tag and doc["commit"] == tag
     assert doc["pypi_commit"] not in (None, tag)
-    assert [p["state"] for p in doc["patches"]] == ["upstream", "applies"]
+    assert [p["state"] for p in doc["patches"]] == ["upstream", "applies", "applies"]
 
 
 # --------------------------------------------------------------------------- 0.5.15: superseded and upstream
@@ -259,7 +264,7 @@ def test_port_to_0515_supersedes_0001_and_finds_0002_upstream(tmp_path: Path, re
 def test_upstream_tests_on_the_real_files(release_tree, template_patched: Path) -> None:  # type: ignore[no-untyped-def]
     """The three upstream tests, one by one, on 0.5.9 -> 0.5.10 / 0.5.15."""
     series = read_series(Path(__file__).parent.parent / "patches/0.5.9")
-    p1, p2 = series.patches
+    p1, p2, _p3 = series.patches
     base = _files(release_tree("0.5.9"), KIMI, DEEPSEEK)
     patched = _files(template_patched, KIMI, DEEPSEEK)
     after1 = {**base, KIMI: patched[KIMI]}
