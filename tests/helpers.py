@@ -87,7 +87,7 @@ def empty_series_project(dest: Path) -> Path:
     text = (REPO / "VERSIONS.toml").read_text()
     head, sep, rest = text.partition('[stacks."0.5.9-cu130".files]\n')
     assert sep, "the cu130 files table"
-    rest = rest.split("\n", 2)[2]  # its two pins
+    rest = rest.split("\n\n", 1)[1]  # its pins, up to the blank line after them
     text = head + rest
     interface = (
         '[stacks."0.5.9-cu130".interface]\nalgorithm = "eagle3"\n'

@@ -77,7 +77,7 @@ def ported_0510(tmp_path_factory: pytest.TempPathFactory, releases_cached: None)
 
 @pytest.fixture
 def edited_project(tmp_path: Path, patched_checkout: Callable[[], Path]) -> Callable[[], tuple[Path, Path]]:
-    """Factory: a project copy whose series gained 0003 (merges into 0.5.10) and 0004 (conflicts), via export."""
+    """Factory: a project copy whose series gained 0004 (merges into 0.5.10) and 0005 (conflicts), via export."""
 
     def make() -> tuple[Path, Path]:
         proj = copy_project(tmp_path / "proj", {})

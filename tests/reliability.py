@@ -225,7 +225,7 @@ case(
     CONC,
     "a lock file left by a dead process (pid no longer running)",
     0,
-    "2 patch(es) applied",
+    "3 patch(es) applied",
     "the stale lock is taken over at once (no wait) and removed",
 )
 case(
@@ -639,7 +639,7 @@ case(
 case(
     "engine-authors-round-trip",
     ENGINE,
-    "an edit to 0.5.9's `cute/AUTHORS` (no final newline) exported as 0003",
+    "an edit to 0.5.9's `cute/AUTHORS` (no final newline) exported as 0004",
     0,
     "apply on a fresh checkout: the same HEAD; verify: patched",
     "the file's missing final newline",
@@ -1298,10 +1298,10 @@ for _id, _fault, _exit, _expect, _kept in [
 case(
     "port-continue-killed-stopping",
     UPGRADE,
-    "SIGKILL of `sgpatch port --continue` after it recorded the next stop (0005 conflicts too), before moving there",
+    "SIGKILL of `sgpatch port --continue` after it recorded the next stop (0006 conflicts too), before moving there",
     1,
     "next `port --continue`: the move finished, then 'a conflict marker is still there'",
-    "0004's resolution committed, 0005's conflict in the files, the record at 'stopped'; git fsck --strict clean; "
+    "0005's resolution committed, 0006's conflict in the files, the record at 'stopped'; git fsck --strict clean; "
     "a further --continue changes nothing",
 )
 
@@ -1735,3 +1735,18 @@ for _id, _fault, _expect in (
     ("import-folder-link", "`sgpatch import DIR` where one `*.patch` is a link to /etc/passwd", "symbolic link"),
 ):
     case(_id, HOSTILE, _fault, 2, _expect, _IMPORTED)
+for _id, _fault in [
+    (
+        "obsolete-if-malformed",
+        "a patch whose `Obsolete-If` claim is not one sgpatch reads (`…deepseek_v2.py: forward invokes layer`)",
+    ),
+    ("obsolete-if-two-lines", "a patch whose `Obsolete-If` claim runs onto a continuation line"),
+]:
+    case(
+        _id,
+        HOSTILE,
+        f"{_fault}, at `verify` and at `port --dry-run`",
+        2,
+        "Obsolete-If",
+        "one line naming the patch file and the field's line; the project byte for byte; nothing ported",
+    )

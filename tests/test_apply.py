@@ -29,11 +29,11 @@ def test_apply_then_verify_then_apply_again(pristine_checkout: Callable[[], Path
     result = _apply(co, project.config.path, "--json")
     assert result.exit_code == 0, result.stderr
     doc = json_out(result)
-    assert [p["state"] for p in doc["patches"]] == ["applicable", "applicable"]
+    assert [p["state"] for p in doc["patches"]] == ["applicable"] * 3
     assert doc["changed"] is True and doc["old_head"] == base
     # One commit per patch, each with trailers naming the patch file and its sha256.
     log = git(co, "log", "--format=%H", f"{base}..HEAD").split()
-    assert len(log) == 2 and log[0] == doc["new_head"]
+    assert len(log) == 3 and log[0] == doc["new_head"]
     for commit, patch in zip(reversed(log), project.series.patches, strict=True):
         message = git(co, "log", "-1", "--format=%B", commit)
         assert f"Sgpatch-Patch: {patch.name}" in message
@@ -49,7 +49,7 @@ def test_apply_then_verify_then_apply_again(pristine_checkout: Callable[[], Path
     again = _apply(co, project.config.path, "--json")
     assert again.exit_code == 0
     assert json_out(again)["changed"] is False
-    assert [p["state"] for p in json_out(again)["patches"]] == ["applied", "applied"]
+    assert [p["state"] for p in json_out(again)["patches"]] == ["applied"] * 3
     assert snapshot(co) == before
 
 
@@ -143,12 +143,12 @@ def test_a_series_changed_since_it_was_applied_names_the_way_to_reapply(
     record("apply-series-changed", exit=result.exit_code, shown=first_error(result.stderr), roots=(tmp_path, co.parent))
     hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
     base = hint.split("reset --hard ")[1].split()[0]
-    assert git(co, "rev-parse", "HEAD~2").startswith(base)
+    assert git(co, "rev-parse", "HEAD~3").startswith(base)
     git(co, "reset", "-q", "--hard", base)
     again = _apply(co, proj / "VERSIONS.toml")
     assert again.exit_code == 0, again.stderr
-    assert hashlib.sha256(patch.read_bytes()).hexdigest() in git(co, "log", "-1", "--format=%B", "HEAD~1")
-    assert git(co, "rev-parse", "HEAD~2").startswith(base)
+    assert hashlib.sha256(patch.read_bytes()).hexdigest() in git(co, "log", "-1", "--format=%B", "HEAD~2")
+    assert git(co, "rev-parse", "HEAD~3").startswith(base)
 
 
 def test_traversal_patch_is_refused_before_anything(tmp_path: Path, pristine_checkout: Callable[[], Path]) -> None:

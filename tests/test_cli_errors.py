@@ -294,7 +294,7 @@ def test_progress_outside_a_terminal_shows_start_and_end(tmp_path: Path) -> None
     applied = subprocess.run(
         [str(SGPATCH), "apply", "--checkout", str(into), "--config", CONFIG], capture_output=True, text=True, env=env
     )
-    assert applied.returncode == 0 and re.search(r"applying 2 patch\(es\) .*: done in \d+\.\d s\n$", applied.stderr)
+    assert applied.returncode == 0 and re.search(r"applying 3 patch\(es\) .*: done in \d+\.\d s\n$", applied.stderr)
     silent = subprocess.run(
         [*args[:3], str(tmp_path / "co2"), *args[4:]],
         capture_output=True,
@@ -376,7 +376,7 @@ def test_provenance_of_another_series_is_named_first_in_words(tmp_path: Path) ->
 
     project = load_project(load_config(REPO / "VERSIONS.toml"), "0.5.9-cu130")
     stack, series = project.stack, project.series
-    first, second = series.patches
+    first, second, third = series.patches
     other = dataclasses.replace(series, patches=(dataclasses.replace(first, sha256="0" * 64),))
     touched = tuple((p, "a" * 40) for p in series.touched)
     inputs = BuildInputs(stack, other, "v", "patched", stack.pypi_commit or "", "h", "t", 0, True, touched, touched)
@@ -385,7 +385,7 @@ def test_provenance_of_another_series_is_named_first_in_words(tmp_path: Path) ->
     problems = provenance_problems(doc, stack, series, wheel_version(stack, series), found)
     assert problems[0] == (
         f"built from another series: the build recorded series {other.id} (1 patch(es)), the stack's series is "
-        f"{series.id} (2 patch(es)): {second.name} is missing; {first.name} has other content"
+        f"{series.id} (3 patch(es)): {second.name} is missing; {third.name} is missing; {first.name} has other content"
     )
     path = series.touched[0]
     assert f"files[{path}].after: the build recorded '{'a' * 40}', the files hold '{'b' * 40}'" in problems

@@ -130,7 +130,7 @@ def test_patched_install_passes_and_names_its_stack_and_series(patched_venv: Ven
     assert doc["target"] == f"installed sglang {version} in {patched_venv.site_packages}"
     notes = doc["notes"]
     assert f"python: {patched_venv.python} (Python {sys.version.split()[0]})" in notes
-    assert any(n.startswith(f"provenance: stack 0.5.9-cu130, series {project.series.id} (2 patch(es))") for n in notes)
+    assert any(n.startswith(f"provenance: stack 0.5.9-cu130, series {project.series.id} (3 patch(es))") for n in notes)
     assert any(n.startswith("RECORD: all ") and n.endswith(" hashed files match") for n in notes)
     assert {a["id"]: a["status"] for a in doc["anchors"]}.keys() >= PATCHED_ONLY
     assert all(a["status"] == "ok" for a in doc["anchors"])

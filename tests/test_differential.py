@@ -31,10 +31,12 @@ PROJECT_FILES = (
     "patches/0.5.9/anchors.toml",
     "patches/0.5.9/0001-kimi-k25-eagle3-delegation.patch",
     "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch",
+    "patches/0.5.9/0003-eagle3-no-deferred-allreduce.patch",
 )
 CHECKOUT_FILES = (
     "python/sglang/srt/models/kimi_k25.py",
     "python/sglang/srt/models/deepseek_v2.py",
+    "python/sglang/srt/layers/communicator.py",
     "python/sglang/srt/models/llama_eagle3.py",
     "python/sglang/srt/speculative/eagle_worker.py",
     "python/sglang/srt/model_executor/model_runner.py",

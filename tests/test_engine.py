@@ -666,7 +666,7 @@ def test_round_trip_of_a_file_without_final_newline_on_059(
     smallgit(co, "commit", "-q", "-a", "-m", "cute: one more author")
     exported = _cli("export", "--config", config, "--checkout", str(co))
     assert exported.exit_code == 0, exported.stderr
-    new_patch = next((proj / "patches/0.5.9").glob("0003-*.patch")).read_bytes()
+    new_patch = next((proj / "patches/0.5.9").glob("0004-*.patch")).read_bytes()
     assert new_patch.count(b"\\ No newline at end of file") == 2
     assert _cli("export", "--config", config, "--checkout", str(co), "--check").exit_code == 0
     fresh = pristine_checkout()
@@ -676,7 +676,7 @@ def test_round_trip_of_a_file_without_final_newline_on_059(
     verified = _cli("verify", "--config", config, "--checkout", str(co), "--json")
     assert verified.exit_code == 0, verified.stdout
     assert json.loads(verified.stdout)["phase"] == "patched"
-    record("engine-authors-round-trip", exit=0, shown="0003 exported with both markers; apply gives the same HEAD")
+    record("engine-authors-round-trip", exit=0, shown="0004 exported with both markers; apply gives the same HEAD")
 
 
 def test_mode_changes_reach_the_commits_and_verify(tiny_pair: tuple[Tiny, Tiny], tmp_path: Path) -> None:

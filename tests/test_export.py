@@ -34,7 +34,7 @@ def test_export_of_a_fresh_patched_checkout_is_byte_identical(
     result = export(proj / "VERSIONS.toml", "--checkout", str(co), "--json")
     assert result.exit_code == 0, result.stderr
     doc = json_out(result)
-    assert [p["status"] for p in doc["patches"]] == ["unchanged", "unchanged"]
+    assert [p["status"] for p in doc["patches"]] == ["unchanged"] * 3
     assert doc["changed"] == [] and doc["new_head"] == head
     assert _tree(proj) == before
     assert git(co, "rev-parse", "HEAD") == head
@@ -68,9 +68,12 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
     config = proj / "VERSIONS.toml"
     co = patched_checkout()
     old_patch = (proj / P0002).read_bytes()
-    # Edit inside 0002's hunk and amend the series commit (its trailer's sha256 is stale now).
+    # Edit inside 0002's hunk and amend the series commit (its trailer's sha256 is stale now); 0003 on top again.
+    third = git(co, "rev-parse", "HEAD")
+    git(co, "reset", "-q", "--hard", "HEAD~1")
     edit(co / DEEPSEEK, "            # adjustment\n", "            # adjustment (capture-before drafts start at 2)\n")
     commit(co, "", amend=True)
+    git(co, "-c", "user.name=Dev One", "-c", "user.email=dev@example.com", "cherry-pick", third)
     stale = export(config, "--checkout", str(co), "--check")
     assert stale.exit_code == 1 and "STALE" in stale.stdout
     days = {datetime.date.today().isoformat()}
@@ -78,7 +81,7 @@ def test_amend_then_export_changes_only_the_edited_hunk(tmp_path: Path, patched_
     days.add(datetime.date.today().isoformat())
     assert result.exit_code == 0, result.stderr
     doc = json_out(result)
-    assert [p["status"] for p in doc["patches"]] == ["unchanged", "updated"]
+    assert [p["status"] for p in doc["patches"]] == ["unchanged", "updated", "unchanged"]
     new_patch = (proj / P0002).read_bytes()
     changed = [
         ln
@@ -144,11 +147,11 @@ def test_new_commit_becomes_a_new_numbered_patch(
     date = git(co, "log", "-1", "--format=%ad", "--date=short", "HEAD")
     result = export(config, "--checkout", str(co), "--json")
     assert result.exit_code == 0, result.stderr
-    assert [p["status"] for p in json_out(result)["patches"]] == ["unchanged", "unchanged", "new"]
-    name = "0003-kimi-k25-moonvit-norm0-eps-1e-6.patch"
+    assert [p["status"] for p in json_out(result)["patches"]] == ["unchanged", "unchanged", "unchanged", "new"]
+    name = "0004-kimi-k25-moonvit-norm0-eps-1e-6.patch"
     series = read_series(proj / "patches/0.5.9")
     assert [p.name for p in series.patches][-1] == name
-    assert (proj / "patches/0.5.9/series").read_text().endswith(f"0002-deepseek-eagle3-layer-offset.patch\n{name}\n")
+    assert (proj / "patches/0.5.9/series").read_text().endswith(f"0003-eagle3-no-deferred-allreduce.patch\n{name}\n")
     data = (proj / "patches/0.5.9" / name).read_bytes()
     header = data.split(b"diff --git", 1)[0].decode()
     assert header == (
@@ -247,6 +250,11 @@ def test_file_pins_are_edited_in_place(tmp_path: Path) -> None:
     pins = [
         FilePin(KIMI, "d8399a6912bd6116526ac4e0dbcf1ee725f7a19e", "1" * 40),
         FilePin(DEEPSEEK, "1583dd78804fa267d012f88d795432452671324d", "c5c71240c4e007f361a9b8fa287c09f3cc3ec93f"),
+        FilePin(
+            "python/sglang/srt/layers/communicator.py",
+            "64f2cf66242ecda6af885f9c4e90a71a5210c101",
+            "d4da287249425671cf879a080c086ccbdcb0fa19",
+        ),
         FilePin("python/sglang/srt/models/llama_eagle3.py", "2" * 40, "3" * 40),
     ]
     new = set_file_pins(text, ["0.5.9-cu130"], pins, where=REPO / "VERSIONS.toml")

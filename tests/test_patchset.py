@@ -20,11 +20,15 @@ P0002 = REPO / "patches/0.5.9/0002-deepseek-eagle3-layer-offset.patch"
 
 def test_shipped_series_has_dep3_headers_and_origins(project: Project) -> None:
     names = [p.name for p in project.series.patches]
-    assert names == ["0001-kimi-k25-eagle3-delegation.patch", "0002-deepseek-eagle3-layer-offset.patch"]
-    first, second = project.series.patches
+    assert names == [
+        "0001-kimi-k25-eagle3-delegation.patch",
+        "0002-deepseek-eagle3-layer-offset.patch",
+        "0003-eagle3-no-deferred-allreduce.patch",
+    ]
+    first, second, third = project.series.patches
     assert first.field("Origin") == "backport, https://github.com/sgl-project/sglang/pull/19689"
     # DEP-3's own fields only: no OpenEmbedded Upstream-Status beside Forwarded.
-    for patch in (first, second):
+    for patch in (first, second, third):
         assert patch.field("Upstream-Status") is None
         assert patch.field("Forwarded") == "not-needed"
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", patch.field("Last-Update") or "")
@@ -32,6 +36,10 @@ def test_shipped_series_has_dep3_headers_and_origins(project: Project) -> None:
     assert second.field("Origin") == "backport, https://github.com/sgl-project/sglang/pull/25454"
     assert [f.path for f in first.files] == ["python/sglang/srt/models/kimi_k25.py"]
     assert [f.path for f in second.files] == ["python/sglang/srt/models/deepseek_v2.py"]
+    # 0003 is sgpatch's own guard (not a backport), naming the upstream fix it stands in for until 0.5.14.
+    assert third.field("Origin") == "vendor, https://github.com/sgl-project/sglang/pull/28343"
+    assert third.field("Applied-Upstream") is None and len(third.obsolete_if) == 1
+    assert [f.path for f in third.files] == ["python/sglang/srt/layers/communicator.py"]
     assert first.files[0].hunks[0].section.startswith("def load_weights")
     assert len(project.series.id) == 10
 
@@ -104,8 +112,8 @@ def test_patch_file_missing_from_series(tmp_path: Path) -> None:
 
 def test_series_entry_without_file(tmp_path: Path) -> None:
     d = _series_dir(tmp_path)
-    (d / "series").write_text((d / "series").read_text() + "0003-gone.patch\n")
-    with pytest.raises(PatchError, match=r"series:4: 0003-gone.patch: no such patch file"):
+    (d / "series").write_text((d / "series").read_text() + "0009-gone.patch\n")
+    with pytest.raises(PatchError, match=r"series:5: 0009-gone.patch: no such patch file"):
         read_series(d)
 
 

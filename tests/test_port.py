@@ -32,6 +32,7 @@ from .port_fixtures import (  # noqa: F401  (fixtures)
 )
 
 NEW_STACK = "0.5.10-cu130"
+COMMUNICATOR = "python/sglang/srt/layers/communicator.py"
 
 
 def _files(tree: Path, *paths: str) -> dict[str, bytes | None]:
@@ -66,7 +67,10 @@ def test_port_to_0510_drops_0001_and_moves_0002(ported_0510: tuple[Path, dict[st
 
     new_dir = proj / "patches/0.5.10"
     series = read_series(new_dir)
-    assert [p.name for p in series.patches] == ["0002-deepseek-eagle3-layer-offset.patch"]
+    assert [p.name for p in series.patches] == [
+        "0002-deepseek-eagle3-layer-offset.patch",
+        "0003-eagle3-no-deferred-allreduce.patch",
+    ]
     assert "# 0001-kimi-k25-eagle3-delegation.patch: upstream in 0.5.10 (ast-equal)" in (new_dir / "series").read_text()
     # The regenerated hunk's lines are where the real 0.5.10 file has them.
     upstream = split_lines((release_tree("0.5.10") / DEEPSEEK).read_bytes())
@@ -82,6 +86,10 @@ def test_port_to_0510_drops_0001_and_moves_0002(ported_0510: tuple[Path, dict[st
     # Anchors point at the new line numbers; those of kimi_k25.py (no longer patched) are gone.
     anchors = {a.id: a for a in load_anchors(new_dir / "anchors.toml")}
     assert sorted(anchors) == [
+        "communicator-eagle-dp-guard",
+        "communicator-eagle3-guard-patched",
+        "communicator-eagle3-guard-pristine",
+        "deepseek-eagle3-capture-before-layer",
         "deepseek-eagle3-layers-patched",
         "deepseek-eagle3-layers-pristine",
         "deepseek-embed-and-head",
@@ -130,7 +138,7 @@ def test_ported_stack_pins_and_comments(ported_0510: tuple[Path, dict[str, Any],
     assert "sglang 0.5.10 requires cuda-python==12.9; CUDA 13.0 needs cuda-python>=13.0,<14" in text.decode()
     assert "pins: sgl-kernel==0.3.21+cu130 -> sglang-kernel==0.4.1+cu130" in doc["notes"]
     deepseek = new.pinned_file(DEEPSEEK)
-    assert deepseek is not None and [f.path for f in new.files] == [DEEPSEEK]
+    assert deepseek is not None and [f.path for f in new.files] == [DEEPSEEK, COMMUNICATOR]
     assert deepseek.pristine == git_blob_id((release_tree("0.5.10") / DEEPSEEK).read_bytes())
     # The old stacks' tables parse exactly as before.
     raw_old = tomllib.loads(before.decode())["stacks"]
@@ -148,7 +156,7 @@ def test_ported_stack_applies_and_verifies_on_a_fresh_checkout(
     assert git(co, "rev-parse", "HEAD") == doc["pypi_commit"]
     applied = run_cli("apply", NEW_STACK, "--config", config, "--checkout", str(co), "--json")
     assert applied.exit_code == 0, applied.stdout
-    assert [p["state"] for p in json_out(applied)["patches"]] == ["applicable"]
+    assert [p["state"] for p in json_out(applied)["patches"]] == ["applicable"] * 2
     verified = run_cli("verify", NEW_STACK, "--config", config, "--checkout", str(co), "--json")
     assert verified.exit_code == 0, json_out(verified)["failures"]
     report = json_out(verified)
@@ -192,6 +200,7 @@ def test_dry_run_classifies_and_writes_nothing(tmp_path: Path, releases_cached: 
     assert rows == [
         ["0001-kimi-k25-eagle3-delegation.patch", "upstream"],
         ["0002-deepseek-eagle3-layer-offset.patch", "applies"],
+        ["0003-eagle3-no-deferred-allreduce.patch", "applies"],
     ]
     assert "@@ -2302,9 +2302,12 @@ def set_eagle3_layers_to_capture" in result.stdout
     assert result.stdout.rstrip().endswith("port: dry run; nothing was written")
@@ -216,7 +225,7 @@ def test_port_from_git_records_upstreams_commit(tmp_path: Path, release_tree, re
     doc = json_out(result)
     assert doc["source"] == "git" and doc["base"] == tag and doc["commit"] == tag
     assert doc["pypi_commit"] not in (None, tag)
-    assert [p["state"] for p in doc["patches"]] == ["upstream", "applies"]
+    assert [p["state"] for p in doc["patches"]] == ["upstream", "applies", "applies"]
 
 
 # --------------------------------------------------------------------------- 0.5.15: superseded and upstream
@@ -255,7 +264,7 @@ def test_port_to_0515_supersedes_0001_and_finds_0002_upstream(tmp_path: Path, re
 def test_upstream_tests_on_the_real_files(release_tree, template_patched: Path) -> None:  # type: ignore[no-untyped-def]
     """The three upstream tests, one by one, on 0.5.9 -> 0.5.10 / 0.5.15."""
     series = read_series(Path(__file__).parent.parent / "patches/0.5.9")
-    p1, p2 = series.patches
+    p1, p2, _p3 = series.patches
     base = _files(release_tree("0.5.9"), KIMI, DEEPSEEK)
     patched = _files(template_patched, KIMI, DEEPSEEK)
     after1 = {**base, KIMI: patched[KIMI]}
@@ -295,16 +304,16 @@ def test_apply_refuses_a_second_definition_of_a_method(
         b" \n"
         b" EntryClass = [KimiK25ForConditionalGeneration]\n"
     )
-    (proj / "patches/0.5.9/0003-kimi-k25-second-get-embed-and-head.patch").write_bytes(header + diff)
+    (proj / "patches/0.5.9/0004-kimi-k25-second-get-embed-and-head.patch").write_bytes(header + diff)
     with (proj / "patches/0.5.9/series").open("a") as fh:
-        fh.write("0003-kimi-k25-second-get-embed-and-head.patch\n")
+        fh.write("0004-kimi-k25-second-get-embed-and-head.patch\n")
     co = pristine_checkout()
     before = snapshot(co)
     result = run_cli("apply", "--checkout", str(co), "--config", str(proj / "VERSIONS.toml"), "--json")
     assert result.exit_code == 1
     states = {p["name"][:4]: p for p in json_out(result)["patches"]}
-    assert states["0003"]["state"] == "conflict"
-    assert "get_embed_and_head in class KimiK25ForConditionalGeneration twice" in states["0003"]["detail"]
+    assert states["0004"]["state"] == "conflict"
+    assert "get_embed_and_head in class KimiK25ForConditionalGeneration twice" in states["0004"]["detail"]
     assert snapshot(co) == before
 
 
@@ -350,16 +359,17 @@ def test_conflict_is_left_in_a_checkout_and_export_finishes_the_port(
     assert result.exit_code == 1
     doc = json_out(result)
     states = {p["name"][:4]: p for p in doc["patches"]}
-    assert [states[k]["state"] for k in ("0001", "0002", "0003", "0004")] == [
+    assert [states[k]["state"] for k in ("0001", "0002", "0003", "0004", "0005")] == [
         "upstream",
+        "applies",
         "applies",
         "merged",
         "conflict",
     ]
-    conflict = states["0004"]["conflicts"]
+    conflict = states["0005"]["conflicts"]
     assert len(conflict) == 1 and conflict[0]["file"] == KIMI
     assert "hunk #1 (@@ -117,7 +117,7 @@)" in conflict[0]["failure"]
-    assert doc["failures"] and "0004" in doc["failures"][0]
+    assert doc["failures"] and "0005" in doc["failures"][0]
     # Nothing of the project changed.
     assert config.read_bytes() == before
     assert not (proj / "patches/0.5.10").exists()
@@ -367,13 +377,14 @@ def test_conflict_is_left_in_a_checkout_and_export_finishes_the_port(
     co = Path(doc["checkout"])
     assert co == proj / ".sgpatch/checkouts" / NEW_STACK
     log = git(co, "log", "--format=%s", f"{doc['base']}..HEAD").splitlines()
-    assert log == ["kimi_k25: MoonViT norm0 eps 1e-6", log[1]] and log[1].startswith("deepseek_v2:")
+    assert log == ["kimi_k25: MoonViT norm0 eps 1e-6", log[1], log[2]]
+    assert log[1].startswith("communicator:") and log[2].startswith("deepseek_v2:")
     text = (co / KIMI).read_text()
     ((start, end),) = conflict[0]["regions"]
     region = text.splitlines()[start - 1 : end]
-    assert region[0] == "<<<<<<< sglang 0.5.10" and region[-1].startswith(">>>>>>> 0004-")
+    assert region[0] == "<<<<<<< sglang 0.5.10" and region[-1].startswith(">>>>>>> 0005-")
     assert "||||||| sglang 0.5.9" in region and MLP_NEW.rstrip("\n") in region
-    assert "nn.LayerNorm(hidden_dim, eps=1e-6)" in text  # 0003 merged cleanly above it
+    assert "nn.LayerNorm(hidden_dim, eps=1e-6)" in text  # 0004 merged cleanly above it
 
     # Finishing before the conflict is resolved is refused (exit 1: the conflict is still there); the markers stay.
     early = run_cli("export", "--config", str(config), "--checkout", str(co))
@@ -382,18 +393,18 @@ def test_conflict_is_left_in_a_checkout_and_export_finishes_the_port(
     # Resolve: keep upstream's call (it names the weights already) and say so; commit; export finishes.
     lines = text.splitlines(keepends=True)
     ours = lines[start : lines.index("||||||| sglang 0.5.9\n")]
-    resolved = [ln.replace("activation,\n", "activation,  # named weights, was our 0004\n") for ln in ours]
+    resolved = [ln.replace("activation,\n", "activation,  # named weights, was our 0005\n") for ln in ours]
     (co / KIMI).write_text("".join(lines[: start - 1] + resolved + lines[end:]))
-    git(co, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "resolve 0004")
+    git(co, "-c", "user.name=Dev", "-c", "user.email=dev@example.com", "commit", "-qam", "resolve 0005")
     done = run_cli("export", "--config", str(config), "--checkout", str(co), "--json")
     assert done.exit_code == 0, done.stdout + done.stderr
     finished = json_out(done)
-    assert [p["state"] for p in finished["patches"]] == ["upstream", "applies", "merged", "resolved"]
+    assert [p["state"] for p in finished["patches"]] == ["upstream", "applies", "applies", "merged", "resolved"]
     series = read_series(proj / "patches/0.5.10")
-    assert [p.name[:4] for p in series.patches] == ["0002", "0003", "0004"]
-    p4 = series.patches[2]
-    assert p4.field("Description") == "kimi_k25: name the MoonViT MLP weights"
-    assert b"+            activation,  # named weights, was our 0004\n" in p4.path.read_bytes()
+    assert [p.name[:4] for p in series.patches] == ["0002", "0003", "0004", "0005"]
+    p5 = series.patches[3]
+    assert p5.field("Description") == "kimi_k25: name the MoonViT MLP weights"
+    assert b"+            activation,  # named weights, was our 0005\n" in p5.path.read_bytes()
     assert config.read_bytes().startswith(before.rstrip(b"\n"))
     verified = run_cli("verify", NEW_STACK, "--config", str(config), "--checkout", str(co), "--json")
     assert verified.exit_code == 0, json_out(verified)["failures"]

@@ -1,4 +1,4 @@
-"""port --continue across several stops: a series whose 0004 and 0005 both conflict on 0.5.10, a kill while
+"""port --continue across several stops: a series whose 0005 and 0006 both conflict on 0.5.10, a kill while
 the port moves to its second stop, and the resolution of each, as whole ``sgpatch`` processes."""
 
 # ruff: noqa: F811  (pytest fixtures imported from port_fixtures are used as arguments)
@@ -68,7 +68,7 @@ def _project(proj: Path) -> dict[Path, bytes]:
 
 @pytest.fixture
 def two_conflicts(edited_project: Callable[[], tuple[Path, Path]]) -> Path:
-    """The project of ``edited_project`` with 0005, a comment on a line 0.5.10 rewrote."""
+    """The project of ``edited_project`` with 0006, a comment on a line 0.5.10 rewrote."""
     proj, co = edited_project()
     edit(co / KIMI, CONV_OLD, CONV_NEW)
     commit(co, "kimi_k25: say what the MoonViT projection is")
@@ -82,20 +82,21 @@ def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: P
     first = sg("port", "--to", "0.5.10", "--json", "--config", config)
     assert first.returncode == 1, first.stderr
     doc = json.loads(first.stdout)
-    assert doc["stopped"].startswith("0004-") and [p["state"] for p in doc["patches"]] == [
+    assert doc["stopped"].startswith("0005-") and [p["state"] for p in doc["patches"]] == [
         "upstream",
+        "applies",
         "applies",
         "merged",
         "conflict",
         "conflict",
     ]
     co = Path(doc["checkout"])
-    assert git(co, "log", "--format=%s", f"{doc['base']}..HEAD").count("\n") == 1  # 0002, 0003 committed
-    _release_side(co / KIMI)  # 0004: the release's call, which names the weights already; say so
+    assert git(co, "log", "--format=%s", f"{doc['base']}..HEAD").count("\n") == 2  # 0002, 0003, 0004 committed
+    _release_side(co / KIMI)  # 0005: the release's call, which names the weights already; say so
     mlp = '            prefix=add_prefix("mlp", prefix),'
-    edit(co / KIMI, f"{mlp}\n", f"{mlp}  # 0004\n")
+    edit(co / KIMI, f"{mlp}\n", f"{mlp}  # 0005\n")
 
-    # --continue takes 0004's resolution and stops at 0005; killed after recording the stop, before moving.
+    # --continue takes 0005's resolution and stops at 0006; killed after recording the stop, before moving.
     marker = tmp_path / "paused"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGPATCH_TEST_")}
     env.update({PAUSE_ENV: "port:stopping", PAUSE_FILE_ENV: str(marker)})
@@ -109,20 +110,20 @@ def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: P
     proc.wait()
     assert json.loads((co / ".git/sgpatch-port.json").read_text())["phase"] == "stopping"
 
-    # The next --continue finishes the move to the stop, then refuses: 0005's conflict is there to resolve.
+    # The next --continue finishes the move to the stop, then refuses: 0006's conflict is there to resolve.
     again = sg("port", "--continue", "--config", config)
     record("port-continue-killed-stopping", exit=again.returncode, shown=first_error(again.stderr), roots=(proj,))
     assert again.returncode == 1 and "a conflict marker is still there" in again.stderr
     assert json.loads((co / ".git/sgpatch-port.json").read_text())["phase"] == "stopped"
     log = git(co, "log", "--format=%s", f"{doc['base']}..HEAD").splitlines()
-    assert log[0] == "kimi_k25: name the MoonViT MLP weights" and len(log) == 3  # 0004 resolved, committed
+    assert log[0] == "kimi_k25: name the MoonViT MLP weights" and len(log) == 4  # 0005 resolved, committed
     text = (co / KIMI).read_text()
     assert "<<<<<<< sglang 0.5.10" in text and CONV_NEW in text and "Conv2dLayer(" in text
     assert subprocess.run(["git", "fsck", "--strict"], cwd=co, capture_output=True).returncode == 0
     stopped = snapshot(co)
     assert sg("port", "--continue", "--config", config).returncode == 1 and snapshot(co) == stopped
 
-    # 0005 resolved (the release's call, with the patch's comment): the port finishes and verifies.
+    # 0006 resolved (the release's call, with the patch's comment): the port finishes and verifies.
     _release_side(co / KIMI)
     edit(co / KIMI, "        self.proj = Conv2dLayer(\n", "        self.proj = Conv2dLayer(  # the patch embedding\n")
     done = sg("port", "--continue", "--json", "--config", config)
@@ -130,13 +131,14 @@ def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: P
     assert [p["state"] for p in json.loads(done.stdout)["patches"]] == [
         "upstream",
         "applies",
+        "applies",
         "merged",
         "resolved",
         "resolved",
     ]
     series = read_series(proj / "patches/0.5.10")
-    assert [p.name[:4] for p in series.patches] == ["0002", "0003", "0004", "0005"]
-    assert b"+        self.proj = Conv2dLayer(  # the patch embedding\n" in series.patches[3].path.read_bytes()
+    assert [p.name[:4] for p in series.patches] == ["0002", "0003", "0004", "0005", "0006"]
+    assert b"+        self.proj = Conv2dLayer(  # the patch embedding\n" in series.patches[4].path.read_bytes()
     assert sg("verify", "0.5.10-cu130", "--config", config).returncode == 0
     assert git(co, "for-each-ref", "refs/sgpatch") == "" and not (co / ".git/sgpatch-port.json").exists()
 
@@ -159,7 +161,7 @@ def test_force_port_that_stops_keeps_the_replaced_checkout_until_it_finishes(
 
     stopped = sg("port", "--to", "0.5.10", "--force", "--json", "--config", config)
     assert stopped.returncode == 1, stopped.stderr
-    assert json.loads(stopped.stdout)["stopped"].startswith("0003-")
+    assert json.loads(stopped.stdout)["stopped"].startswith("0004-")
     assert snapshot(aside) == before and (target / ".git/sgpatch-port.json").exists()
     aborted = sg("port", "--abort", "--config", config)
     assert aborted.returncode == 0 and "put back the checkout it was replacing" in aborted.stdout
@@ -169,10 +171,10 @@ def test_force_port_that_stops_keeps_the_replaced_checkout_until_it_finishes(
     assert sg("port", "--to", "0.5.10", "--force", "--config", config).returncode == 1
     _release_side(target / KIMI)
     mlp = '            prefix=add_prefix("mlp", prefix),'
-    edit(target / KIMI, f"{mlp}\n", f"{mlp}  # 0003\n")
+    edit(target / KIMI, f"{mlp}\n", f"{mlp}  # 0004\n")
     done = sg("port", "--continue", "--config", config)
     assert done.returncode == 0, done.stderr
     assert not aside.exists() and not (target / ".git/sgpatch-port.json").exists()
-    assert [p.name[:4] for p in read_series(proj / "patches/0.5.10").patches] == ["0002", "0003"]
+    assert [p.name[:4] for p in read_series(proj / "patches/0.5.10").patches] == ["0002", "0003", "0004"]
     assert (proj / "VERSIONS.toml").read_text().count('[stacks."0.5.10-cu130"]') == 1
     assert sg("verify", "0.5.10-cu130", "--config", config).returncode == 0

@@ -507,7 +507,7 @@ def test_second_apply_fails_cleanly_or_waits(
     code, out, err = waiter.finish()
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["changed"] is False and [p["state"] for p in doc["patches"]] == ["applied", "applied"]
+    assert doc["changed"] is False and [p["state"] for p in doc["patches"]] == ["applied"] * 3
     assert snapshot(co) == refs.patched
     assert_clean_git(co)
     waiting = [ln for ln in err.splitlines() if "waiting for" in ln]
@@ -561,7 +561,7 @@ def test_stale_lock_of_a_dead_process(pristine: Callable[[], Path], project: Pro
     assert any(f"pid {dead.pid}" in h and "was killed" in h for h in heard), heard
     assert snapshot(co) == refs.patched
     assert_clean_git(co)
-    record("stale-lock", exit=0, shown=f"{heard[0]}; then 2 patch(es) applied")
+    record("stale-lock", exit=0, shown=f"{heard[0]}; then 3 patch(es) applied")
 
 
 def test_parallel_fetches_make_one_checkout(net: Net) -> None:

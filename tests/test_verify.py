@@ -21,7 +21,7 @@ def test_pristine_checkout_is_a_valid_base(pristine_checkout: Callable[[], Path]
     code, doc = _verify(pristine_checkout(), project.config.path)
     assert code == 0, doc["failures"]
     assert doc["phase"] == "pristine"
-    assert [p["state"] for p in doc["patches"]] == ["applicable", "applicable"]
+    assert [p["state"] for p in doc["patches"]] == ["applicable"] * 3
     by_id = {a["id"]: a for a in doc["anchors"]}
     # The two reads the user made by hand over ssh.
     assert by_id["deepseek-embed-and-head"]["lines"] == [2944, 2963]
@@ -37,7 +37,7 @@ def test_patched_checkout_passes_with_landing_checks(patched_checkout: Callable[
     assert doc["phase"] == "patched"
     ids = {a["id"] for a in doc["anchors"] if a["status"] == "ok"}
     assert {"deepseek-eagle3-layers-patched", "kimi-k25-get-embed-and-head", "deepseek-embed-and-head"} <= ids
-    assert [r["ok"] for r in doc["landing"]] == [True, True]
+    assert [r["ok"] for r in doc["landing"]] == [True] * 3
 
 
 def test_shifted_file_reports_moved_anchor(pristine_checkout: Callable[[], Path], project: Project) -> None:
@@ -67,6 +67,8 @@ def test_hand_applied_wrong_place_patch_fails_landing(tmp_path: Path, pristine_c
     for p in ("0001-kimi-k25-eagle3-delegation.patch",):
         subprocess.run(["git", "apply", str(proj / "patches/0.5.9" / p)], cwd=co, check=True)
     subprocess.run(["git", "apply", "-"], cwd=co, input=body, check=True)
+    third = proj / "patches/0.5.9/0003-eagle3-no-deferred-allreduce.patch"
+    subprocess.run(["git", "apply", str(third)], cwd=co, check=True)
     code, doc = _verify(co, proj / "VERSIONS.toml")
     assert code == 1
     assert doc["phase"] == "patched"

@@ -137,6 +137,7 @@ def test_a_newer_release_that_ports_cleanly_is_written_with_its_report(
     assert states == {
         "0001-kimi-k25-eagle3-delegation.patch": "upstream",
         "0002-deepseek-eagle3-layer-offset.patch": "applies",
+        "0003-eagle3-no-deferred-allreduce.patch": "applies",
     }, states
     assert rel["interface"] == {"ok": True, "gaps": [], "error": ""}
     assert any(p.startswith("torch==") for p in rel["pins"])
@@ -148,7 +149,10 @@ def test_a_newer_release_that_ports_cleanly_is_written_with_its_report(
     text = (proj / "VERSIONS.toml").read_text()
     assert '[stacks."0.5.10-cu130"]' in text and '[stacks."0.5.10-cu128"]' not in text
     series = (proj / "patches/0.5.10/series").read_text().splitlines()
-    assert [ln for ln in series if not ln.startswith("#")] == ["0002-deepseek-eagle3-layer-offset.patch"]
+    assert [ln for ln in series if not ln.startswith("#")] == [
+        "0002-deepseek-eagle3-layer-offset.patch",
+        "0003-eagle3-no-deferred-allreduce.patch",
+    ]
     assert (proj / "patches/0.5.10/0002-deepseek-eagle3-layer-offset.patch").is_file()
     assert rel["report"] == str(proj / "watch" / "0.5.10.md")
     report = (proj / "watch/0.5.10.md").read_text()
@@ -169,7 +173,7 @@ def test_a_conflict_needs_a_person_and_names_patch_file_and_hunk(
     use_index: Callable[[CraftedIndex], None],
     edited_project: Callable[[], tuple[Path, Path]],  # noqa: F811
 ) -> None:
-    """The series gained 0004, which edits the line 0.5.10 rewrote: exit 1; the report and the JSON name the
+    """The series gained 0005, which edits the line 0.5.10 rewrote: exit 1; the report and the JSON name the
     patch, the file and the hunk; VERSIONS.toml and patches/ are untouched; the port waits in its checkout
     for 'sgpatch port --continue', and the carried part is a diff beside the report."""
     proj, _ = edited_project()
@@ -182,9 +186,9 @@ def test_a_conflict_needs_a_person_and_names_patch_file_and_hunk(
     assert result.exit_code == 1, result.stderr + result.stdout
     [rel] = json_out(result)["releases"]
     assert rel["state"] == "needs-person"
-    conflict = [p for p in rel["problems"] if p.startswith("0004-")]
+    conflict = [p for p in rel["problems"] if p.startswith("0005-")]
     assert conflict and f": {KIMI}: hunk 1 @@" in conflict[0], rel["problems"]
-    assert rel["port"]["stopped"].startswith("0004-") and rel["interface"] is None
+    assert rel["port"]["stopped"].startswith("0005-") and rel["interface"] is None
     after = {k: v for k, v in tree(proj).items() if not k.startswith(".sgpatch")}
     assert after == before  # reports went to --out
     report = (tmp_path / "reports/0.5.10.md").read_text()

@@ -39,6 +39,7 @@ from .reliability import record
 CU130, CU128 = "0.5.9-cu130", "0.5.9-cu128"
 KIMI = "python/sglang/srt/models/kimi_k25.py"
 DEEPSEEK = "python/sglang/srt/models/deepseek_v2.py"
+COMMUNICATOR = "python/sglang/srt/layers/communicator.py"
 EAGLE3_METHODS = {"set_eagle3_layers_to_capture", "get_embed_and_head", "set_embed_and_head"}
 UPSTREAM_FILES = 1936  # files of upstream's sglang-0.5.9-py3-none-any.whl outside .dist-info
 
@@ -434,7 +435,7 @@ def test_wheel_carries_the_patches_and_verifies(builds: Builds, config: Config) 
     result = builds.cu130
     assert result.checks.ok, result.checks.failures
     with ZipTree(result.wheel) as tree:
-        kimi, deepseek = tree.read(KIMI), tree.read(DEEPSEEK)
+        kimi, deepseek, communicator = tree.read(KIMI), tree.read(DEEPSEEK), tree.read(COMMUNICATOR)
         stack = config.stack(CU130)
         series = series_of(stack)
         anchors = load_anchors(stack.series_dir / "anchors.toml")
@@ -448,6 +449,9 @@ def test_wheel_carries_the_patches_and_verifies(builds: Builds, config: Config) 
     assert deepseek is not None
     assert b"            if layer_ids and layer_ids[0] == 1:\n" in deepseek
     assert b"                self.model.layers_to_capture = list(layer_ids)\n" in deepseek
+    # 0003: no deferred MLP all-reduce when EAGLE-3 captures.
+    assert communicator is not None
+    assert b"        if self._speculative_algo is not None and self._speculative_algo.is_eagle3():\n" in communicator
     # The anchor/blob/patch part is verify's own report on the wheel.
     assert report.ok and report.phase == "patched"
     assert {c.name for c in result.checks.checks} == {
@@ -542,7 +546,7 @@ def test_unpatched_wheel_fails_naming_the_missing_anchors(builds: Builds, config
     anchors = {c.name: c for c in report.checks}["anchors"]
     assert not anchors.ok
     missing = {a.id for a in load_anchors(stack.series_dir / "anchors.toml") if a.phase == "patched"}
-    assert len(missing) == 4
+    assert len(missing) == 5  # 0001's three, 0002's one, 0003's guard
     for anchor_id in missing:
         assert anchor_id in anchors.detail
     assert any("does not carry the series" in f for f in report.failures)
@@ -611,7 +615,7 @@ def test_wheel_installs_the_patched_files(builds: Builds, config: Config, tmp_pa
         text=True,
     ).stdout.strip()
     site = Path(purelib)
-    for path in (KIMI, DEEPSEEK):
+    for path in (KIMI, DEEPSEEK, COMMUNICATOR):
         installed = site / path.removeprefix("python/")
         assert installed.read_bytes() == (builds.checkout / path).read_bytes()
     assert (site / f"sglang-{builds.cu130.version}.dist-info" / "sgpatch.json").is_file()

@@ -310,8 +310,12 @@ def test_upgrade_day_0511_platform_wheels_one_patch_still_needed(tmp_path: Path)
     out = _upgrade_day(tmp_path, "0.5.11")
     states = {p["name"][:4]: p["state"] for p in out["ported"]["patches"]}  # type: ignore[index]
     assert states["0001"] in ("upstream", "superseded") and states["0002"] in ("applies", "merged")
+    assert states["0003"] == "applies"  # upstream's EAGLE guard is 0.5.9's text
     stack = out["stack"]
-    assert [f.path for f in stack.files] == ["python/sglang/srt/models/deepseek_v2.py"]  # type: ignore[attr-defined]
+    assert [f.path for f in stack.files] == [  # type: ignore[attr-defined]
+        "python/sglang/srt/models/deepseek_v2.py",
+        "python/sglang/srt/layers/communicator.py",
+    ]
     assert "verify: ok (patched)" in str(out["installed"])
 
 
@@ -319,7 +323,7 @@ def test_upgrade_day_0511_platform_wheels_one_patch_still_needed(tmp_path: Path)
 def test_upgrade_day_0523_nothing_left_to_carry(tmp_path: Path) -> None:
     out = _upgrade_day(tmp_path, "0.5.23")
     states = {p["name"][:4]: p["state"] for p in out["ported"]["patches"]}  # type: ignore[index]
-    assert states == {"0001": "superseded", "0002": "upstream"}
+    assert states == {"0001": "superseded", "0002": "upstream", "0003": "obsolete"}
     assert "nothing to carry" in str(out["installed"])
     shipped = load_config(REPO / "VERSIONS.toml").stack(STACK_0523)
     stack = out["stack"]

@@ -17,7 +17,7 @@ from sgpatch.workspace.hooks import HOOKS
 from sgpatch.workspace.labels import BUILD_REQUIRES, LABELS, REFERENCE_VERSION
 
 from .helpers import REPO, copy_project, git, json_out, run_cli
-from .port_fixtures import DEEPSEEK, commit, edit
+from .port_fixtures import commit, edit
 from .reliability import CASES, first_error, record
 
 STACK = "0.5.9-cu130"
@@ -189,22 +189,23 @@ def test_status_follows_a_checkout_through_the_edit_loop(tmp_path: Path, patched
     rows = _rows(config)
     assert list(rows) == list(load_config(config).stacks)
     assert {r["state"] for r in rows.values()} == {"absent"}
-    assert rows[STACK]["series"] == 2 and rows[STACK]["default"] is True
+    assert rows[STACK]["series"] == 3 and rows[STACK]["default"] is True
 
     co = proj / ".sgpatch" / "checkouts" / STACK
     co.parent.mkdir(parents=True)
     shutil.move(patched_checkout(), co)
     row = _rows(config)[STACK]
-    assert (row["state"], row["applied"], row["uncommitted"], row["unexported"]) == ("patched", 2, [], [])
+    assert (row["state"], row["applied"], row["uncommitted"], row["unexported"]) == ("patched", 3, [], [])
 
-    edit(co / DEEPSEEK, "            # adjustment\n", "            # adjustment!\n")
+    communicator = "python/sglang/srt/layers/communicator.py"
+    edit(co / communicator, "its own layer.\n", "its own layer!\n")  # in 0003, the last series commit
     row = _rows(config)[STACK]
-    assert row["state"] == "patched" and row["uncommitted"] == [" M " + DEEPSEEK]
+    assert row["state"] == "patched" and row["uncommitted"] == [" M " + communicator]
 
     commit(co, "", amend=True)  # an edited series commit: export has not written it yet
     row = _rows(config)[STACK]
     assert row["uncommitted"] == [] and len(row["unexported"]) == 1
-    assert "0002-deepseek-eagle3-layer-offset.patch (edited since it was recorded)" in row["unexported"][0]
+    assert "0003-eagle3-no-deferred-allreduce.patch (edited since it was recorded)" in row["unexported"][0]
 
     assert run_cli("export", "--config", str(config)).exit_code == 0
     row = _rows(config)[STACK]

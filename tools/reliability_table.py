@@ -43,6 +43,7 @@ TESTS = (
     "tests/test_workspace.py",
     "tests/test_watch.py",
     "tests/test_import.py",
+    "tests/test_obsolete.py",
 )
 sys.path.insert(0, str(ROOT))
 

@@ -18,7 +18,17 @@ from sgpatch.series.paths import path_refusal
 
 MAX_COMMITS = 200  # how far below HEAD the base may be
 MAX_FILE_BYTES = 8 << 20  # a file a patch touches, either side (SGLang's largest source file is 0.25 MB)
-DEP3_TRAILERS = ("Origin", "Author", "Bug", "Forwarded", "Upstream-Status", "Applied-Upstream", "Reviewed-by")
+# A commit's trailers that become header fields; ``Obsolete-If`` is sgpatch's (``sgpatch.series.obsolete``).
+DEP3_TRAILERS = (
+    "Origin",
+    "Author",
+    "Bug",
+    "Forwarded",
+    "Upstream-Status",
+    "Applied-Upstream",
+    "Reviewed-by",
+    "Obsolete-If",
+)
 _NUMBER = re.compile(r"^(\d{4})-")
 _DIFF_START = re.compile(rb"^diff --git ", re.MULTILINE)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # annotations only: rendering one result imports no other com
     from sgpatch.port.verdict import PortedPatch
     from sgpatch.series.classify import PatchState
     from sgpatch.series.hunks import HunkVerdict
+    from sgpatch.series.obsolete import Finding
     from sgpatch.series.upstream import SideBySide
     from sgpatch.wheel import BuildResult, WheelReport
 
@@ -348,6 +349,10 @@ def _hunk_cell(h: HunkVerdict) -> str:
     return f"#{h.index} {h.state}" + (f" ({extra})" if extra else "")
 
 
+def _finding(e: Finding) -> str:
+    return f"holds   {e.where}: {e.claim}" if e.holds else f"not met {e.path}: {e.claim}: {e.detail}"
+
+
 def _count_line(what: str, counts: dict[str, int]) -> str:
     total = sum(counts.values())
     return f"{what}: {total} = " + ", ".join(f"{n} {s}" for s, n in counts.items())
@@ -384,6 +389,10 @@ def render_port(result: PortResult) -> str:
             lines.append("")
             lines.append(f"{p.name}: regenerated against {result.version}:")
             lines.extend(f"    {h}" for h in p.hunks)
+        if p.evidence:
+            lines.append("")
+            lines.append(f"{p.name}: Obsolete-If, read in sglang {result.version}:")
+            lines.extend(f"    {_finding(e)}" for e in p.evidence)
         if p.side_by_side:
             lines.append("")
             lines.append(f"{p.name}: {p.state}: ours and upstream's, for review:")

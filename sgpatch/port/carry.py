@@ -1,7 +1,8 @@
 """Carry one series onto a new base, patch by patch and, inside each patch, file by file and hunk by hunk.
 
 Each patch of the old series is judged against the new base with the patches
-kept before it: first as a whole (``upstream`` or ``superseded``: dropped), then
+kept before it: first by its own ``Obsolete-If`` evidence, read in the release (``obsolete``:
+dropped), then as a whole (``upstream`` or ``superseded``: dropped), then
 each file (a file whose change is upstream as a whole), then each hunk
 (``sgpatch.series.hunks``).  A patch is ``upstream`` or ``superseded`` when every
 hunk is; otherwise it keeps the rest, as one patch: ``applies`` when every kept
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 from sgpatch.git.diff import merge_file
 from sgpatch.port.rebase import Files, OldSeries, Rebase
@@ -20,8 +22,13 @@ from sgpatch.port.renames import candidates, find_rename
 from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
 from sgpatch.pyast import parses_shared
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state
+from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
+
+
+def _reader(files: Files) -> Callable[[Sequence[str]], Files]:
+    return lambda paths: {p: files.get(p) for p in paths}
 
 
 def _single(patch: Patch, fp: FilePatch) -> Patch:
@@ -46,6 +53,21 @@ def classify(
     run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: str
 ) -> tuple[PortedPatch, Files | None]:
     """Classify patch ``k`` of the old series against ``run.current``; kept: its new file contents."""
+    patch = old.series.patches[k]
+    evidence = read_claims(patch.obsolete_if, run.release.read if run.release is not None else _reader(run.current))
+    if evidence and all(e.holds for e in evidence):
+        proof = "; ".join(f"{e.where}: {e.claim}" for e in evidence)
+        verdicts = _whole(patch, "obsolete", proof, run.current)
+        detail = f"obsolete in {new_label}, as its {FIELD} says: {proof}"
+        return PortedPatch(patch.name, "obsolete", detail, proof=FIELD, files=verdicts, evidence=evidence), None
+    ported, texts = _carry(run, old, k, old_label=old_label, new_label=new_label)
+    return dataclasses.replace(ported, evidence=evidence), texts
+
+
+def _carry(
+    run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: str
+) -> tuple[PortedPatch, Files | None]:
+    """``classify`` past the patch's own evidence: upstream, superseded, or carried hunk by hunk."""
     patch = old.series.patches[k]
     before, after = old.states[k], old.states[k + 1]
     verdict = judge(patch, before, after, run.current)

@@ -186,6 +186,8 @@ def _dropped_comment(p: PortedPatch, version: str) -> str:
         return f"resolved to the text of {version} by hand: dropped"
     if p.state == "upstream":
         return f"upstream in {version} ({p.proof})"
+    if p.state == "obsolete":
+        return f"obsolete in {version} ({'; '.join(f'{e.where}: {e.claim}' for e in p.evidence)})"
     names = ", ".join(dict.fromkeys(s.qualname.rpartition(".")[2] for s in p.side_by_side))
     return f"superseded in {version} (upstream defines {names} with another body)"
 

@@ -65,6 +65,9 @@ def _patches(r: WatchedRelease) -> list[str]:
     lines = ["## Patches", "", _row("patch", "classification", "evidence"), _row("---", "---", "---")]
     for p in r.port.patches:
         evidence = p.detail + (f" (proof: {p.proof})" if p.proof else "")
+        unmet = [f"{e.path}: {e.claim}: {e.detail}" for e in p.evidence if not e.holds]
+        if unmet:
+            evidence += "; Obsolete-If not met: " + "; ".join(unmet)
         lines.append(_row(code(p.name), f"**{p.state}**", code(evidence)))
     hunks = [(p, f, h) for p in r.port.patches for f in p.files for h in f.hunks]
     if hunks:

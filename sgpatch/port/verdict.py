@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sgpatch.series.hunks import STATES, FileVerdict
+from sgpatch.series.obsolete import Finding
 from sgpatch.series.upstream import SideBySide
 
 KEPT = ("applies", "merged", "resolved")
-DROPPED = ("upstream", "superseded")
+DROPPED = ("upstream", "superseded", "obsolete")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +32,14 @@ class PortedPatch:
     """One patch's fate in the new release."""
 
     name: str
-    state: str  # upstream, superseded, applies, merged, resolved, conflict
+    state: str  # upstream, superseded, obsolete, applies, merged, resolved, conflict
     detail: str
     proof: str = ""  # for upstream: which test(s) proved it (reverse-apply, ast-equal, verbatim)
     hunks: tuple[str, ...] = ()  # the regenerated hunk headers, for kept patches
     side_by_side: tuple[SideBySide, ...] = ()
     conflicts: tuple[ConflictHunk, ...] = ()
     files: tuple[FileVerdict, ...] = ()  # each file's hunks, judged one by one
+    evidence: tuple[Finding, ...] = ()  # its Obsolete-If claims read in the release (all hold: obsolete)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +52,7 @@ class PortedPatch:
             "conflicts": [c.as_dict() for c in self.conflicts],
             "counts": counts([self]),
             "files": [f.as_dict() for f in self.files],
+            "evidence": [e.as_dict() for e in self.evidence],
         }
 
     def record(self) -> dict[str, Any]:
@@ -61,6 +64,7 @@ class PortedPatch:
             "proof": self.proof,
             "conflicts": [c.as_dict() for c in self.conflicts],
             "files": [f.as_dict() for f in self.files],
+            "evidence": [e.as_dict() for e in self.evidence],
         }
 
     @classmethod
@@ -70,7 +74,16 @@ class PortedPatch:
             for c in d.get("conflicts", ())
         )
         files = tuple(FileVerdict.from_dict(f) for f in d.get("files", ()))
-        return cls(str(d["name"]), str(d["state"]), str(d["detail"]), str(d.get("proof", "")), (), (), conflicts, files)
+        evidence = tuple(Finding.from_dict(e) for e in d.get("evidence", ()))
+        return cls(
+            name=str(d["name"]),
+            state=str(d["state"]),
+            detail=str(d["detail"]),
+            proof=str(d.get("proof", "")),
+            conflicts=conflicts,
+            files=files,
+            evidence=evidence,
+        )
 
 
 def counts(patches: Iterable[PortedPatch]) -> dict[str, dict[str, int]]:

@@ -34,7 +34,13 @@ def one_line(value: str) -> str:
 def parse_dep3(text: str, where: str) -> tuple[tuple[str, str], ...]:
     """DEP-3 fields (``Key: value`` with space-indented continuations); lines end at LF only, and a line
     with another line break or a control character (but tab) is refused."""
+    return tuple((k, v) for k, v, _line in parse_dep3_lines(text, where))
+
+
+def parse_dep3_lines(text: str, where: str) -> tuple[tuple[str, str, int], ...]:
+    """``parse_dep3`` with each field's line (1-based, the line of its key), for errors that name it."""
     fields: list[list[str]] = []
+    starts: list[int] = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         bad = next((c for c in line if c in LINE_BREAKS or (ord(c) < 32 and c != "\t") or ord(c) == 127), None)
         if bad is not None:
@@ -53,8 +59,9 @@ def parse_dep3(text: str, where: str) -> tuple[tuple[str, str], ...]:
         if not m:
             raise PatchError(f"{where}:{lineno}: not a DEP-3 'Field: value' line: {line[:60]!r}")
         fields.append([m.group(1), m.group(2).strip()])
-    result = tuple((k, v) for k, v in fields)
-    present = {k.lower() for k, _ in result}
+        starts.append(lineno)
+    result = tuple((k, v, line) for (k, v), line in zip(fields, starts, strict=True))
+    present = {k.lower() for k, _v, _line in result}
     if "subject" in present:
         present.add("description")
     for req in REQUIRED_FIELDS:

@@ -6,6 +6,7 @@ Each hunk is judged against the new release's file on its own:
                 definitions it changes are equal as Python ASTs, or its added lines stand verbatim in
                 the same definition and the lines it removes are gone from it;
 ``superseded``  every definition it adds exists upstream in the same scope with another body;
+``obsolete``    the whole patch, by its own ``Obsolete-If`` evidence (``port`` decides it, never a hunk);
 ``applies``     it applies with exact context (the offset is reported);
 ``merged``      a three-way merge of the hunk alone (old base, new release, old base + the hunk) is clean;
 ``conflict``    that merge conflicts, the file is gone from the release, or the hunk would define a
@@ -33,7 +34,7 @@ from sgpatch.series.upstream import REVERSE_APPLY
 # (current, base, other) -> (the merged text, the number of conflicts): ``git merge-file --diff3``.
 Merge = Callable[[bytes, bytes, bytes], tuple[bytes, int]]
 
-STATES = ("upstream", "superseded", "applies", "merged", "conflict")
+STATES = ("upstream", "superseded", "obsolete", "applies", "merged", "conflict")
 KEPT_HUNKS = ("applies", "merged", "conflict")
 
 

@@ -17,7 +17,8 @@ from unidiff.patch import PatchedFile, PatchSet
 
 from sgpatch.errors import PatchError
 from sgpatch.projectfiles import read_project_file
-from sgpatch.series.dep3 import parse_dep3
+from sgpatch.series.dep3 import parse_dep3_lines
+from sgpatch.series.obsolete import Evidence, evidence_of
 from sgpatch.series.paths import path_refusal
 
 SERIES_FILE = "series"
@@ -90,6 +91,8 @@ class Patch:
     # The patch file's bytes as they were read (``sha256`` is theirs), so no caller reads the file again;
     # empty for a patch sgpatch derives from another (one file or one hunk of it).
     data: bytes = dataclasses.field(default=b"", repr=False, compare=False)
+    # Its ``Obsolete-If`` claims: the upstream evidence that makes it unnecessary (``port`` drops it on them).
+    obsolete_if: tuple[Evidence, ...] = ()
 
     def field(self, key: str) -> str | None:
         return next((v for k, v in self.fields if k.lower() == key.lower()), None)
@@ -177,7 +180,9 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
     header_lines = lines[:start]
     if header_lines and header_lines[-1].strip() == b"---":
         header_lines = header_lines[:-1]
-    fields = parse_dep3(b"\n".join(header_lines).decode(), where)
+    located = parse_dep3_lines(b"\n".join(header_lines).decode(), where)
+    fields = tuple((k, v) for k, v, _line in located)
+    obsolete_if = evidence_of(located, where)
 
     offset = start  # unidiff numbers lines from the first 'diff --git'
     diff_text = b"\n".join(lines[start:]).decode()
@@ -195,6 +200,7 @@ def parse_patch(data: bytes, path: Path, *, name: str | None = None) -> Patch:
         fields=fields,
         files=tuple(files),
         data=data,
+        obsolete_if=obsolete_if,
     )
 
 
