@@ -24,7 +24,7 @@ from tomlkit.items import Table
 from sgpatch.config import Artifact, Override, Stack
 from sgpatch.errors import ConfigError
 from sgpatch.requirements import parse_requirement, shortened
-from sgpatch.tomlpos import locate
+from sgpatch.config.tomlpos import locate
 
 RULE = "# " + "-" * 75
 

@@ -19,7 +19,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from sgpatch.errors import ConfigError
 from sgpatch.projectfiles import read_project_file
-from sgpatch.tomlpos import TableReader
+from sgpatch.config.tomlpos import TableReader
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

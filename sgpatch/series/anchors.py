@@ -22,7 +22,7 @@ from sgpatch.projectfiles import read_project_file
 from sgpatch.pyast import parse_python
 from sgpatch.series.patch import FilePatch, Patch, split_lines
 from sgpatch.source.tree import SourceTree
-from sgpatch.tomlpos import locate
+from sgpatch.config.tomlpos import locate
 
 ANCHORS_FILE = "anchors.toml"
 PHASES = ("pristine", "patched", "both")
