@@ -18,7 +18,7 @@ from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from sgpatch.errors import ConfigError
-from sgpatch.projectfiles import read_project_file
+from sgpatch.config.projectfiles import read_project_file
 from sgpatch.config.tomlpos import TableReader
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.errors import ConfigError
-from sgpatch.projectfiles import read_project_file
+from sgpatch.config.projectfiles import read_project_file
 from sgpatch.pyast import parse_python
 from sgpatch.series.patch import FilePatch, Patch, split_lines
 from sgpatch.source.tree import SourceTree
