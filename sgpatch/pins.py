@@ -23,7 +23,7 @@ from tomlkit.items import Table
 
 from sgpatch.config import Artifact, Override, Stack
 from sgpatch.errors import ConfigError
-from sgpatch.requirements import parse_requirement, shortened
+from sgpatch.config.requirements import parse_requirement, shortened
 from sgpatch.config.tomlpos import locate
 
 RULE = "# " + "-" * 75

@@ -71,11 +71,11 @@ class Override:
 
 def parse_override(dist: str, text: str) -> Override:
     """``text`` as the override for ``dist``; ValueError saying why when it is no requirement a person could
-    type (:func:`sgpatch.requirements.parse_requirement`) or names another project."""
+    type (:func:`sgpatch.config.requirements.parse_requirement`) or names another project."""
     from packaging.requirements import InvalidRequirement
     from packaging.utils import canonicalize_name
 
-    from sgpatch.requirements import parse_requirement
+    from sgpatch.config.requirements import parse_requirement
 
     try:
         req = parse_requirement(text)
