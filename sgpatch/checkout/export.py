@@ -34,7 +34,7 @@ from sgpatch.checkout.state import base_candidates, check_base_files, open_check
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckFailed, PatchError
 from sgpatch.git.repo import CommitSpec, Git
-from sgpatch.pins import FilePin, set_file_pins
+from sgpatch.config.pins import FilePin, set_file_pins
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.anchors import ANCHORS_FILE, load_anchors
 from sgpatch.series.engine import apply_in_order, apply_modes

@@ -18,7 +18,7 @@ from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.repo import Git
-from sgpatch.pins import (
+from sgpatch.config.pins import (
     FilePin,
     append_stack,
     release_requires,

@@ -39,7 +39,7 @@ from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
-from sgpatch.pins import remove_stack
+from sgpatch.config.pins import remove_stack
 from sgpatch.port.carry import advance
 from sgpatch.port.outputs import (
     Plan,

@@ -16,7 +16,7 @@ from sgpatch.errors import SourceError
 from sgpatch.git.clone import clone
 from sgpatch.git.diff import write_info_attributes
 from sgpatch.git.repo import Git
-from sgpatch.pins import RENAMES, check_build_requires, port_pins
+from sgpatch.config.pins import RENAMES, check_build_requires, port_pins
 from sgpatch.port.outputs import new_stack_name
 from sgpatch.results import Progress
 from sgpatch.source.artifacts import fetch_artifact
