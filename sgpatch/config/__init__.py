@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from sgpatch.errors import ConfigError
 from sgpatch.config.projectfiles import read_project_file
 from sgpatch.config.tomlpos import TableReader
+from sgpatch.errors import ConfigError
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

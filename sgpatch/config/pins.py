@@ -22,9 +22,9 @@ from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
 from sgpatch.config import Artifact, Override, Stack
-from sgpatch.errors import ConfigError
 from sgpatch.config.requirements import parse_requirement, shortened
 from sgpatch.config.tomlpos import locate
+from sgpatch.errors import ConfigError
 
 RULE = "# " + "-" * 75
 

@@ -16,14 +16,14 @@ from sgpatch.checkout.chain import series_text
 from sgpatch.checkout.state import inspect
 from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack, parse_config
-from sgpatch.errors import CheckoutError, ConfigError
-from sgpatch.git.repo import Git
 from sgpatch.config.pins import (
     FilePin,
     append_stack,
     release_requires,
     stack_block,
 )
+from sgpatch.errors import CheckoutError, ConfigError
+from sgpatch.git.repo import Git
 from sgpatch.port.rebase import OldSeries
 from sgpatch.port.verdict import DROPPED, KEPT, PortedPatch
 from sgpatch.series.anchors import ANCHORS_FILE, Anchor, load_anchors

@@ -36,10 +36,10 @@ from sgpatch.checkout.chain import header_of, render_chain
 from sgpatch.checkout.export import rerecord
 from sgpatch.checkout.journal import move_checkout
 from sgpatch.config import Config, Stack
+from sgpatch.config.pins import remove_stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
-from sgpatch.config.pins import remove_stack
 from sgpatch.port.carry import advance
 from sgpatch.port.outputs import (
     Plan,

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.errors import ConfigError
 from sgpatch.config.projectfiles import read_project_file
+from sgpatch.config.tomlpos import locate
+from sgpatch.errors import ConfigError
 from sgpatch.pyast import parse_python
 from sgpatch.series.patch import FilePatch, Patch, split_lines
 from sgpatch.source.tree import SourceTree
-from sgpatch.config.tomlpos import locate
 
 ANCHORS_FILE = "anchors.toml"
 PHASES = ("pristine", "patched", "both")

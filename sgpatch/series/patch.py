@@ -15,8 +15,8 @@ from pathlib import Path, PurePosixPath
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchedFile, PatchSet
 
-from sgpatch.errors import PatchError
 from sgpatch.config.projectfiles import read_project_file
+from sgpatch.errors import PatchError
 from sgpatch.series.dep3 import parse_dep3
 from sgpatch.series.paths import path_refusal
 

@@ -16,9 +16,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from sgpatch.cache import Cache
 from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Stack, wheel_tags
+from sgpatch.config.requirements import parse_requirement
 from sgpatch.errors import BuildError, SgpatchError
 from sgpatch.git.repo import Git
-from sgpatch.config.requirements import parse_requirement
 from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
