@@ -28,7 +28,8 @@ from sgpatch.deployed.installed import (
     verify_ssh,
     wanted_files,
 )
-from sgpatch.deployed.remote import CONNECT_TIMEOUT, ProbeSession, Target, command_for, ssh_command, target_for
+from sgpatch.deployed.remote import CONNECT_TIMEOUT, ProbeSession, command_for, ssh_command, target_for
+from sgpatch.deployed.target import Target
 from sgpatch.errors import EnvironmentFailure
 from sgpatch.project import Project
 from sgpatch.wheel import check_wheel

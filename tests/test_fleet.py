@@ -18,7 +18,8 @@ import pytest
 from sgpatch.config import Config
 from sgpatch.deployed.fleet import Build, FleetReport, HostResult, _majority, target_of
 from sgpatch.deployed.inventory import Host, InventoryError, load_inventory
-from sgpatch.deployed.remote import Target, ssh_command
+from sgpatch.deployed.remote import ssh_command
+from sgpatch.deployed.target import Target
 from sgpatch.project import Project, load_project
 from sgpatch.wheel import build_wheel
 

@@ -31,7 +31,8 @@ from sgpatch.deployed.doctor import check as doctor_check
 from sgpatch.deployed.doctor import request as doctor_request
 from sgpatch.deployed.installed import NotInstalled, examine_install
 from sgpatch.deployed.inventory import Host
-from sgpatch.deployed.remote import ProbeSession, Target, Unreachable, run_probe, target_for
+from sgpatch.deployed.remote import ProbeSession, Unreachable, run_probe, target_for
+from sgpatch.deployed.target import Target
 from sgpatch.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, SgpatchError
 from sgpatch.pyast import parses_shared
 from sgpatch.results import SCHEMA_VERSION, Progress

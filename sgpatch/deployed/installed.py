@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from sgpatch.checkout.verify import VerifyReport, verify_tree
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
-from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, Target, run_probe, target_for
+from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, run_probe, target_for
+from sgpatch.deployed.target import Target
 from sgpatch.errors import SgpatchError
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors

@@ -40,7 +40,6 @@ VARS = {
 CONNECTIONS = ("ssh", "smart", "paramiko", "local")
 
 
-
 @dataclass(frozen=True, slots=True)
 class Host:
     """One host to check: ``name`` is given to ssh as is (an alias of the user's ssh config, or
