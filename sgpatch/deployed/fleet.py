@@ -34,7 +34,7 @@ from sgpatch.deployed.inventory import Host
 from sgpatch.deployed.remote import ProbeSession, Unreachable, run_probe, target_for
 from sgpatch.deployed.target import Target
 from sgpatch.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, SgpatchError
-from sgpatch.pyast import parses_shared
+from sgpatch.pyast import ParseMemo, parses_shared
 from sgpatch.results import SCHEMA_VERSION, Progress
 from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, wheel_version
 
@@ -257,6 +257,12 @@ def _same(build: Build, expected: Build) -> bool:
     return all(mine.get(k) == v for k, v in expected.fields)
 
 
+def _one_sharing(memo: ParseMemo, host: Host, target: Target, work: Work) -> HostResult:
+    """``_one`` in a worker thread, parsing into the memo of the thread that started the pool."""
+    with parses_shared(memo):
+        return _one(host, target, work)
+
+
 def run_fleet(
     command: str,
     stack: str,
@@ -282,9 +288,11 @@ def run_fleet(
     jobs = min(jobs, len(hosts), _descriptor_budget())
     started = time.monotonic()
     rows: list[HostResult | None] = [None] * len(hosts)
-    with parses_shared(), ThreadPoolExecutor(max_workers=jobs) as pool:
-        # parses_shared around the pool: identical files on many hosts are parsed once, in one shared memo
-        futures = {pool.submit(_one, h, t, work): i for i, (h, t) in enumerate(zip(hosts, targets, strict=True))}
+    with parses_shared() as memo, ThreadPoolExecutor(max_workers=jobs) as pool:
+        # every worker joins this memo: identical files on many hosts are parsed once
+        futures = {
+            pool.submit(_one_sharing, memo, h, t, work): i for i, (h, t) in enumerate(zip(hosts, targets, strict=True))
+        }
         try:
             for done, future in enumerate(as_completed(futures), 1):
                 row = rows[futures[future]] = future.result()
