@@ -26,7 +26,7 @@ FLOORS: dict[str, int] = {
     "source": 3,
     "series": 4,
     **dict.fromkeys(("project", "interface"), 5),
-    "checkout": 6,
+    **dict.fromkeys(("checkout", "verify"), 6),
     **dict.fromkeys(("wheel", "port", "deployed", "preflight", "workspace"), 7),
     **dict.fromkeys(("cli", "__main__"), 8),
 }

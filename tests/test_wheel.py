@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from sgpatch.cache import Cache
-from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack, parse_override
 from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.series.anchors import load_anchors
 from sgpatch.series.patch import Series, read_series
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.tree import ZipTree, site_packages_tree
+from sgpatch.verify.engine import verify_tree
 from sgpatch.wheel import BuildResult, build_wheel, check_wheel, read_provenance
 from sgpatch.wheel.build import _last_line
 from sgpatch.wheel.cache import cache_key

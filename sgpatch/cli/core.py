@@ -103,10 +103,10 @@ def verify(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel, install or fleet."""
-    from sgpatch.checkout.verify import verify_checkout
     from sgpatch.cli.render import dumps, render_verify
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.project import load_project
+    from sgpatch.verify.engine import verify_checkout
 
     remote = bool(ssh_hosts) or hosts is not None
     targets = [t for t in (checkout is not None, wheel is not None, installed, remote) if t]

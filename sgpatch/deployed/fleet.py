@@ -40,10 +40,10 @@ from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, wheel_ve
 
 if TYPE_CHECKING:
     from sgpatch.cache import Cache
-    from sgpatch.checkout.verify import VerifyReport
     from sgpatch.config import Stack
     from sgpatch.deployed.answer import InstalledDist
     from sgpatch.project import Project
+    from sgpatch.verify.engine import VerifyReport
 
 STATUSES = ("ok", "drift", "not installed", "unreachable", "error")
 FAILED = ("drift", "not installed")  # the host was checked and is not what the stack says

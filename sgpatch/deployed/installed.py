@@ -17,7 +17,6 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sgpatch.checkout.verify import VerifyReport, verify_tree
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
 from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, run_probe, target_for
 from sgpatch.deployed.target import Target
@@ -25,6 +24,7 @@ from sgpatch.errors import SgpatchError
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors
 from sgpatch.source.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
+from sgpatch.verify.engine import VerifyReport, verify_tree
 from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ from typing import Any
 from sgpatch.atomic import write_atomic
 from sgpatch.checkout.chain import series_text
 from sgpatch.checkout.state import inspect
-from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.config.pins import (
     FilePin,
@@ -36,6 +35,7 @@ from sgpatch.series.patch import (
 from sgpatch.series.relocate import AnchorMove, relocate_all, render_anchors
 from sgpatch.source.release import Release
 from sgpatch.source.tree import SourceTree
+from sgpatch.verify.engine import verify_tree
 
 
 def new_stack_name(old: Stack, version: str) -> str:

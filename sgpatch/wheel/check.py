@@ -14,7 +14,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from sgpatch.cache import Cache
-from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Stack, wheel_tags
 from sgpatch.config.requirements import parse_requirement
 from sgpatch.errors import BuildError, SgpatchError
@@ -23,6 +22,7 @@ from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
 from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
+from sgpatch.verify.engine import verify_tree
 from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
 from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
