@@ -29,11 +29,11 @@ from sgpatch.git.repo import Git
 from sgpatch.git.worktree import delete_ref
 from sgpatch.lock import pause
 from sgpatch.port.carry import advance
+from sgpatch.port.finish import base_result, prepare_in_place, replace_stack_text
 from sgpatch.port.outputs import Plan, check_series_dir, new_stack_name
 from sgpatch.port.rebase import CheckoutFiles, Rebase, commit_kept, load_old
 from sgpatch.port.record import STOP_REF, clear_record, load_record, read_record, write_record
 from sgpatch.port.result import PortResult
-from sgpatch.port.run import base_result, prepare_in_place, replace_stack_text
 from sgpatch.port.stack import new_stack
 from sgpatch.port.stop import new_record, settle_stop, stop_at, take_resolution
 from sgpatch.port.verdict import PortedPatch
