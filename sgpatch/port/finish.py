@@ -11,11 +11,11 @@ from pathlib import Path
 from sgpatch.checkout.chain import header_of, render_chain
 from sgpatch.checkout.export import rerecord
 from sgpatch.checkout.journal import move_checkout
-from sgpatch.config import Config, Stack
+from sgpatch.config import Config
 from sgpatch.config.pins import remove_stack
 from sgpatch.errors import ConfigError
 from sgpatch.port.outputs import (
-    Plan,
+    PortContext,
     check_series_dir,
     move_checkout_into_place,
     render_outputs,
@@ -23,25 +23,23 @@ from sgpatch.port.outputs import (
     with_hunks,
     write_outputs,
 )
-from sgpatch.port.rebase import CommitTree, Rebase, series_chain
+from sgpatch.port.rebase import CommitTree, series_chain
 from sgpatch.port.result import PortResult
 from sgpatch.port.verdict import PortedPatch
 from sgpatch.series.patch import Patch, parse_patch
-from sgpatch.source.release import Release
 from sgpatch.source.tree import DirTree, SourceTree
 
 
-def base_result(
-    plan: Plan, stack: Stack, release: Release, run: Rebase, pypi_commit: str, previous: tuple[PortedPatch, ...] = ()
-) -> PortResult:
+def base_result(port: PortContext, previous: tuple[PortedPatch, ...] = ()) -> PortResult:
+    plan, release, run = port.plan, port.release, port.run
     return PortResult(
         old_stack=plan.old.stack.name,
         new_stack=plan.new_name,
         version=plan.version,
         source=plan.source,
         artifacts=release.artifacts,
-        pypi_commit=pypi_commit,
-        commit=stack.commit,
+        pypi_commit=port.pypi_commit,
+        commit=port.stack.commit,
         base=run.base,
         checkout=None,
         patches=(*previous, *run.ported),
@@ -62,16 +60,9 @@ class Prepared:
     final: str  # the checkout's new HEAD: the base plus the new series' commits
 
 
-def prepare(
-    plan: Plan,
-    stack: Stack,
-    release: Release,
-    run: Rebase,
-    pypi_commit: str,
-    result: PortResult,
-    tree_of: Callable[[str], SourceTree],
-) -> Prepared:
+def prepare(port: PortContext, result: PortResult, tree_of: Callable[[str], SourceTree]) -> Prepared:
     """Regenerate the kept patches from their commits, relocate anchors, render and verify the new stack."""
+    plan, run = port.plan, port.run
     g = run.g
     chain = series_chain(g, run.base, run.tip)
     old_by_name = {p.name: p for p in plan.old.series.patches}
@@ -84,26 +75,16 @@ def prepare(
     problems: list[str] = list(result.failures)
     if plan.strict:
         problems.extend(f"{p.name}: superseded (--strict): {p.detail}" for p in ported if p.state == "superseded")
-    outputs, moves = render_outputs(
-        plan, stack, release, g, run.base, final, new_patches, rendered, ported, pypi_commit
-    )
+    outputs, moves = render_outputs(port, final, new_patches, rendered, ported)
     problems.extend(self_check(plan, outputs, new_patches, tree_of(final)))
     result = dataclasses.replace(result, patches=ported, anchors=tuple(moves), failures=tuple(problems))
     return Prepared(result, outputs, final)
 
 
-def finish_fresh(
-    plan: Plan,
-    stack: Stack,
-    release: Release,
-    run: Rebase,
-    pypi_commit: str,
-    result: PortResult,
-    into: Path,
-    target: Path,
-) -> PortResult:
+def finish_fresh(port: PortContext, result: PortResult, *, into: Path, target: Path) -> PortResult:
     """No conflict: write the new stack and move the new checkout (made in ``into``) to ``target``."""
-    g = run.g
+    plan = port.plan
+    g = port.run.g
     head = g.head()
     assert head is not None
 
@@ -111,7 +92,7 @@ def finish_fresh(
         move_checkout(g, old=head, new=final, reason=f"sgpatch port {plan.new_name}")
         return DirTree(into)
 
-    ready = prepare(plan, stack, release, run, pypi_commit, result, verified_on)
+    ready = prepare(port, result, verified_on)
     if ready.result.failures or plan.dry_run:
         return ready.result
     check_series_dir(plan, ready.outputs)
@@ -120,11 +101,9 @@ def finish_fresh(
     return dataclasses.replace(ready.result, checkout=target, written=tuple(written))
 
 
-def prepare_in_place(
-    plan: Plan, stack: Stack, release: Release, run: Rebase, pypi_commit: str, result: PortResult
-) -> Prepared:
+def prepare_in_place(port: PortContext, result: PortResult) -> Prepared:
     """``prepare`` for the user's checkout: verified on the final commit, the files stay until it is written."""
-    return prepare(plan, stack, release, run, pypi_commit, result, lambda final: CommitTree(run.g, final))
+    return prepare(port, result, lambda final: CommitTree(port.run.g, final))
 
 
 def replace_stack_text(config: Config, name: str, *, force: bool) -> tuple[Config, str]:

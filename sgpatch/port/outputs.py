@@ -23,7 +23,7 @@ from sgpatch.config.pins import (
 )
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.repo import Git
-from sgpatch.port.rebase import OldSeries
+from sgpatch.port.rebase import OldSeries, Rebase
 from sgpatch.port.verdict import DROPPED, KEPT, PortedPatch
 from sgpatch.series.anchors import ANCHORS_FILE, Anchor, load_anchors
 from sgpatch.series.patch import (
@@ -67,6 +67,19 @@ class Plan:
     exists: str = ""  # a dry run over a stack that exists already: what --force would replace (shown as a note)
 
 
+@dataclass(frozen=True, slots=True)
+class PortContext:
+    """A port under way, as every step after the carry needs it: the plan, the new stack, the release it
+    ports to, the rebase that carries the series (its checkout, base and kept commits) and the commit the
+    release's own files make (``pypi_commit``)."""
+
+    plan: Plan
+    stack: Stack
+    release: Release
+    run: Rebase
+    pypi_commit: str
+
+
 def with_hunks(ported: PortedPatch, old: Patch, new: Patch | None) -> PortedPatch:
     """``ported`` with its regenerated hunk headers, and how far an applying patch moved."""
     if new is None:
@@ -85,18 +98,15 @@ def with_hunks(ported: PortedPatch, old: Patch, new: Patch | None) -> PortedPatc
 
 
 def render_outputs(
-    plan: Plan,
-    stack: Stack,
-    release: Release,
-    g: Git,
-    base: str,
+    port: PortContext,
     final: str,
     new_patches: Sequence[Patch],
     rendered: Sequence[Any],
     ported: Sequence[PortedPatch],
-    pypi_commit: str,
 ) -> tuple[dict[Path, bytes], list[AnchorMove]]:
     """Every file the new stack consists of, and the VERSIONS.toml block."""
+    plan, stack, release, pypi_commit = port.plan, port.stack, port.release, port.pypi_commit
+    g, base = port.run.g, port.run.base
     old = plan.old
     series_dir = plan.series_dir
     outputs: dict[Path, bytes] = {series_dir / r.name: r.data for r in rendered}

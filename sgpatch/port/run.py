@@ -40,6 +40,7 @@ from sgpatch.port.carry import advance
 from sgpatch.port.finish import base_result, finish_fresh
 from sgpatch.port.outputs import (
     Plan,
+    PortContext,
     check_replaceable,
     new_stack_name,
 )
@@ -111,17 +112,17 @@ def port_stack(
     old, project = load_old(config, stack_name, progress=progress)
     series_dir = old.series.directory.parent / version
     plan = Plan(
-        config,
-        old,
-        project.anchors,
-        version,
-        new_name,
-        series_dir,
-        source,
-        strict,
-        dry_run,
-        config_text,
-        replaced is not None and force,
+        config=config,
+        old=old,
+        anchors=project.anchors,
+        version=version,
+        new_name=new_name,
+        series_dir=series_dir,
+        source=source,
+        strict=strict,
+        dry_run=dry_run,
+        config_text=config_text,
+        force=replaced is not None and force,
         exists=exists if dry_run else "",
     )
     existed_empty = False
@@ -179,13 +180,14 @@ def port_stack(
         stack = dataclasses.replace(stack, commit=upstream_commit, default_source=source_kind)
         if wheels is not None:
             wheels.result()
-        result = base_result(plan, stack, release, run, pypi_commit)
+        port = PortContext(plan=plan, stack=stack, release=release, run=run, pypi_commit=pypi_commit)
+        result = base_result(port)
         if conflict_at is None:
-            return finish_fresh(plan, stack, release, run, pypi_commit, result, into, target)
+            return finish_fresh(port, result, into=into, target=target)
         failures = tuple(f"{p.name}: conflict: {p.detail}" for p in result.patches if p.state == "conflict")
         if dry_run:
             return dataclasses.replace(result, failures=failures)
-        record = new_record(plan, stack, release, run, pypi_commit, conflict_at, existed_empty=existed_empty)
+        record = new_record(port, conflict_at, existed_empty=existed_empty)
         result = dataclasses.replace(result, failures=failures)
         return stop_at(
             plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target
