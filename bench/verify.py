@@ -1,4 +1,7 @@
-"""Cold `sgpatch verify` on the patched real 0.5.9 checkout vs the shell floor.
+"""`sgpatch verify` on the patched real 0.5.9 checkout vs the shell floor, on the user's install.
+
+sgpatch is timed as a user installs it (bench/userinstall.py: the sdist, non-editable, a fresh venv, no
+constraints file), unless ``--sgpatch PATH`` names another one (this repository's venv, to compare).
 
 The floor is what the user did by hand, made exhaustive: `git apply -R --check`
 for every patch plus one `sed -n A,Bp` per anchor, in one shell.  Every command is
@@ -10,15 +13,13 @@ landing results, never an answer: every run asks git and reads the files again) 
 with ``--no-cache`` (the full path CI and first runs take).  Prints the medians and the
 ratios; asserts nothing.
 
-    python bench/verify.py [--runs 15] [--checkout DIR]
+    python bench/verify.py [--runs 15] [--checkout DIR] [--sgpatch PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -29,15 +30,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.userinstall import sgpatch_for, user_env  # noqa: E402
 from sgpatch.config import load_config  # noqa: E402
 from sgpatch.project import load_project  # noqa: E402
 
 
 def _env() -> dict[str, str]:
     """The user's environment, bytecode caches allowed (``PYTHONDONTWRITEBYTECODE`` measures something else)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "PYTHONDONTWRITEBYTECODE"}
-    env.pop("CI", None)
-    return env
+    return user_env()
 
 
 def _time(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
@@ -53,13 +53,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--checkout", type=Path, help="a patched 0.5.9 checkout (default: make one in a temp dir)")
+    parser.add_argument("--sgpatch", help="the sgpatch to time (default: a fresh user install of this tree)")
     args = parser.parse_args()
 
     config = load_config(REPO / "VERSIONS.toml")
     project = load_project(config, None)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sgpatch")], check=True)
-    sgpatch = shutil.which("sgpatch", path=str(Path(sys.executable).parent)) or "sgpatch"
     with tempfile.TemporaryDirectory() as tmp:
+        sgpatch = sgpatch_for(Path(tmp), args.sgpatch)
         co = args.checkout
         if co is None:
             co = Path(tmp) / "checkout"
@@ -79,6 +79,7 @@ def main() -> None:
         timed = {
             "floor": (floor, None),
             "python": ([sys.executable, "-c", "pass"], None),
+            "--help": ([sgpatch, "--help"], None),
             "verify": (ours, True),
             "verify --no-cache": ([*ours, "--no-cache"], False),
             "check-interface": (iface, True),
@@ -98,6 +99,7 @@ def main() -> None:
         print(f"checkout: patched 0.5.9 ({len(project.series.patches)} patches, {n_anchor} patched-phase anchors)")
         print(f"floor  git apply -R --check x{len(project.series.patches)} + sed -n x{n_anchor}: median {f:.1f} ms")
         print(f"python -c pass (interpreter start): median {med['python']:.1f} ms")
+        print(f"sgpatch --help:                    median {med['--help']:.1f} ms")
         print(f"sgpatch verify, cache warm:        median {med['verify']:.1f} ms  = {med['verify'] / f:.2f}x floor")
         print(
             f"sgpatch verify --no-cache:         median {med['verify --no-cache']:.1f} ms"
@@ -105,7 +107,7 @@ def main() -> None:
         )
         print(f"sgpatch check-interface, warm:     median {med['check-interface']:.1f} ms")
         print(f"sgpatch check-interface --no-cache: median {med['check-interface --no-cache']:.1f} ms")
-        print(f"(runs={args.runs}, interleaved, whole processes, bytecode compiled)")
+        print(f"(runs={args.runs}, interleaved, whole processes, bytecode compiled; sgpatch: {sgpatch})")
 
 
 if __name__ == "__main__":
