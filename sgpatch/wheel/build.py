@@ -29,7 +29,7 @@ from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
 from sgpatch.errors import BuildError, CheckoutError
-from sgpatch.git.repo import Git
+from sgpatch.git.repo import Git, object_ids
 from sgpatch.results import Progress
 from sgpatch.series.anchors import Anchor, load_anchors
 from sgpatch.series.patch import Series
@@ -160,6 +160,11 @@ def _in_background(work: Callable[[], None]) -> Callable[[], None]:
             raise failed[0]
 
     return wait
+
+
+def _blob_ids(g: Git, rev: str, paths: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
+    """``(path, blob id)`` of ``paths`` in ``rev`` (None: not there), asked of git once."""
+    return tuple(zip(paths, object_ids(g, [f"{rev}:{p}" for p in paths]), strict=True))
 
 
 def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:
@@ -295,8 +300,8 @@ def repack_wheels(
         tree=g.tree_of(head),
         source_date_epoch=WHEEL_CHECKOUT_EPOCH,
         isolated=True,
-        before=tuple((p, g.blob_id(base, p)) for p in paths),
-        after=tuple((p, g.blob_id(head, p)) for p in paths),
+        before=_blob_ids(g, base, paths),
+        after=_blob_ids(g, head, paths),
     )
     for artifact in wanted:
         inputs = dataclasses.replace(common, repacked=artifact)
@@ -384,8 +389,8 @@ def build_wheel(
         source_date_epoch=int(g.commit_date(base).split()[0]),
         isolated=isolated,
         python=python or sys.executable,
-        before=tuple((p, g.blob_id(base, p)) for p in paths),
-        after=tuple((p, g.blob_id(head, p)) for p in paths),
+        before=_blob_ids(g, base, paths),
+        after=_blob_ids(g, head, paths),
     )
     key = cache_key(inputs)
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
