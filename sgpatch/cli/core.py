@@ -23,7 +23,17 @@ from sgpatch.cli.base import (
     echo_json,
     handled,
 )
-from sgpatch.cli.fleet import HostsOpt, JobsOpt, LimitOpt, SshOpt, TimeoutOpt, is_fleet, verify_fleet_cli
+from sgpatch.cli.fleet import (
+    HostsOpt,
+    JobsOpt,
+    LimitOpt,
+    SshOpt,
+    TimeoutOpt,
+    fleet_hosts,
+    host_options,
+    is_fleet,
+    verify_fleet_cli,
+)
 
 
 @app.command()
@@ -118,12 +128,8 @@ def verify(
         return verify_fleet_cli(
             stack=stack,
             config=_config(config),
-            ssh=ssh_hosts,
-            hosts=hosts,
-            limit=limit,
-            python=python,
-            jobs=jobs,
-            timeout=timeout,
+            hosts=fleet_hosts(ssh_hosts, hosts, limit),
+            options=host_options(python=python, jobs=jobs, timeout=timeout),
             json_out=json_out,
             cache=_cache(no_cache),
         )
@@ -155,9 +161,8 @@ def verify(
         report = verify_installed(project, python=python)
     elif ssh is not None:
         from sgpatch.deployed.installed import verify_ssh
-        from sgpatch.deployed.remote import ANSWER_TIMEOUT
 
-        report = verify_ssh(project, ssh, python=python, timeout=timeout if timeout is not None else ANSWER_TIMEOUT)
+        report = verify_ssh(project, ssh, host_options(python=python, timeout=timeout))
     else:
         report = verify_checkout(project, _checkout(cfg, project.stack, checkout), cache=_cache(no_cache))
     if json_out:

@@ -32,7 +32,7 @@ from sgpatch.deployed.doctor import request as doctor_request
 from sgpatch.deployed.installed import NotInstalled, examine_install
 from sgpatch.deployed.inventory import Host
 from sgpatch.deployed.remote import ProbeSession, Unreachable, run_probe, target_for
-from sgpatch.deployed.target import Target
+from sgpatch.deployed.target import HostOptions, Target
 from sgpatch.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, SgpatchError
 from sgpatch.pyast import ParseMemo, parses_shared
 from sgpatch.results import SCHEMA_VERSION, Progress
@@ -306,6 +306,10 @@ def run_fleet(
     return FleetReport(command, stack, expected, results, majority, odd, time.monotonic() - started, jobs, timeout)
 
 
+def _timeout(options: HostOptions) -> float:
+    return options.timeout if options.timeout is not None else DEFAULT_TIMEOUT
+
+
 def _descriptor_budget() -> int:
     """How many probe sessions the open-file limit allows at once (each holds three pipes and their ends)."""
     import resource
@@ -319,14 +323,13 @@ def _descriptor_budget() -> int:
 def verify_fleet(
     project: Project,
     hosts: Sequence[Host],
+    options: HostOptions = HostOptions(),  # noqa: B008 (frozen: one shared default is safe)
     *,
-    python: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    timeout: float = DEFAULT_TIMEOUT,
     cache: Cache | None = None,
     progress: Progress | None = None,
 ) -> FleetReport:
     """``verify`` on every host: is the code each one will import the stack's patched code?"""
+    timeout = _timeout(options)
 
     def work(target: Target) -> tuple[str, str, Build | None, tuple[str, ...]]:
         with ProbeSession(target, timeout=timeout) as session:
@@ -345,8 +348,8 @@ def verify_fleet(
         label,
         hosts,
         work,
-        python=python,
-        jobs=jobs,
+        python=options.python,
+        jobs=options.jobs if options.jobs is not None else DEFAULT_JOBS,
         timeout=timeout,
         expected_build=expected,
         progress=progress,
@@ -356,13 +359,12 @@ def verify_fleet(
 def doctor_fleet(
     stack: Stack,
     hosts: Sequence[Host],
+    options: HostOptions = HostOptions(),  # noqa: B008 (frozen: one shared default is safe)
     *,
-    python: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    timeout: float = DEFAULT_TIMEOUT,
     progress: Progress | None = None,
 ) -> FleetReport:
     """``doctor`` on every host: the packages around sglang against the stack's pins."""
+    timeout = _timeout(options)
     request = doctor_request(stack)  # a malformed pin is refused once, before any host
 
     def work(target: Target) -> tuple[str, str, Build | None, tuple[str, ...]]:
@@ -384,8 +386,8 @@ def doctor_fleet(
         f"the pins of {stack.name}",
         hosts,
         work,
-        python=python,
-        jobs=jobs,
+        python=options.python,
+        jobs=options.jobs if options.jobs is not None else DEFAULT_JOBS,
         timeout=timeout,
         progress=progress,
     )

@@ -18,3 +18,14 @@ class Target:
     @property
     def label(self) -> str:
         return f"{self.python} on {self.host}" if self.host else self.python
+
+
+@dataclass(frozen=True, slots=True)
+class HostOptions:
+    """How the command line asked for hosts to be checked; None is the core's own default, decided where it
+    is used: ``jobs`` hosts at a time (a fleet's ``DEFAULT_JOBS``), ``timeout`` seconds per host, connection
+    included (one host: ``remote.ANSWER_TIMEOUT``; each host of a fleet: ``fleet.DEFAULT_TIMEOUT``)."""
+
+    python: str | None = None
+    jobs: int | None = None
+    timeout: float | None = None
