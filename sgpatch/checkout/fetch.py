@@ -168,6 +168,8 @@ def check_wheels_agree(
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
+    """What ``fetch`` made: the checkout, its commit and the artifact it came from."""
+
     stack: str
     source: str
     checkout: Path

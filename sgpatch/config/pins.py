@@ -31,6 +31,8 @@ RULE = "# " + "-" * 75
 
 @dataclass(frozen=True, slots=True)
 class FilePin:
+    """A touched file's git blob ids before and after the series."""
+
     path: str
     pristine: str
     patched: str

@@ -21,6 +21,8 @@ class InventoryError(ConfigError):
 
 @dataclass
 class RawGroup:
+    """A group as the file states it: its hosts, children and variables, each with its line."""
+
     line: int
     hosts: dict[str, int] = field(default_factory=dict)
     children: dict[str, int] = field(default_factory=dict)
@@ -29,6 +31,8 @@ class RawGroup:
 
 @dataclass
 class RawInventory:
+    """An inventory as a parser collected it, before groups and variables are resolved."""
+
     path: str
     groups: dict[str, RawGroup] = field(default_factory=dict)
     host_vars: dict[str, dict[str, tuple[object, int]]] = field(default_factory=dict)

@@ -52,6 +52,8 @@ def _swap_version(text: str, old: str, new: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """What a port was asked to do: from which series, to which version and stack name, and how."""
+
     config: Config
     old: OldSeries
     anchors: tuple[Anchor, ...]

@@ -62,6 +62,8 @@ class Anchor:
 
 @dataclass(frozen=True, slots=True)
 class AnchorResult:
+    """An anchor checked on a tree: ok, moved (and where to) or missing."""
+
     anchor: Anchor
     status: str  # "ok", "moved", "missing"
     found: tuple[int, int] | None  # the range where it was found, for "moved"

@@ -112,6 +112,8 @@ class Patch:
 
 @dataclass(frozen=True, slots=True)
 class Series:
+    """A stack's patches, in the order its series file gives them."""
+
     directory: Path
     patches: tuple[Patch, ...]
 
