@@ -27,9 +27,6 @@ IDENTITY_NAME = "sgpatch"
 IDENTITY_EMAIL = "sgpatch@localhost"
 
 
-_OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-
-
 @dataclass(frozen=True, slots=True)
 class CommitSpec:
     """What a new commit is made of; identity and date are fixed for reproducible SHAs."""
@@ -396,17 +393,6 @@ def object_types(g: Git, specs: Sequence[str]) -> list[str | None]:
         raise CheckoutError(f"{g.root}: a path with a newline or NUL cannot be looked up")
     lines = g._run("cat-file", "--batch-check=%(objecttype)", input=data).stdout.decode().split("\n")
     return [line if line in ("blob", "tree", "commit", "tag") else None for line in lines[: len(specs)]]
-
-
-def object_ids(g: Git, specs: Sequence[str]) -> list[str | None]:
-    """What ``rev_parse`` gives for each ``rev:path`` spec (its object id; None if missing), in one process."""
-    if not specs:
-        return []
-    if any("\n" in s or "\0" in s for s in specs):
-        raise CheckoutError(f"{g.root}: a path with a newline or NUL cannot be looked up")
-    data = "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")
-    lines = g._run("cat-file", "--batch-check=%(objectname)", input=data).stdout.decode().split("\n")
-    return [line if _OID.fullmatch(line) else None for line in lines[: len(specs)]]
 
 
 def object_sizes(g: Git, specs: Sequence[str]) -> list[int | None]:

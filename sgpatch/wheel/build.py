@@ -29,7 +29,8 @@ from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
 from sgpatch.errors import BuildError, CheckoutError
-from sgpatch.git.repo import Git, object_ids
+from sgpatch.git.batch import blob_ids
+from sgpatch.git.repo import Git
 from sgpatch.results import Progress
 from sgpatch.series.anchors import Anchor, load_anchors
 from sgpatch.series.patch import Series
@@ -160,11 +161,6 @@ def _in_background(work: Callable[[], None]) -> Callable[[], None]:
             raise failed[0]
 
     return wait
-
-
-def _blob_ids(g: Git, rev: str, paths: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
-    """``(path, blob id)`` of ``paths`` in ``rev`` (None: not there), asked of git once."""
-    return tuple(zip(paths, object_ids(g, [f"{rev}:{p}" for p in paths]), strict=True))
 
 
 def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:
@@ -300,8 +296,8 @@ def repack_wheels(
         tree=g.tree_of(head),
         source_date_epoch=WHEEL_CHECKOUT_EPOCH,
         isolated=True,
-        before=_blob_ids(g, base, paths),
-        after=_blob_ids(g, head, paths),
+        before=blob_ids(g, base, paths),
+        after=blob_ids(g, head, paths),
     )
     for artifact in wanted:
         inputs = dataclasses.replace(common, repacked=artifact)
@@ -389,8 +385,8 @@ def build_wheel(
         source_date_epoch=int(g.commit_date(base).split()[0]),
         isolated=isolated,
         python=python or sys.executable,
-        before=_blob_ids(g, base, paths),
-        after=_blob_ids(g, head, paths),
+        before=blob_ids(g, base, paths),
+        after=blob_ids(g, head, paths),
     )
     key = cache_key(inputs)
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
