@@ -8,14 +8,15 @@ PLATFORM ?=
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= auto
 
-.PHONY: help venv venv-run test lint patch wheel bench fuzz reliability-table clean
+.PHONY: help venv venv-run test lint patch wheel bench fuzz reliability-table reference clean
 
 help:
 	@echo "make test    - run the test suite (creates .venv with the test and lint extras)"
 	@echo "make patch   - fetch pinned SGLang -> apply the series -> verify (default stack, or STACK=...)"
 	@echo "make wheel   - make patch, then build and verify the patched wheel(s) into dist/ (PLATFORM=TAG: one wheel-only tag)"
 	@echo "make lint    - ruff and mypy --strict"
-	@echo "make bench   - benchmarks against their shell floors"
+	@echo "make bench   - benchmarks against their shell floors, on sgpatch installed as a user installs it"
+	@echo "make reference - regenerate docs/reference.md's synopsis and option tables from the command line"
 	@echo "make fuzz    - the fuzz and engine-vs-git tests with 25x the examples make test runs (about 20 minutes)"
 	@echo "make reliability-table - run the fault/kill/hostile-input tests, regenerate docs/reliability.md"
 
@@ -61,6 +62,9 @@ fuzz: venv
 
 reliability-table: venv
 	$(PY) tools/reliability_table.py --output docs/reliability.md --readme docs/security.md
+
+reference: venv
+	$(PY) tools/reference.py
 
 bench: venv
 	$(PY) bench/verify.py

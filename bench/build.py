@@ -1,5 +1,8 @@
 """`sgpatch build` as a whole process vs a bare `python -m build` of the same tree, interleaved.
 
+sgpatch is timed as a user installs it (bench/userinstall.py: the sdist, non-editable, a fresh venv, no
+constraints file), unless ``--sgpatch PATH`` names another one.
+
 Set-up (not timed): a patched checkout of the stack, made once with `sgpatch fetch` and `sgpatch apply`.
 Each run (ours and floor swap places every other run, from run 2 on):
 
@@ -34,14 +37,13 @@ build of a checkout is run 1, every later one (patches edited, cache emptied) is
 Bytecode is compiled first and `PYTHONDONTWRITEBYTECODE` is dropped, so start-up is what a user sees.
 Prints medians and ratios; asserts nothing (these machines are shared and noisy).
 
-    python bench/build.py [--runs 5] [--stack 0.5.9-cu130]
+    python bench/build.py [--runs 5] [--stack 0.5.9-cu130] [--sgpatch PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -51,20 +53,16 @@ import time
 import tomllib
 from pathlib import Path
 
-from sgpatch.cache import EXPORTS, results_root
-from sgpatch.wheel.export import export_place
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.userinstall import sgpatch_for, user_env  # noqa: E402
+from sgpatch.cache import EXPORTS, results_root  # noqa: E402
+from sgpatch.wheel.export import export_place  # noqa: E402
 
 
 def bench_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "PYTHONDONTWRITEBYTECODE"}
-    env.pop("CI", None)
-    return env
-
-
-def sgpatch_exe() -> str:
-    return shutil.which("sgpatch", path=str(Path(sys.executable).parent)) or "sgpatch"
+    return user_env()
 
 
 def run(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[bytes]]:
@@ -87,17 +85,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--stack", default=None)
+    parser.add_argument("--sgpatch", help="the sgpatch to time (default: a fresh user install of this tree)")
     args = parser.parse_args()
 
     env = bench_env()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sgpatch")], check=True)
     doc = tomllib.loads((REPO / "VERSIONS.toml").read_text())
     stack = args.stack or doc["default_stack"]
     build_requires = doc["stacks"][stack].get("build", {}).get("requires", [])
-    sgpatch = sgpatch_exe()
-
     with tempfile.TemporaryDirectory(prefix="sgpatch-bench-") as tmp:
         work = Path(tmp)
+        sgpatch = sgpatch_for(work, args.sgpatch)
         config = copy_project(work / "setup")
         checkout = work / "checkout"
         run([sgpatch, "fetch", stack, "--into", str(checkout), "--config", str(config)], cwd=work, env=env)

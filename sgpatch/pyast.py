@@ -3,6 +3,10 @@
 The trees are read-only to both (nothing assigns to a node), so one ``ast.Module`` serves every reader
 of the same bytes.  Parsing allocates hundreds of thousands of nodes that all stay alive, so the cyclic
 collector is paused while parsing: it would only walk them again and again and free nothing.
+
+Threads: the memo belongs to the thread that opened it (fleet workers run verifies side by side); a pool's
+workers join their caller's memo explicitly (``parses_shared(memo)``), so identical files on many hosts are
+parsed once.  The collector is paused while any thread parses and resumed when the last one is done.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import ast
 import functools
 import gc
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
@@ -17,32 +22,69 @@ from typing import ParamSpec, TypeVar
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_parsed: dict[bytes, ast.Module] | None = None  # set only inside ``parses_shared()``
+
+class ParseMemo:
+    """The trees parsed inside one ``parses_shared()``, by their bytes; safe to share between threads."""
+
+    __slots__ = ("_lock", "_trees")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._trees: dict[bytes, ast.Module] = {}
+
+    def get(self, data: bytes) -> ast.Module | None:
+        with self._lock:
+            return self._trees.get(data)
+
+    def keep(self, data: bytes, tree: ast.Module) -> ast.Module:
+        """``tree``, or the tree another thread kept for the same bytes meanwhile (one tree per bytes)."""
+        with self._lock:
+            return self._trees.setdefault(data, tree)
+
+
+_thread = threading.local()  # .memo: this thread's ParseMemo, set only inside ``parses_shared()``
+
+
+def _current() -> ParseMemo | None:
+    memo: ParseMemo | None = getattr(_thread, "memo", None)
+    return memo
 
 
 @contextmanager
-def parses_shared() -> Iterator[None]:
-    """Inside, :func:`parse_python` of the same bytes returns the same tree; after, they are let go
-    (a tree kept to the end of the process costs more at exit, in the final collection, than it saved)."""
-    global _parsed
-    outer = _parsed
-    _parsed = {} if outer is None else outer
+def parses_shared(memo: ParseMemo | None = None) -> Iterator[ParseMemo]:
+    """Inside, in this thread, :func:`parse_python` of the same bytes returns the same tree; after, they are
+    let go (a tree kept to the end of the process costs more at exit, in the final collection, than it saved).
+    Nested, the outer memo serves; ``memo`` joins a memo another thread opened (a pool's workers)."""
+    outer = _current()
+    _thread.memo = memo if memo is not None else outer if outer is not None else ParseMemo()
     try:
-        yield
+        yield _thread.memo
     finally:
-        _parsed = outer
+        _thread.memo = outer
+
+
+_pauses = 0  # threads inside collector_paused(), under _pause_lock
+_resume = False  # the collector was on when the first of them paused it
+_pause_lock = threading.Lock()
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a burst of allocation that creates no garbage."""
-    was = gc.isenabled()
-    gc.disable()
+    """Pause the cyclic garbage collector for a burst of allocation that creates no garbage; with threads,
+    it is resumed (if it was on) when the last of them is done."""
+    global _pauses, _resume
+    with _pause_lock:
+        if _pauses == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pauses += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _resume:
+                gc.enable()
 
 
 def without_collector(func: Callable[P, R]) -> Callable[P, R]:
@@ -62,11 +104,11 @@ def parse_python(data: bytes, *, filename: str = "<unknown>") -> ast.Module:
     Raises what ``ast.parse`` raises (SyntaxError, ValueError, RecursionError, MemoryError); failures are
     not remembered.
     """
-    memo = _parsed
+    memo = _current()
     found = memo.get(data) if memo is not None else None
     if found is None:
         with collector_paused():
             found = ast.parse(data, filename=filename)
         if memo is not None:
-            memo[data] = found
+            found = memo.keep(data, found)
     return found

@@ -30,7 +30,6 @@ from hypothesis import strategies as st
 
 import sgpatch.cache
 from sgpatch.cache import KEEP, MAX_ENTRY_BYTES, Cache, key, open_cache
-from sgpatch.checkout.verify import verify_checkout
 from sgpatch.errors import ConfigError
 from sgpatch.git.history import first_parent_line
 from sgpatch.git.repo import Git
@@ -38,6 +37,7 @@ from sgpatch.interface import ClassRef, ExternalBases, InterfaceReport, check_in
 from sgpatch.interface.external import kept_nn_module
 from sgpatch.project import Project
 from sgpatch.source.tree import DirTree, SourceTree
+from sgpatch.verify.engine import verify_checkout
 
 from .conftest import USER_RESULTS_ROOT
 from .helpers import copy_project, git, git_shim, run_cli

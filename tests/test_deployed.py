@@ -28,7 +28,8 @@ from sgpatch.deployed.installed import (
     verify_ssh,
     wanted_files,
 )
-from sgpatch.deployed.remote import CONNECT_TIMEOUT, ProbeSession, Target, command_for, ssh_command, target_for
+from sgpatch.deployed.remote import CONNECT_TIMEOUT, ProbeSession, command_for, ssh_command, target_for
+from sgpatch.deployed.target import HostOptions, Target
 from sgpatch.errors import EnvironmentFailure
 from sgpatch.project import Project
 from sgpatch.wheel import check_wheel
@@ -311,7 +312,7 @@ def test_ssh_without_sglang_is_a_bad_target(ssh_env: Sshd, bare_venv: Venv) -> N
 @pytest.mark.slow
 def test_ssh_without_the_interpreter(ssh_env: Sshd, project: Project) -> None:
     with pytest.raises(EnvironmentFailure, match=f"{ssh_env.alias}: no interpreter /opt/nope/bin/python") as info:
-        verify_ssh(project, ssh_env.alias, python="/opt/nope/bin/python")
+        verify_ssh(project, ssh_env.alias, HostOptions(python="/opt/nope/bin/python"))
     assert info.value.exit_code == 3 and info.value.hint is not None and "--python" in info.value.hint
 
 

@@ -244,7 +244,7 @@ def test_pre_commit_hooks_gate_on_apply_and_staleness(tmp_path: Path, patched_ch
 def test_file_pins_are_edited_in_place(tmp_path: Path) -> None:
     """set_file_pins keeps every comment and the key order; a new file's pin goes after the last one."""
     from sgpatch.config import parse_config
-    from sgpatch.pins import FilePin, set_file_pins
+    from sgpatch.config.pins import FilePin, set_file_pins
 
     text = (REPO / "VERSIONS.toml").read_text()
     pins = [

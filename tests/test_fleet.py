@@ -18,7 +18,8 @@ import pytest
 from sgpatch.config import Config
 from sgpatch.deployed.fleet import Build, FleetReport, HostResult, _majority, target_of
 from sgpatch.deployed.inventory import Host, InventoryError, load_inventory
-from sgpatch.deployed.remote import Target, ssh_command
+from sgpatch.deployed.remote import ssh_command
+from sgpatch.deployed.target import Target
 from sgpatch.project import Project, load_project
 from sgpatch.wheel import build_wheel
 
@@ -492,3 +493,20 @@ def test_many_hosts_are_bounded_by_the_open_file_limit(tmp_path: Path) -> None:
     assert doc["summary"]["unreachable"] == 300 and doc["summary"]["jobs"] == (256 - 64) // 8
     assert all("Connection refused" in h["detail"] for h in doc["hosts"])
     assert [h["host"] for h in doc["hosts"]][:2] == ["gpu001", "gpu002"]
+
+
+def test_the_host_defaults_are_the_cores_and_the_help_names_them() -> None:
+    """The command line passes what was given (None otherwise) in one typed HostOptions; the core holds every
+    default (jobs and timeout of a fleet, timeout of one host), and --help says the core's numbers."""
+    import typing
+
+    from sgpatch.cli.fleet import JobsOpt, TimeoutOpt, host_options
+    from sgpatch.deployed.fleet import DEFAULT_JOBS, DEFAULT_TIMEOUT
+    from sgpatch.deployed.remote import ANSWER_TIMEOUT
+    from sgpatch.deployed.target import HostOptions
+
+    assert host_options(python=None) == HostOptions() == HostOptions(python=None, jobs=None, timeout=None)
+    jobs_help = typing.get_args(JobsOpt)[1].help
+    timeout_help = typing.get_args(TimeoutOpt)[1].help
+    assert f"default {DEFAULT_JOBS})" in jobs_help
+    assert f"default {ANSWER_TIMEOUT:g} for one host, {DEFAULT_TIMEOUT:g} each in a fleet" in timeout_help

@@ -19,8 +19,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from sgpatch.config import load_config
+from sgpatch.config.pins import check_build_requires, port_pins, release_requires, remove_stack
 from sgpatch.errors import ConfigError
-from sgpatch.pins import check_build_requires, port_pins, release_requires, remove_stack
 from sgpatch.series.patch import Series, read_series
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.release import find_release

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from sgpatch.cache import Cache
-from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack, parse_override
 from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.series.anchors import load_anchors
 from sgpatch.series.patch import Series, read_series
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.tree import ZipTree, site_packages_tree
+from sgpatch.verify.engine import verify_tree
 from sgpatch.wheel import BuildResult, build_wheel, check_wheel, read_provenance
 from sgpatch.wheel.build import _last_line
 from sgpatch.wheel.cache import cache_key
@@ -570,6 +570,34 @@ def test_tampered_wheel_fails(builds: Builds, config: Config, tmp_path: Path) ->
     assert not record.ok and f"{target}: sha256 differs from RECORD" in record.detail
     # The untouched original still passes the same checks.
     assert check_wheel(stack, series_of(stack), builds.cu130.wheel).ok
+
+
+@pytest.mark.slow
+def test_a_wheels_member_digests_are_kept_by_its_bytes_only(builds: Builds, config: Config, tmp_path: Path) -> None:
+    """A rebuild reads the wheel's member digests from the cache under the wheel's own sha256: the same bytes
+    give the same checks; a wheel of the same name with other bytes is read again and caught."""
+    from sgpatch.cache import key
+    from sgpatch.source.artifacts import sha256_file
+
+    stack = config.stack(CU130)
+    kept = Cache(tmp_path / "results")
+    kept.root.mkdir()
+    first = check_wheel(stack, series_of(stack), builds.cu130.wheel, cache=kept)
+    assert first.ok
+    assert kept.get("wheel-digests", key("wheel-digests", sha256_file(builds.cu130.wheel))) is not None
+    assert check_wheel(stack, series_of(stack), builds.cu130.wheel, cache=kept).as_dict() == first.as_dict()
+    tampered = tmp_path / "dist" / builds.cu130.wheel.name
+    tampered.parent.mkdir()
+    target = "sglang/srt/models/kimi_k25.py"
+    with zipfile.ZipFile(builds.cu130.wheel) as src, zipfile.ZipFile(tampered, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(
+                info, data.replace(b"get_embed_and_head", b"get_embed_and_heaD", 1) if info.filename == target else data
+            )
+    report = check_wheel(stack, series_of(stack), tampered, cache=kept)
+    record_check = {c.name: c for c in report.checks}["record"]
+    assert not report.ok and f"{target}: sha256 differs from RECORD" in record_check.detail
 
 
 @pytest.mark.slow

@@ -28,6 +28,8 @@ from sgpatch.series.paths import path_refusal
 
 @dataclass(frozen=True, slots=True)
 class ApplyResult:
+    """What ``apply`` did: each patch's state and the checkout's HEAD before and after."""
+
     stack: str
     checkout: Path
     patches: tuple[PatchState, ...]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from sgpatch.checkout.state import trailers
 from sgpatch.errors import CheckoutError, PatchError
-from sgpatch.git.diff import diff_patch, write_info_attributes
+from sgpatch.git.attributes import write_info_attributes
+from sgpatch.git.diff import diff_patch
 from sgpatch.git.repo import Git, object_sizes
 from sgpatch.series.dep3 import forwarded_value, one_line, with_last_update
 from sgpatch.series.patch import TRAILER_PATCH
@@ -206,7 +207,7 @@ def render_chain(
     With ``today`` (``YYYY-MM-DD``), a patch whose change differs from its file's (``change_of``) gets
     ``Last-Update: today``; a patch whose diff only moved (new line numbers, new blob ids) keeps its date.
     """
-    write_info_attributes(g)
+    write_info_attributes(g.git_dir())
     numbers = [int(m.group(1)) for n in used if (m := _NUMBER.match(n))]
     next_number = max(numbers, default=0) + 1
     taken = set(used)

@@ -32,9 +32,9 @@ from sgpatch.checkout.chain import ChainCommit, find_chain, header_of, match_ser
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import base_candidates, check_base_files, open_checkout
 from sgpatch.config import Config, Stack, parse_config
+from sgpatch.config.pins import FilePin, set_file_pins
 from sgpatch.errors import CheckFailed, PatchError
 from sgpatch.git.repo import CommitSpec, Git
-from sgpatch.pins import FilePin, set_file_pins
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.anchors import ANCHORS_FILE, load_anchors
 from sgpatch.series.engine import apply_in_order, apply_modes

@@ -33,8 +33,8 @@ from pathlib import Path, PurePosixPath
 
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, SourceError
+from sgpatch.git.attributes import write_info_attributes
 from sgpatch.git.clone import check_git_url, check_ref_name, clone
-from sgpatch.git.diff import write_info_attributes
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.lock import Held, exclusive, pause
 from sgpatch.results import Progress
@@ -168,6 +168,8 @@ def check_wheels_agree(
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
+    """What ``fetch`` made: the checkout, its commit and the artifact it came from."""
+
     stack: str
     source: str
     checkout: Path
@@ -318,7 +320,7 @@ def create_git_checkout(stack: Stack, url: str, into: Path, *, check: Check | No
                 hint="the repository is not upstream's, or the tag moved",
             )
         g.checkout_branch(f"sgpatch/{stack.name}", commit)
-        write_info_attributes(g)
+        write_info_attributes(g.git_dir())
         if check is not None:
             check(g, commit)
         _publish(staging, into)

@@ -27,11 +27,11 @@ from sgpatch.checkout.fetch import fetch
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import base_candidates, inspect, open_checkout
 from sgpatch.config import Config, Stack
+from sgpatch.config.projectfiles import read_project_file
 from sgpatch.errors import CheckFailed, PatchError
 from sgpatch.git.clone import clone_shared
 from sgpatch.git.diff import diff_patch
 from sgpatch.git.repo import Git
-from sgpatch.projectfiles import read_project_file
 from sgpatch.results import SCHEMA_VERSION, Progress
 from sgpatch.series.adopt import Resolution, adopt, precheck
 from sgpatch.series.classify import classify

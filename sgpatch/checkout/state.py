@@ -29,6 +29,8 @@ _TRAILER = re.compile(rf"^({TRAILER_PATCH}|{TRAILER_SHA}):\s*(\S+)\s*$", re.MULT
 
 @dataclass(frozen=True, slots=True)
 class CheckoutState:
+    """Where a checkout stands: its phase, the pinned base, the series commits and what is dirty."""
+
     phase: str  # "pristine", "patched" or "other"
     head: str
     base: str | None

@@ -23,7 +23,17 @@ from sgpatch.cli.base import (
     echo_json,
     handled,
 )
-from sgpatch.cli.fleet import HostsOpt, JobsOpt, LimitOpt, SshOpt, TimeoutOpt, is_fleet, verify_fleet_cli
+from sgpatch.cli.fleet import (
+    HostsOpt,
+    JobsOpt,
+    LimitOpt,
+    SshOpt,
+    TimeoutOpt,
+    fleet_hosts,
+    host_options,
+    is_fleet,
+    verify_fleet_cli,
+)
 
 
 @app.command()
@@ -111,10 +121,10 @@ def verify(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Check anchors, file blobs, patch states and hunk landing on a checkout, wheel, install, image or fleet."""
-    from sgpatch.checkout.verify import verify_checkout
     from sgpatch.cli.render import dumps, render_verify
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.project import load_project
+    from sgpatch.verify.engine import verify_checkout
 
     remote = bool(ssh_hosts) or hosts is not None
     targets = [t for t in (checkout is not None, wheel is not None, installed, remote, image is not None) if t]
@@ -126,12 +136,8 @@ def verify(
         return verify_fleet_cli(
             stack=stack,
             config=_config(config),
-            ssh=ssh_hosts,
-            hosts=hosts,
-            limit=limit,
-            python=python,
-            jobs=jobs,
-            timeout=timeout,
+            hosts=fleet_hosts(ssh_hosts, hosts, limit),
+            options=host_options(python=python, jobs=jobs, timeout=timeout),
             json_out=json_out,
             cache=_cache(no_cache),
         )
@@ -167,9 +173,8 @@ def verify(
         report = verify_installed(project, python=python)
     elif ssh is not None:
         from sgpatch.deployed.installed import verify_ssh
-        from sgpatch.deployed.remote import ANSWER_TIMEOUT
 
-        report = verify_ssh(project, ssh, python=python, timeout=timeout if timeout is not None else ANSWER_TIMEOUT)
+        report = verify_ssh(project, ssh, host_options(python=python, timeout=timeout))
     else:
         report = verify_checkout(project, _checkout(cfg, project.stack, checkout), cache=_cache(no_cache))
     if json_out:

@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from sgpatch.cli.base import ConfigOpt, JsonOpt, StackArg, _config, app, echo, echo_json, handled
-from sgpatch.cli.fleet import HostsOpt, JobsOpt, LimitOpt, SshOpt, TimeoutOpt, doctor_fleet_cli, is_fleet
+from sgpatch.cli.fleet import (
+    HostsOpt,
+    JobsOpt,
+    LimitOpt,
+    SshOpt,
+    TimeoutOpt,
+    doctor_fleet_cli,
+    fleet_hosts,
+    host_options,
+    is_fleet,
+)
 
 
 @app.command()
@@ -34,12 +44,8 @@ def doctor(
     if is_fleet(ssh, hosts):
         return doctor_fleet_cli(
             stack=cfg.stack(stack),
-            ssh=ssh,
-            hosts=hosts,
-            limit=limit,
-            python=python,
-            jobs=jobs,
-            timeout=timeout,
+            hosts=fleet_hosts(ssh, hosts, limit),
+            options=host_options(python=python, jobs=jobs, timeout=timeout),
             json_out=json_out,
         )
     if jobs is not None or limit is not None or timeout is not None:

@@ -11,8 +11,10 @@ import typer
 from sgpatch.cli.base import _err, _progress, echo, echo_json
 
 if TYPE_CHECKING:
+    from sgpatch.config import Config, Stack
     from sgpatch.deployed.fleet import FleetReport
     from sgpatch.deployed.inventory import Host
+    from sgpatch.deployed.target import HostOptions
 
 SshOpt = Annotated[
     list[str] | None,
@@ -32,7 +34,11 @@ LimitOpt = Annotated[
 JobsOpt = Annotated[int | None, typer.Option("--jobs", metavar="N", help="hosts checked at a time (default 16)")]
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", metavar="S", help="seconds per host, connection included (default 120 for a fleet)"),
+    typer.Option(
+        "--timeout",
+        metavar="S",
+        help="seconds per host, connection included (default 300 for one host, 120 each in a fleet)",
+    ),
 ]
 
 
@@ -55,60 +61,29 @@ def fleet_hosts(ssh: list[str] | None, hosts: Path | None, limit: str | None) ->
     return tuple(found)
 
 
+def host_options(*, python: str | None, jobs: int | None = None, timeout: float | None = None) -> HostOptions:
+    """``--python``, ``--jobs`` and ``--timeout`` as given (None: the core's default) for the core."""
+    from sgpatch.deployed.target import HostOptions
+
+    return HostOptions(python=python, jobs=jobs, timeout=timeout)
+
+
 def verify_fleet_cli(
-    *,
-    stack: str | None,
-    config: Any,
-    ssh: list[str] | None,
-    hosts: Path | None,
-    limit: str | None,
-    python: str | None,
-    jobs: int | None,
-    timeout: float | None,
-    json_out: bool,
-    cache: Any,
+    *, stack: str | None, config: Config, hosts: tuple[Host, ...], options: HostOptions, json_out: bool, cache: Any
 ) -> None:
     from sgpatch.deployed.fleet import verify_fleet
     from sgpatch.project import load_project
 
     project = load_project(config, stack)
-    report = verify_fleet(
-        project,
-        fleet_hosts(ssh, hosts, limit),
-        python=python,
-        **_pool(jobs, timeout),
-        cache=cache,
-        progress=_progress(json_out),
-    )
+    report = verify_fleet(project, hosts, options, cache=cache, progress=_progress(json_out))
     _finish(report, json_out)
 
 
-def doctor_fleet_cli(
-    *,
-    stack: Any,
-    ssh: list[str] | None,
-    hosts: Path | None,
-    limit: str | None,
-    python: str | None,
-    jobs: int | None,
-    timeout: float | None,
-    json_out: bool,
-) -> None:
+def doctor_fleet_cli(*, stack: Stack, hosts: tuple[Host, ...], options: HostOptions, json_out: bool) -> None:
     from sgpatch.deployed.fleet import doctor_fleet
 
-    report = doctor_fleet(
-        stack,
-        fleet_hosts(ssh, hosts, limit),
-        python=python,
-        **_pool(jobs, timeout),
-        progress=_progress(json_out),
-    )
+    report = doctor_fleet(stack, hosts, options, progress=_progress(json_out))
     _finish(report, json_out)
-
-
-def _pool(jobs: int | None, timeout: float | None) -> dict[str, Any]:
-    """``--jobs`` and ``--timeout`` as given; the fleet's own defaults for those not given."""
-    return {name: value for name, value in (("jobs", jobs), ("timeout", timeout)) if value is not None}
 
 
 def _finish(report: FleetReport, json_out: bool) -> None:

@@ -17,7 +17,6 @@ if TYPE_CHECKING:  # annotations only: rendering one result imports no other com
     from sgpatch.checkout.apply import ApplyResult
     from sgpatch.checkout.export import ExportResult
     from sgpatch.checkout.fetch import FetchResult
-    from sgpatch.checkout.verify import VerifyReport
     from sgpatch.config import Config, Stack
     from sgpatch.deployed.doctor import DoctorReport
     from sgpatch.interface import InterfaceReport
@@ -27,6 +26,7 @@ if TYPE_CHECKING:  # annotations only: rendering one result imports no other com
     from sgpatch.series.hunks import HunkVerdict
     from sgpatch.series.obsolete import Finding
     from sgpatch.series.upstream import SideBySide
+    from sgpatch.verify.engine import VerifyReport
     from sgpatch.wheel import BuildResult, WheelReport
 
 

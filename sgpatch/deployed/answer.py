@@ -7,12 +7,10 @@ import base64
 import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sgpatch.deployed.target import Target
 from sgpatch.errors import EnvironmentFailure
-
-if TYPE_CHECKING:
-    from sgpatch.deployed.remote import Target
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from sgpatch.config import Stack
+from sgpatch.config.requirements import parse_requirement
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
 from sgpatch.deployed.remote import run_probe, target_for
 from sgpatch.errors import ConfigError
-from sgpatch.requirements import parse_requirement
 from sgpatch.results import SCHEMA_VERSION
 
 SGLANG = "sglang"

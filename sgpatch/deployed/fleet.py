@@ -31,18 +31,19 @@ from sgpatch.deployed.doctor import check as doctor_check
 from sgpatch.deployed.doctor import request as doctor_request
 from sgpatch.deployed.installed import NotInstalled, examine_install
 from sgpatch.deployed.inventory import Host
-from sgpatch.deployed.remote import ProbeSession, Target, Unreachable, run_probe, target_for
+from sgpatch.deployed.remote import ProbeSession, Unreachable, run_probe, target_for
+from sgpatch.deployed.target import HostOptions, Target
 from sgpatch.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, SgpatchError
-from sgpatch.pyast import parses_shared
+from sgpatch.pyast import ParseMemo, parses_shared
 from sgpatch.results import SCHEMA_VERSION, Progress
 from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, wheel_version
 
 if TYPE_CHECKING:
     from sgpatch.cache import Cache
-    from sgpatch.checkout.verify import VerifyReport
     from sgpatch.config import Stack
     from sgpatch.deployed.answer import InstalledDist
     from sgpatch.project import Project
+    from sgpatch.verify.engine import VerifyReport
 
 STATUSES = ("ok", "drift", "not installed", "unreachable", "error")
 FAILED = ("drift", "not installed")  # the host was checked and is not what the stack says
@@ -258,6 +259,12 @@ def _same(build: Build, expected: Build) -> bool:
     return all(mine.get(k) == v for k, v in expected.fields)
 
 
+def _one_sharing(memo: ParseMemo, host: Host, target: Target, work: Work) -> HostResult:
+    """``_one`` in a worker thread, parsing into the memo of the thread that started the pool."""
+    with parses_shared(memo):
+        return _one(host, target, work)
+
+
 def run_fleet(
     command: str,
     stack: str,
@@ -283,9 +290,11 @@ def run_fleet(
     jobs = min(jobs, len(hosts), _descriptor_budget())
     started = time.monotonic()
     rows: list[HostResult | None] = [None] * len(hosts)
-    with parses_shared(), ThreadPoolExecutor(max_workers=jobs) as pool:
-        # parses_shared around the pool: identical files on many hosts are parsed once, in one shared memo
-        futures = {pool.submit(_one, h, t, work): i for i, (h, t) in enumerate(zip(hosts, targets, strict=True))}
+    with parses_shared() as memo, ThreadPoolExecutor(max_workers=jobs) as pool:
+        # every worker joins this memo: identical files on many hosts are parsed once
+        futures = {
+            pool.submit(_one_sharing, memo, h, t, work): i for i, (h, t) in enumerate(zip(hosts, targets, strict=True))
+        }
         try:
             for done, future in enumerate(as_completed(futures), 1):
                 row = rows[futures[future]] = future.result()
@@ -297,6 +306,10 @@ def run_fleet(
     results = tuple(r for r in rows if r is not None)
     majority, odd = _majority(results, expected_build)
     return FleetReport(command, stack, expected, results, majority, odd, time.monotonic() - started, jobs, timeout)
+
+
+def _timeout(options: HostOptions) -> float:
+    return options.timeout if options.timeout is not None else DEFAULT_TIMEOUT
 
 
 def _descriptor_budget() -> int:
@@ -312,14 +325,13 @@ def _descriptor_budget() -> int:
 def verify_fleet(
     project: Project,
     hosts: Sequence[Host],
+    options: HostOptions = HostOptions(),  # noqa: B008 (frozen: one shared default is safe)
     *,
-    python: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    timeout: float = DEFAULT_TIMEOUT,
     cache: Cache | None = None,
     progress: Progress | None = None,
 ) -> FleetReport:
     """``verify`` on every host: is the code each one will import the stack's patched code?"""
+    timeout = _timeout(options)
 
     def work(target: Target) -> tuple[str, str, Build | None, tuple[str, ...]]:
         with ProbeSession(target, timeout=timeout) as session:
@@ -338,8 +350,8 @@ def verify_fleet(
         label,
         hosts,
         work,
-        python=python,
-        jobs=jobs,
+        python=options.python,
+        jobs=options.jobs if options.jobs is not None else DEFAULT_JOBS,
         timeout=timeout,
         expected_build=expected,
         progress=progress,
@@ -349,13 +361,12 @@ def verify_fleet(
 def doctor_fleet(
     stack: Stack,
     hosts: Sequence[Host],
+    options: HostOptions = HostOptions(),  # noqa: B008 (frozen: one shared default is safe)
     *,
-    python: str | None = None,
-    jobs: int = DEFAULT_JOBS,
-    timeout: float = DEFAULT_TIMEOUT,
     progress: Progress | None = None,
 ) -> FleetReport:
     """``doctor`` on every host: the packages around sglang against the stack's pins."""
+    timeout = _timeout(options)
     request = doctor_request(stack)  # a malformed pin is refused once, before any host
 
     def work(target: Target) -> tuple[str, str, Build | None, tuple[str, ...]]:
@@ -377,8 +388,8 @@ def doctor_fleet(
         f"the pins of {stack.name}",
         hosts,
         work,
-        python=python,
-        jobs=jobs,
+        python=options.python,
+        jobs=options.jobs if options.jobs is not None else DEFAULT_JOBS,
         timeout=timeout,
         progress=progress,
     )

@@ -17,14 +17,14 @@ from email.parser import BytesHeaderParser
 from posixpath import normpath
 from typing import TYPE_CHECKING, Any
 
-from sgpatch.checkout.verify import VerifyReport
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, RecordCheck, printable
 from sgpatch.deployed.image import Image, read_image
 from sgpatch.deployed.image_layers import LayerFile, sglang_path
 from sgpatch.deployed.installed import DIST_NAME, examine_install, wanted_files
-from sgpatch.deployed.remote import Target
+from sgpatch.deployed.target import Target
 from sgpatch.errors import ArchiveError
 from sgpatch.project import Project
+from sgpatch.verify.engine import VerifyReport
 
 if TYPE_CHECKING:
     from sgpatch.cache import Cache

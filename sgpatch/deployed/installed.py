@@ -18,9 +18,9 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sgpatch.checkout.verify import VerifyReport, verify_tree
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
-from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, Target, run_probe, target_for
+from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, run_probe, target_for
+from sgpatch.deployed.target import HostOptions, Target
 from sgpatch.errors import SgpatchError
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors
@@ -28,6 +28,7 @@ from sgpatch.series.fileset import file_set_problems, series_file_change
 from sgpatch.source.archive import open_archive
 from sgpatch.source.artifacts import cached_artifact
 from sgpatch.source.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
+from sgpatch.verify.engine import VerifyReport, verify_tree
 from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
 
 if TYPE_CHECKING:
@@ -315,10 +316,14 @@ def verify_installed(project: Project, *, python: str | None = None) -> VerifyRe
 
 
 def verify_ssh(
-    project: Project, host: str, *, python: str | None = None, timeout: float = ANSWER_TIMEOUT
+    project: Project,
+    host: str,
+    options: HostOptions = HostOptions(),  # noqa: B008 (frozen: one shared default is safe)
 ) -> VerifyReport:
-    """Verify the sglang installed for ``python`` (default ``python3``) on ``host``, over one ssh connection."""
-    return verify_target(project, target_for(python=python, host=host), timeout=timeout)
+    """Verify the sglang installed for ``options.python`` (default ``python3``) on ``host``, over one ssh
+    connection, in ``options.timeout`` seconds (default ANSWER_TIMEOUT)."""
+    timeout = options.timeout if options.timeout is not None else ANSWER_TIMEOUT
+    return verify_target(project, target_for(python=options.python, host=host), timeout=timeout)
 
 
 class PackageTree:

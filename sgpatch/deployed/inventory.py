@@ -17,20 +17,17 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-import string
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from sgpatch.deployed.inventory_raw import InventoryError, RawGroup, RawInventory, expand, shown, split_port
 from sgpatch.deployed.inventory_vars import Loc, VarFiles, common_args, identity_file
-from sgpatch.errors import ConfigError
+from sgpatch.deployed.inventory_yaml import parse_yaml
 
 MAX_BYTES = 1 << 20  # an inventory of tens of thousands of hosts fits
-MAX_HOSTS = 10_000
-NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # a group name (Ansible warns about more and accepts less)
 HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]*")  # ansible_host: a DNS name or an IP address
 USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
-RANGE = re.compile(r"^(.*?)\[([a-z]|[0-9]+):([a-z]|[0-9]+)(?::([0-9]+))?\](.*)$")
 VARS = {
     "ansible_host": "hostname",
     "ansible_ssh_host": "hostname",
@@ -45,10 +42,6 @@ VARS = {
     "ansible_ssh_common_args": "ssh_args",
 }
 CONNECTIONS = ("ssh", "smart", "paramiko", "local")
-
-
-class InventoryError(ConfigError):
-    """A host list or inventory sgpatch cannot read (exit 2), naming FILE:LINE."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,94 +108,12 @@ class Inventory:
         return found
 
 
-# --------------------------------------------------------------------------- what the parsers collect
-
-
-@dataclass
-class _Group:
-    line: int
-    hosts: dict[str, int] = field(default_factory=dict)
-    children: dict[str, int] = field(default_factory=dict)
-    vars: dict[str, tuple[object, int]] = field(default_factory=dict)
-
-
-@dataclass
-class _Raw:
-    path: str
-    groups: dict[str, _Group] = field(default_factory=dict)
-    host_vars: dict[str, dict[str, tuple[object, int]]] = field(default_factory=dict)
-    host_line: dict[str, int] = field(default_factory=dict)
-
-    def error(self, line: Loc, what: str, hint: str | None = None) -> InventoryError:
-        """``line`` of this file, or FILE:LINE of a variables file (group_vars, host_vars)."""
-        return InventoryError(f"{line if isinstance(line, str) else f'{self.path}:{line}'}: {what}", hint=hint)
-
-    def group(self, name: str, line: int) -> _Group:
-        if not NAME.fullmatch(name) or len(name) > 255:
-            raise self.error(line, f"{shown(name)} is not a group name (letters, digits, '_', '.', '-')")
-        return self.groups.setdefault(name, _Group(line))
-
-    def add_host(self, name: str, line: int, group: str, variables: Mapping[str, tuple[object, int]]) -> None:
-        if not name or name.startswith("-") or not name.isprintable() or any(c.isspace() for c in name):
-            raise self.error(line, f"{shown(name)} is not a host: give [USER@]HOST or a Host alias of ~/.ssh/config")
-        if len(name) > 255:
-            raise self.error(line, "a host name longer than 255 characters")
-        if name not in self.host_line:
-            if len(self.host_line) >= MAX_HOSTS:
-                raise self.error(line, f"more than {MAX_HOSTS} hosts")
-            self.host_line[name] = line
-        self.group(group, line).hosts.setdefault(name, line)
-        self.host_vars.setdefault(name, {}).update(variables)
-
-
-def shown(text: str, limit: int = 80) -> str:
-    """``text`` from the file as one safe quoted word: control characters escaped, cut at ``limit``."""
-    quoted = repr(text)
-    return quoted if len(quoted) <= limit else quoted[:limit] + "…"
-
-
-def expand(pattern: str, raw: _Raw, line: int) -> list[str]:
-    """``gpu[01:03]`` -> gpu01, gpu02, gpu03 (Ansible's ranges: numbers keep their width, or letters)."""
-    match = RANGE.match(pattern)
-    if not match:
-        return [pattern]
-    head, start, end, step_s, tail = match.groups()
-    step = int(step_s or 1)
-    if step < 1:
-        raise raw.error(line, f"{shown(pattern)}: a range step must be 1 or more")
-    if start.isdigit() != end.isdigit():
-        raise raw.error(line, f"{shown(pattern)}: a range goes from a number to a number or a letter to a letter")
-    if start.isdigit():
-        lo, hi = int(start), int(end)
-        if hi - lo > MAX_HOSTS:
-            raise raw.error(line, f"{shown(pattern)}: more than {MAX_HOSTS} hosts")
-        width = len(start) if start.startswith("0") else 0
-        items = [str(i).zfill(width) for i in range(lo, hi + 1, step)]
-    else:
-        letters = string.ascii_lowercase
-        items = list(letters[letters.index(start) : letters.index(end) + 1 : step])
-    if not items:
-        raise raw.error(line, f"{shown(pattern)}: an empty range")
-    return [name for item in items for name in expand(head + item + tail, raw, line)]
-
-
-def split_port(pattern: str) -> tuple[str, int | None]:
-    """``host:2222`` -> (host, 2222); ``[::1]:22`` -> (::1, 22); anything else as it is."""
-    if pattern.startswith("[") and "]:" in pattern:
-        host, _, port = pattern[1:].partition("]:")
-        return (host, int(port)) if port.isdigit() else (pattern, None)
-    head, sep, port = pattern.rpartition(":")
-    if sep and port.isdigit() and ":" not in head and head:
-        return head, int(port)
-    return pattern, None
-
-
 # --------------------------------------------------------------------------- INI (and the plain list)
 
 
-def parse_ini(text: str, path: str) -> _Raw:
+def parse_ini(text: str, path: str) -> RawInventory:
     """An INI inventory (a plain list of hosts is one: every host in ``ungrouped``)."""
-    raw = _Raw(path)
+    raw = RawInventory(path)
     group, kind = "ungrouped", "hosts"
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -246,14 +157,14 @@ def parse_ini(text: str, path: str) -> _Raw:
     return raw
 
 
-def _words(text: str, raw: _Raw, line: int) -> list[str]:
+def _words(text: str, raw: RawInventory, line: int) -> list[str]:
     try:
         return shlex.split(text, comments=True)
     except ValueError as exc:
         raise raw.error(line, f"{exc}: {shown(text)}") from None
 
 
-def _unquote(value: str, raw: _Raw, line: int) -> str:
+def _unquote(value: str, raw: RawInventory, line: int) -> str:
     if value[:1] in ("'", '"'):
         words = _words(value, raw, line)
         if len(words) != 1:
@@ -265,11 +176,11 @@ def _unquote(value: str, raw: _Raw, line: int) -> str:
 # --------------------------------------------------------------------------- resolving groups and variables
 
 
-def resolve(raw: _Raw) -> Inventory:
+def resolve(raw: RawInventory) -> Inventory:
     """Hosts with their groups (direct and inherited) and their variables applied by depth."""
     groups = raw.groups
-    groups.setdefault("all", _Group(0))
-    groups.setdefault("ungrouped", _Group(0))
+    groups.setdefault("all", RawGroup(0))
+    groups.setdefault("ungrouped", RawGroup(0))
     parents: dict[str, set[str]] = {name: set() for name in groups}
     for name, group in groups.items():
         for child in group.children:
@@ -296,7 +207,7 @@ def resolve(raw: _Raw) -> Inventory:
     return Inventory(raw.path, tuple(hosts), {g: tuple(m) for g, m in members.items()})
 
 
-def _depths(raw: _Raw, parents: Mapping[str, set[str]]) -> dict[str, int]:
+def _depths(raw: RawInventory, parents: Mapping[str, set[str]]) -> dict[str, int]:
     """Each group's depth below ``all`` (its longest path up); a group that is its own ancestor is refused."""
     depth: dict[str, int] = {"all": 0}
     visiting: set[str] = set()
@@ -330,7 +241,9 @@ def _ancestors(direct: Iterable[str], parents: Mapping[str, set[str]]) -> set[st
     return seen
 
 
-def _host(raw: _Raw, name: str, line: int, merged: Mapping[str, tuple[object, Loc]], groups: tuple[str, ...]) -> Host:
+def _host(
+    raw: RawInventory, name: str, line: int, merged: Mapping[str, tuple[object, Loc]], groups: tuple[str, ...]
+) -> Host:
     fields: dict[str, object] = {}
     for key, (value, where) in merged.items():
         if key not in VARS:
@@ -342,7 +255,7 @@ def _host(raw: _Raw, name: str, line: int, merged: Mapping[str, tuple[object, Lo
     return Host(name=name, groups=groups, where=f"{raw.path}:{line}", local=connection == "local", **fields)  # type: ignore[arg-type]
 
 
-def _checked(raw: _Raw, what: str, key: str, value: str, line: Loc) -> object:
+def _checked(raw: RawInventory, what: str, key: str, value: str, line: Loc) -> object:
     """A variable's value, checked for what it becomes on ssh's command line."""
     bad = f"{key}={shown(value)}"
     if what == "port":
@@ -386,12 +299,7 @@ def load_inventory(path: Path) -> Inventory:
         raise InventoryError(f"{where}:{line}: not UTF-8 text") from None
     if "\0" in text:
         raise InventoryError(f"{where}:{text[: text.index(chr(0))].count(chr(10)) + 1}: a NUL byte: not a host list")
-    if _looks_yaml(path, text):
-        from sgpatch.deployed.inventory_yaml import parse_yaml
-
-        raw = parse_yaml(text, where, _Raw(where))
-    else:
-        raw = parse_ini(text, where)
+    raw = parse_yaml(text, where, RawInventory(where)) if _looks_yaml(path, text) else parse_ini(text, where)
     try:
         inventory = resolve(raw)
     except RecursionError:

@@ -15,10 +15,9 @@ aliases that expands to millions of nodes is refused, not followed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from sgpatch.deployed.inventory import _Raw
+from sgpatch.deployed.inventory_raw import InventoryError, RawInventory, expand, split_port
 
 MAX_NODES = 200_000
 MAX_DEPTH = 64
@@ -27,7 +26,7 @@ NULL = "tag:yaml.org,2002:null"
 
 
 class _Walk:
-    def __init__(self, raw: _Raw) -> None:
+    def __init__(self, raw: RawInventory) -> None:
         self.raw = raw
         self.nodes = 0
 
@@ -95,22 +94,18 @@ class _Walk:
                     self.group(child, v, at, depth + 1)
 
 
-def _expand(host: str, raw: _Raw, line: int) -> list[str]:
-    from sgpatch.deployed.inventory import expand, split_port
-
+def _expand(host: str, raw: RawInventory, line: int) -> list[str]:
     name, port = split_port(host)
     if port is not None:
         raise raw.error(line, f"{host!r}: give the port as ansible_port in a YAML inventory")
     return expand(name, raw, line)
 
 
-def parse_yaml(text: str, path: str, raw: _Raw) -> _Raw:
+def parse_yaml(text: str, path: str, raw: RawInventory) -> RawInventory:
     """Fill ``raw`` from a YAML inventory's text."""
     try:
         import yaml
     except ImportError:  # a dependency of sgpatch: missing only in a broken environment
-        from sgpatch.deployed.inventory import InventoryError
-
         raise InventoryError(f"{path}: a YAML inventory needs PyYAML", hint="pip install pyyaml") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from sgpatch.deployed.answer import (
     text_field,
     texts_field,
 )
+from sgpatch.deployed.target import Target
 from sgpatch.errors import EnvironmentFailure, SgpatchError
 
 SSH_CONFIG_ENV = "SGPATCH_SSH_CONFIG"
@@ -59,23 +59,6 @@ _UNREACHABLE = (
 )
 _AUTH = ("permission denied", "too many authentication failures", "no supported authentication methods")
 _HOST_KEY = ("host key verification failed", "remote host identification has changed")
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """An interpreter to probe: ``python`` on this machine, or on ``host`` over ssh."""
-
-    python: str
-    host: str | None = None
-    hostname: str | None = None  # an inventory's ansible_host: ``-o HostName=``
-    user: str | None = None  # ansible_user: ``-l``
-    port: int | None = None  # ansible_port: ``-p``
-    identity: str | None = None  # ansible_ssh_private_key_file: ``-i``
-    ssh_args: tuple[str, ...] = ()  # ansible_ssh_common_args, checked by sgpatch.deployed.inventory_vars
-
-    @property
-    def label(self) -> str:
-        return f"{self.python} on {self.host}" if self.host else self.python
 
 
 class Unreachable(EnvironmentFailure):

@@ -1,11 +1,15 @@
-"""Many blobs of one revision in one ``git cat-file --batch`` (a port reads every file its series touches)."""
+"""Many objects of a checkout in one ``git cat-file --batch`` (a port reads every file its series touches; a build
+asks the blob ids of every file its series touches)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from sgpatch.errors import CheckoutError
 from sgpatch.git.repo import Git
+
+_OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
 def read_blobs(g: Git, rev: str, paths: Sequence[str]) -> dict[str, bytes | None]:
@@ -38,3 +42,19 @@ def read_objects(g: Git, specs: Sequence[str]) -> list[bytes | None]:
         pos += size + 1
         found.append(body if header[1] == b"blob" else None)
     return found
+
+
+def object_ids(g: Git, specs: Sequence[str]) -> list[str | None]:
+    """What ``rev_parse`` gives for each ``rev:path`` spec (its object id; None if missing), in one process."""
+    if not specs:
+        return []
+    if any("\n" in s or "\0" in s for s in specs):
+        raise CheckoutError(f"{g.root}: a path with a newline or NUL cannot be looked up")
+    data = "".join(f"{s}\n" for s in specs).encode("utf-8", "surrogateescape")
+    lines = g._run("cat-file", "--batch-check=%(objectname)", input=data).stdout.decode().split("\n")
+    return [line if _OID.fullmatch(line) else None for line in lines[: len(specs)]]
+
+
+def blob_ids(g: Git, rev: str, paths: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
+    """``(path, blob id)`` of ``paths`` in ``rev`` (None: not there), asked of git once."""
+    return tuple(zip(paths, object_ids(g, [f"{rev}:{p}" for p in paths]), strict=True))

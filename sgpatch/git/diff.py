@@ -27,23 +27,6 @@ DIFF_OPTIONS = (
 )
 
 
-def write_info_attributes(g: Git) -> None:
-    """Python-aware hunk headers (``@@ ... @@ def name``) for diffs sgpatch makes."""
-    info = g.git_dir() / "info"
-    info.mkdir(exist_ok=True)
-    if info.is_symlink():
-        raise CheckoutError(f"{info}: is a symbolic link; sgpatch does not write through links")
-    line = b"*.py diff=python\n"
-    try:
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(info / "attributes", flags, 0o644)
-    except OSError as exc:
-        raise CheckoutError(f"{info / 'attributes'}: cannot write: {exc.strerror}") from None
-    with os.fdopen(fd, "r+b") as fh:
-        if line not in fh.read(1 << 20):
-            fh.write(line)
-
-
 def diff_patch(g: Git, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
     """``git diff old new`` in the shipped patches' style, whatever the user's git config says.
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
+from sgpatch.git.attributes import write_info_attributes
 from sgpatch.git.guard import refuse_programs
 from sgpatch.git.run import ALLOWED_PROTOCOLS, NO_SUBMODULE_WORK_TREE, TEST_CONFIG_ENV, git_env, spawn
 
@@ -318,9 +319,7 @@ class Git:
         self._run("init", "-q", "-b", branch, ".")
         for key, value in (("core.autocrlf", "false"), ("core.filemode", "true"), ("gc.auto", "0")):
             self._run("config", key, value)
-        from sgpatch.git.diff import write_info_attributes
-
-        write_info_attributes(self)
+        write_info_attributes(self.git_dir())
 
     def add_index_entries(self, entries: Sequence[tuple[str, str, str]]) -> None:
         """Stage ``(mode, blob, path)`` entries in the repository's own index."""

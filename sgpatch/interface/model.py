@@ -52,6 +52,8 @@ class ClassRef:
 
 @dataclass(frozen=True, slots=True)
 class Location:
+    """A line of a file in upstream's layout."""
+
     path: str
     line: int
 
@@ -83,6 +85,8 @@ class Base:
 
 @dataclass(frozen=True, slots=True)
 class ClassInfo:
+    """A class the check resolved: where it is defined and its bases."""
+
     name: str
     location: Location
     bases: tuple[Base, ...]
@@ -110,6 +114,8 @@ class ClassResolution:
 
 @dataclass(frozen=True, slots=True)
 class Member:
+    """What provides a required name: a method, an attribute or a nested class of a class."""
+
     class_name: str
     kind: str  # "method" | "attribute" | "class"
     location: Location
@@ -117,6 +123,8 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
+    """A name a role (target or draft) must have: where it is used and what provides it."""
+
     role: str
     name: str
     call_sites: tuple[CallSite, ...]
@@ -130,6 +138,8 @@ class Requirement:
 
 @dataclass(frozen=True, slots=True)
 class Gap:
+    """A required name nothing provides, with the fix to write."""
+
     role: str
     name: str
     class_name: str
@@ -172,6 +182,8 @@ class OtherUse:
 
 @dataclass(frozen=True, slots=True)
 class InterfaceReport:
+    """The interface check of one tree: what is required, what provides it, and the gaps."""
+
     tree: str
     algorithm: str
     workers: tuple[ClassInfo, ...]

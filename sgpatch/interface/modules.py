@@ -38,6 +38,8 @@ class ClassFileMissing(ConfigError):
 
 @dataclass(eq=False)
 class ClassNode:
+    """A class of the tree as the module tables see it: its bases, members and ``__init__`` assignments."""
+
     name: str
     path: str
     line: int

@@ -14,17 +14,16 @@ from typing import Any
 from sgpatch.atomic import write_atomic
 from sgpatch.checkout.chain import series_text
 from sgpatch.checkout.state import inspect
-from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Config, Stack, parse_config
-from sgpatch.errors import CheckoutError, ConfigError
-from sgpatch.git.repo import Git
-from sgpatch.pins import (
+from sgpatch.config.pins import (
     FilePin,
     append_stack,
     release_requires,
     stack_block,
 )
-from sgpatch.port.rebase import OldSeries
+from sgpatch.errors import CheckoutError, ConfigError
+from sgpatch.git.repo import Git
+from sgpatch.port.rebase import OldSeries, Rebase
 from sgpatch.port.verdict import DROPPED, KEPT, PortedPatch
 from sgpatch.series.anchors import ANCHORS_FILE, Anchor, load_anchors
 from sgpatch.series.patch import (
@@ -36,6 +35,7 @@ from sgpatch.series.patch import (
 from sgpatch.series.relocate import AnchorMove, relocate_all, render_anchors
 from sgpatch.source.release import Release
 from sgpatch.source.tree import SourceTree
+from sgpatch.verify.engine import verify_tree
 
 
 def new_stack_name(old: Stack, version: str) -> str:
@@ -52,6 +52,8 @@ def _swap_version(text: str, old: str, new: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """What a port was asked to do: from which series, to which version and stack name, and how."""
+
     config: Config
     old: OldSeries
     anchors: tuple[Anchor, ...]
@@ -65,6 +67,19 @@ class Plan:
     force: bool = False
     pin_changes: tuple[str, ...] = ()  # how the install pins and overrides moved (shown in the report)
     exists: str = ""  # a dry run over a stack that exists already: what --force would replace (shown as a note)
+
+
+@dataclass(frozen=True, slots=True)
+class PortContext:
+    """A port under way, as every step after the carry needs it: the plan, the new stack, the release it
+    ports to, the rebase that carries the series (its checkout, base and kept commits) and the commit the
+    release's own files make (``pypi_commit``)."""
+
+    plan: Plan
+    stack: Stack
+    release: Release
+    run: Rebase
+    pypi_commit: str
 
 
 def with_hunks(ported: PortedPatch, old: Patch, new: Patch | None) -> PortedPatch:
@@ -85,18 +100,15 @@ def with_hunks(ported: PortedPatch, old: Patch, new: Patch | None) -> PortedPatc
 
 
 def render_outputs(
-    plan: Plan,
-    stack: Stack,
-    release: Release,
-    g: Git,
-    base: str,
+    port: PortContext,
     final: str,
     new_patches: Sequence[Patch],
     rendered: Sequence[Any],
     ported: Sequence[PortedPatch],
-    pypi_commit: str,
 ) -> tuple[dict[Path, bytes], list[AnchorMove]]:
     """Every file the new stack consists of, and the VERSIONS.toml block."""
+    plan, stack, release, pypi_commit = port.plan, port.stack, port.release, port.pypi_commit
+    g, base = port.run.g, port.run.base
     old = plan.old
     series_dir = plan.series_dir
     outputs: dict[Path, bytes] = {series_dir / r.name: r.data for r in rendered}

@@ -29,11 +29,11 @@ from sgpatch.git.repo import Git
 from sgpatch.git.worktree import delete_ref
 from sgpatch.lock import pause
 from sgpatch.port.carry import advance
-from sgpatch.port.outputs import Plan, check_series_dir, new_stack_name
+from sgpatch.port.finish import base_result, prepare_in_place, replace_stack_text
+from sgpatch.port.outputs import Plan, PortContext, check_series_dir, new_stack_name
 from sgpatch.port.rebase import CheckoutFiles, Rebase, commit_kept, load_old
 from sgpatch.port.record import STOP_REF, clear_record, load_record, read_record, write_record
 from sgpatch.port.result import PortResult
-from sgpatch.port.run import base_result, prepare_in_place, replace_stack_text
 from sgpatch.port.stack import new_stack
 from sgpatch.port.stop import new_record, settle_stop, stop_at, take_resolution
 from sgpatch.port.verdict import PortedPatch
@@ -157,17 +157,17 @@ def _continue(
         old.stack, version, release, record["commit"], series_dir, (config.path, config_text)
     )
     plan = Plan(
-        config,
-        old,
-        project.anchors,
-        version,
-        record["stack"],
-        series_dir,
-        record["source"],
-        bool(record["strict"]),
-        False,
-        config_text,
-        bool(record.get("force")),
+        config=config,
+        old=old,
+        anchors=project.anchors,
+        version=version,
+        new_name=record["stack"],
+        series_dir=series_dir,
+        source=record["source"],
+        strict=bool(record["strict"]),
+        dry_run=False,
+        config_text=config_text,
+        force=bool(record.get("force")),
         pin_changes=pin_changes,
     )
     current = read_blobs(g, new_head, old.series.touched)
@@ -175,15 +175,16 @@ def _continue(
     start = names.index(patch.name) + 1
     conflict_at, files = advance(run, old, start, old_version=old.stack.sglang_version, new_version=version)
     commit_kept(run, date=g.commit_date(base))
-    result = base_result(plan, stack, release, run, record["pypi_commit"], tuple(previous))
+    port = PortContext(plan=plan, stack=stack, release=release, run=run, pypi_commit=record["pypi_commit"])
+    result = base_result(port, tuple(previous))
     if conflict_at is not None:
         failures = tuple(f"{p.name}: conflict: {p.detail}" for p in run.ported if p.state == "conflict")
-        stopped = new_record(plan, stack, release, run, record["pypi_commit"], conflict_at, existed_empty=False)
+        stopped = new_record(port, conflict_at, existed_empty=False)
         stopped["decided"] = [p.record() for p in previous] + stopped["decided"]
         stopped.update(existed_empty=record.get("existed_empty", False), replaced=record.get("replaced"))
         result = dataclasses.replace(result, failures=failures)
         return stop_at(plan, stopped, run, conflict_at, files or {}, result, head=new_head, into=g.root, target=g.root)
-    ready = prepare_in_place(plan, stack, release, run, record["pypi_commit"], result)
+    ready = prepare_in_place(port, result)
     if ready.result.failures:
         return dataclasses.replace(ready.result, checkout=g.root)
     check_series_dir(plan, ready.outputs)

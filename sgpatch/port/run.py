@@ -28,49 +28,36 @@ import dataclasses
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from sgpatch.cache import Cache
-from sgpatch.checkout.chain import header_of, render_chain
-from sgpatch.checkout.export import rerecord
-from sgpatch.checkout.journal import move_checkout
 from sgpatch.config import Config, Stack
+from sgpatch.config.pins import remove_stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
-from sgpatch.pins import remove_stack
 from sgpatch.port.carry import advance
+from sgpatch.port.finish import base_result, finish_fresh
 from sgpatch.port.outputs import (
     Plan,
+    PortContext,
     check_replaceable,
-    check_series_dir,
-    move_checkout_into_place,
     new_stack_name,
-    render_outputs,
-    self_check,
-    with_hunks,
-    write_outputs,
 )
 from sgpatch.port.rebase import (
     ArchiveFiles,
     CheckoutFiles,
-    CommitTree,
     Rebase,
     commit_kept,
     load_old,
     read_files,
-    series_chain,
 )
 from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.stack import Background, WheelsAgree, make_checkout, new_stack
 from sgpatch.port.stop import new_record, stop_at
-from sgpatch.port.verdict import PortedPatch
 from sgpatch.results import Progress
-from sgpatch.series.patch import Patch, parse_patch
-from sgpatch.source.release import Release, find_release
-from sgpatch.source.tree import DirTree, SourceTree
+from sgpatch.source.release import find_release
 
 
 def port_stack(
@@ -125,17 +112,17 @@ def port_stack(
     old, project = load_old(config, stack_name, progress=progress)
     series_dir = old.series.directory.parent / version
     plan = Plan(
-        config,
-        old,
-        project.anchors,
-        version,
-        new_name,
-        series_dir,
-        source,
-        strict,
-        dry_run,
-        config_text,
-        replaced is not None and force,
+        config=config,
+        old=old,
+        anchors=project.anchors,
+        version=version,
+        new_name=new_name,
+        series_dir=series_dir,
+        source=source,
+        strict=strict,
+        dry_run=dry_run,
+        config_text=config_text,
+        force=replaced is not None and force,
         exists=exists if dry_run else "",
     )
     existed_empty = False
@@ -193,41 +180,20 @@ def port_stack(
         stack = dataclasses.replace(stack, commit=upstream_commit, default_source=source_kind)
         if wheels is not None:
             wheels.result()
-        result = base_result(plan, stack, release, run, pypi_commit)
+        port = PortContext(plan=plan, stack=stack, release=release, run=run, pypi_commit=pypi_commit)
+        result = base_result(port)
         if conflict_at is None:
-            return _finish_fresh(plan, stack, release, run, pypi_commit, result, into, target)
+            return finish_fresh(port, result, into=into, target=target)
         failures = tuple(f"{p.name}: conflict: {p.detail}" for p in result.patches if p.state == "conflict")
         if dry_run:
             return dataclasses.replace(result, failures=failures)
-        record = new_record(plan, stack, release, run, pypi_commit, conflict_at, existed_empty=existed_empty)
+        record = new_record(port, conflict_at, existed_empty=existed_empty)
         result = dataclasses.replace(result, failures=failures)
         return stop_at(
             plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target
         )
     finally:
         shutil.rmtree(work if not dry_run else parent, ignore_errors=True)
-
-
-def base_result(
-    plan: Plan, stack: Stack, release: Release, run: Rebase, pypi_commit: str, previous: tuple[PortedPatch, ...] = ()
-) -> PortResult:
-    return PortResult(
-        old_stack=plan.old.stack.name,
-        new_stack=plan.new_name,
-        version=plan.version,
-        source=plan.source,
-        artifacts=release.artifacts,
-        pypi_commit=pypi_commit,
-        commit=stack.commit,
-        base=run.base,
-        checkout=None,
-        patches=(*previous, *run.ported),
-        anchors=(),
-        written=(),
-        dry_run=plan.dry_run,
-        strict=plan.strict,
-        notes=(*((plan.exists,) if plan.exists else ()), *(f"pins: {c}" for c in plan.pin_changes)),
-    )
 
 
 def what_force_replaces(config: Config, stack: Stack, checkout: Path) -> str:
@@ -247,90 +213,3 @@ def _rel(path: Path, root: Path) -> str:
         return str(path.relative_to(root))
     except ValueError:
         return str(path)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Prepared:
-    """The new stack, checked and ready to be written."""
-
-    result: PortResult  # with the regenerated hunks, the anchor moves and any failure
-    outputs: dict[Path, bytes]
-    final: str  # the checkout's new HEAD: the base plus the new series' commits
-
-
-def prepare(
-    plan: Plan,
-    stack: Stack,
-    release: Release,
-    run: Rebase,
-    pypi_commit: str,
-    result: PortResult,
-    tree_of: Callable[[str], SourceTree],
-) -> Prepared:
-    """Regenerate the kept patches from their commits, relocate anchors, render and verify the new stack."""
-    g = run.g
-    chain = series_chain(g, run.base, run.tip)
-    old_by_name = {p.name: p for p in plan.old.series.patches}
-    headers = {name: header_of(old_by_name[name].data) for name in run.kept}
-    rendered = render_chain(g, chain, headers, {}, list(old_by_name))
-    new_patches: list[Patch] = [parse_patch(r.data, plan.series_dir / r.name, name=r.name) for r in rendered]
-    final = rerecord(g, run.base, chain, new_patches) if chain else run.base
-    new_by_name = {p.name: p for p in new_patches}
-    ported = tuple(with_hunks(p, old_by_name[p.name], new_by_name.get(p.name)) for p in result.patches)
-    problems: list[str] = list(result.failures)
-    if plan.strict:
-        problems.extend(f"{p.name}: superseded (--strict): {p.detail}" for p in ported if p.state == "superseded")
-    outputs, moves = render_outputs(
-        plan, stack, release, g, run.base, final, new_patches, rendered, ported, pypi_commit
-    )
-    problems.extend(self_check(plan, outputs, new_patches, tree_of(final)))
-    result = dataclasses.replace(result, patches=ported, anchors=tuple(moves), failures=tuple(problems))
-    return Prepared(result, outputs, final)
-
-
-def _finish_fresh(
-    plan: Plan,
-    stack: Stack,
-    release: Release,
-    run: Rebase,
-    pypi_commit: str,
-    result: PortResult,
-    into: Path,
-    target: Path,
-) -> PortResult:
-    """No conflict: write the new stack and move the new checkout (made in ``into``) to ``target``."""
-    g = run.g
-    head = g.head()
-    assert head is not None
-
-    def verified_on(final: str) -> SourceTree:  # our own checkout (removed on failure): verify its files
-        move_checkout(g, old=head, new=final, reason=f"sgpatch port {plan.new_name}")
-        return DirTree(into)
-
-    ready = prepare(plan, stack, release, run, pypi_commit, result, verified_on)
-    if ready.result.failures or plan.dry_run:
-        return ready.result
-    check_series_dir(plan, ready.outputs)
-    written = write_outputs(plan, ready.outputs)
-    move_checkout_into_place(into, target, replace=plan.force)
-    return dataclasses.replace(ready.result, checkout=target, written=tuple(written))
-
-
-def prepare_in_place(
-    plan: Plan, stack: Stack, release: Release, run: Rebase, pypi_commit: str, result: PortResult
-) -> Prepared:
-    """``prepare`` for the user's checkout: verified on the final commit, the files stay until it is written."""
-    return prepare(plan, stack, release, run, pypi_commit, result, lambda final: CommitTree(run.g, final))
-
-
-def replace_stack_text(config: Config, name: str, *, force: bool) -> tuple[Config, str]:
-    """The config and VERSIONS.toml text a port to ``name`` starts from (``force``: without a table port wrote)."""
-    text = config.path.read_text(encoding="utf-8")
-    if name in config.stacks:
-        if not force:
-            raise ConfigError(
-                f"{config.path}: stack {name} exists already", hint="remove it, or 'sgpatch port --abort'"
-            )
-        text = remove_stack(text, name, where=config.path)
-        config = dataclasses.replace(config, stacks={k: v for k, v in config.stacks.items() if k != name})
-    return config, text

@@ -12,11 +12,11 @@ from typing import Any, Generic, TypeVar
 from sgpatch.cache import Cache, key
 from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout, wheel_tree
 from sgpatch.config import Artifact, InstallRecipe, Stack
+from sgpatch.config.pins import RENAMES, check_build_requires, port_pins
 from sgpatch.errors import SourceError
+from sgpatch.git.attributes import write_info_attributes
 from sgpatch.git.clone import clone
-from sgpatch.git.diff import write_info_attributes
 from sgpatch.git.repo import Git
-from sgpatch.pins import RENAMES, check_build_requires, port_pins
 from sgpatch.port.outputs import new_stack_name
 from sgpatch.results import Progress
 from sgpatch.source.artifacts import fetch_artifact
@@ -149,7 +149,7 @@ def make_checkout(
     if stack.commit and commit != stack.commit:
         raise SourceError(f"{url}: tag {stack.tag} is {commit}, not the given --commit {stack.commit}")
     g.checkout_branch(f"sgpatch/{stack.name}", commit)
-    write_info_attributes(g)
+    write_info_attributes(g.git_dir())
     with tempfile.TemporaryDirectory(prefix="sgpatch-pypi-") as tmp:
         laid_out = Path(tmp) / "co"
         pypi_commit = create_pypi_checkout(dataclasses.replace(stack, commit=commit), path, laid_out, artifact)

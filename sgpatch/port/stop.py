@@ -22,12 +22,11 @@ from typing import Any
 
 from sgpatch.checkout.inprogress import reaches, refuse_markers
 from sgpatch.checkout.journal import move_checkout, recover
-from sgpatch.config import Stack
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.git.worktree import reset_index, worktree_changes
 from sgpatch.lock import pause
-from sgpatch.port.outputs import Plan, move_checkout_into_place
+from sgpatch.port.outputs import Plan, PortContext, move_checkout_into_place
 from sgpatch.port.rebase import Files, Rebase
 from sgpatch.port.record import STOP_REF, write_record
 from sgpatch.port.result import PortResult
@@ -35,7 +34,6 @@ from sgpatch.port.verdict import PortedPatch
 from sgpatch.series.engine import apply_modes
 from sgpatch.series.hunks import reject_text
 from sgpatch.series.patch import Patch
-from sgpatch.source.release import Release
 from sgpatch.source.tree import DirTree, LinkInPath
 
 # Left out of a resolution: what running Python or a merge tool leaves beside the files.
@@ -165,17 +163,9 @@ def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) 
 # --------------------------------------------------------------------------- the stop, as the port reports it
 
 
-def new_record(
-    plan: Plan,
-    stack: Stack,
-    release: Release,
-    run: Rebase,
-    pypi_commit: str,
-    conflict_at: int,
-    *,
-    existed_empty: bool,
-) -> dict[str, Any]:
+def new_record(port: PortContext, conflict_at: int, *, existed_empty: bool) -> dict[str, Any]:
     """What the record of a port stopped at patch ``conflict_at`` holds (``enter_stop`` adds where it is)."""
+    plan, stack, release, run, pypi_commit = port.plan, port.stack, port.release, port.run, port.pypi_commit
     patch = plan.old.series.patches[conflict_at]
     names = [p.name for p in run.ported]
     decided = run.ported[: names.index(patch.name)]

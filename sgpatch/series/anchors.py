@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sgpatch.config.projectfiles import read_project_file
+from sgpatch.config.tomlpos import locate
 from sgpatch.errors import ConfigError
-from sgpatch.projectfiles import read_project_file
 from sgpatch.pyast import parse_python
 from sgpatch.series.patch import FilePatch, Patch, split_lines
 from sgpatch.source.tree import SourceTree
-from sgpatch.tomlpos import locate
 
 ANCHORS_FILE = "anchors.toml"
 PHASES = ("pristine", "patched", "both")
@@ -62,6 +62,8 @@ class Anchor:
 
 @dataclass(frozen=True, slots=True)
 class AnchorResult:
+    """An anchor checked on a tree: ok, moved (and where to) or missing."""
+
     anchor: Anchor
     status: str  # "ok", "moved", "missing"
     found: tuple[int, int] | None  # the range where it was found, for "moved"

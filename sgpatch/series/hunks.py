@@ -111,6 +111,8 @@ class FileVerdict:
 
 @dataclass(frozen=True, slots=True)
 class FileOutcome:
+    """A file carried by one patch: the verdict and the file's new text."""
+
     verdict: FileVerdict
     text: bytes | None  # the file's new contents (None: absent)
 

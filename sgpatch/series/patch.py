@@ -15,8 +15,8 @@ from pathlib import Path, PurePosixPath
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchedFile, PatchSet
 
+from sgpatch.config.projectfiles import read_project_file
 from sgpatch.errors import PatchError
-from sgpatch.projectfiles import read_project_file
 from sgpatch.series.dep3 import parse_dep3_lines
 from sgpatch.series.obsolete import Evidence, evidence_of
 from sgpatch.series.paths import path_refusal
@@ -115,6 +115,8 @@ class Patch:
 
 @dataclass(frozen=True, slots=True)
 class Series:
+    """A stack's patches, in the order its series file gives them."""
+
     directory: Path
     patches: tuple[Patch, ...]
 

@@ -29,6 +29,7 @@ from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
 from sgpatch.errors import BuildError, CheckoutError
+from sgpatch.git.batch import blob_ids
 from sgpatch.git.repo import Git
 from sgpatch.results import Progress
 from sgpatch.series.anchors import Anchor, load_anchors
@@ -295,8 +296,8 @@ def repack_wheels(
         tree=g.tree_of(head),
         source_date_epoch=WHEEL_CHECKOUT_EPOCH,
         isolated=True,
-        before=tuple((p, g.blob_id(base, p)) for p in paths),
-        after=tuple((p, g.blob_id(head, p)) for p in paths),
+        before=blob_ids(g, base, paths),
+        after=blob_ids(g, head, paths),
     )
     for artifact in wanted:
         inputs = dataclasses.replace(common, repacked=artifact)
@@ -384,8 +385,8 @@ def build_wheel(
         source_date_epoch=int(g.commit_date(base).split()[0]),
         isolated=isolated,
         python=python or sys.executable,
-        before=tuple((p, g.blob_id(base, p)) for p in paths),
-        after=tuple((p, g.blob_id(head, p)) for p in paths),
+        before=blob_ids(g, base, paths),
+        after=blob_ids(g, head, paths),
     )
     key = cache_key(inputs)
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()

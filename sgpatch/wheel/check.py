@@ -14,16 +14,17 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from sgpatch.cache import Cache
-from sgpatch.checkout.verify import verify_tree
 from sgpatch.config import Stack, wheel_tags
+from sgpatch.config.requirements import parse_requirement
 from sgpatch.errors import BuildError, SgpatchError
+from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
-from sgpatch.requirements import parse_requirement
 from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.fileset import file_set_problems, series_file_change
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
 from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
+from sgpatch.verify.engine import verify_tree
 from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
 from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
@@ -244,32 +245,49 @@ def _check_upstream(
 def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> WheelCheck:
     g = Git(checkout)
     head = g.head()
+    committed = read_blobs(g, head, series.touched) if head else {}
     problems = []
     for path in series.touched:
         inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
         ours = contents.read(inner)
-        theirs = g.read_blob("HEAD", path) if head else None
+        theirs = committed.get(path)
         if ours != theirs:
             problems.append(f"{path} is not byte-equal to the checkout's HEAD")
     return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
 
 
 def _upstream_contents(wheel: Path, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
-    """Each member's sha256 and size, and METADATA, of the upstream wheel: read through sgpatch.source.archive,
-    or kept in ``cache`` under the wheel's own bytes (its sha256) by an earlier read."""
+    """Each member's sha256 and size, and METADATA, of the upstream wheel (see :func:`_kept_digests`); the
+    wheel is opened only when nothing is kept for its bytes."""
+    found, entry = _kept_digests(wheel, cache)
+    if found is not None:
+        return found
+    with open_archive(wheel, "wheel") as up:
+        return _keep_digests(up, cache, entry)
+
+
+def _kept_digests(
+    wheel: Path, cache: Cache | None
+) -> tuple[tuple[dict[str, tuple[bytes, int]], bytes | None] | None, str | None]:
+    """Each member's sha256 and size, and METADATA, of ``wheel`` as an earlier read kept them in ``cache``
+    under the wheel's own bytes (its sha256), and that entry's key (None, None: no cache)."""
     from sgpatch.cache import key
     from sgpatch.source.artifacts import sha256_file
 
-    entry = None
-    if cache is not None:
-        entry = key("wheel-digests", sha256_file(wheel))
-        found = _digests_from(cache.get("wheel-digests", entry))
-        if found is not None:
-            return found
-    with open_archive(wheel, "wheel") as up:
-        members = dict(_contents(up).digests)
-        metadata_name = next((e.name for e in up.entries if e.name.endswith(".dist-info/METADATA")), None)
-        metadata = up.read(metadata_name) if metadata_name else None
+    if cache is None:
+        return None, None
+    entry = key("wheel-digests", sha256_file(wheel))
+    return _digests_from(cache.get("wheel-digests", entry)), entry
+
+
+def _keep_digests(
+    archive: Archive, cache: Cache | None, entry: str | None
+) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
+    """Each member's sha256 and size (every member's CRC checked), and METADATA, read through
+    sgpatch.source.archive; kept in ``cache`` under ``entry``."""
+    members = dict(_contents(archive).digests)
+    metadata_name = next((e.name for e in archive.entries if e.name.endswith(".dist-info/METADATA")), None)
+    metadata = archive.read(metadata_name) if metadata_name else None
     if cache is not None and entry is not None:
         stored = {n: [d.hex(), s] for n, (d, s) in members.items()}
         cache.put("wheel-digests", entry, {"members": stored, "metadata": None if metadata is None else metadata.hex()})
@@ -319,8 +337,8 @@ def check_wheel(
     files the checks read whole (METADATA, RECORD, provenance, patched files) are.
 
     Every check runs each time; ``cache`` (None: none) keeps only expensive parts by the bytes they come
-    from: the upstream wheel's member digests (by its sha256), each source file's interface facts, each
-    file's landing results."""
+    from: the member digests of the wheel and of the upstream wheel (each by its own sha256), each source
+    file's interface facts, each file's landing results."""
     if not wheel.is_file():
         raise BuildError(f"{wheel}: no such wheel file")
     version = wheel_version(stack, series)
@@ -330,7 +348,10 @@ def check_wheel(
     if upstream_wheel is not None:
         upstream, upstream_metadata = _upstream_contents(upstream_wheel, cache)
     with ZipTree(wheel) as tree:
-        contents = _contents(tree.archive)  # every member's CRC checked before any check reads it
+        # every member's CRC checked before any check reads it (or by an earlier run, on these same bytes)
+        kept, entry = _kept_digests(wheel, cache)
+        digests = kept[0] if kept is not None else _keep_digests(tree.archive, cache, entry)[0]
+        contents = _Contents(tree.archive, digests)
         checks = [
             _check_name(stack, wheel, version, contents, dist_info),
             _check_record(contents, dist_info),

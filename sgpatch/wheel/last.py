@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.atomic import write_atomic
-from sgpatch.projectfiles import read_project_file
+from sgpatch.config.projectfiles import read_project_file
 from sgpatch.source.artifacts import sha256_file
 from sgpatch.wheel.results import BuildResult
 

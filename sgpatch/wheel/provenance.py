@@ -20,8 +20,8 @@ from packaging.version import InvalidVersion, Version
 
 from sgpatch import __version__
 from sgpatch.config import Artifact, Stack
+from sgpatch.config.requirements import parse_requirement
 from sgpatch.errors import BuildError
-from sgpatch.requirements import parse_requirement
 from sgpatch.series.patch import Series
 
 PROVENANCE_NAME = "sgpatch.json"

@@ -8,7 +8,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from sgpatch.config import Stack
-from sgpatch.requirements import parse_requirement
+from sgpatch.config.requirements import parse_requirement
 from sgpatch.wheel.names import DIST_NAME
 
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout.verify import VerifyReport
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.source.artifacts import sha256_file
+from sgpatch.verify.engine import VerifyReport
 
 
 @dataclass(frozen=True, slots=True)

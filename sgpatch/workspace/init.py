@@ -25,9 +25,9 @@ from tomlkit.items import Table
 from sgpatch.atomic import write_atomic
 from sgpatch.checkout.fetch import create_pypi_checkout
 from sgpatch.config import CONFIG_NAME, SCHEMA_VERSION, Artifact, InstallRecipe, Stack, parse_config
+from sgpatch.config.pins import RENAMES, check_build_requires, port_pins
 from sgpatch.errors import ConfigError
 from sgpatch.git.repo import Git
-from sgpatch.pins import RENAMES, check_build_requires, port_pins
 from sgpatch.results import SCHEMA_VERSION as JSON_SCHEMA
 from sgpatch.results import Progress
 from sgpatch.series.anchors import ANCHORS_FILE

@@ -2,7 +2,7 @@
 the ``Requires-Dist`` overrides, as the stacks shipped with sgpatch pin them for SGLang 0.5.9.
 
 ``init`` carries these reference pins to the release it is asked for exactly as ``port`` carries a stack's
-pins to a new release (:func:`sgpatch.pins.port_pins`): the release's own exact pins, the label's local tags
+pins to a new release (:func:`sgpatch.config.pins.port_pins`): the release's own exact pins, the label's local tags
 and extras kept, renamed packages followed, an override kept only while the release asks for something else.
 """
 

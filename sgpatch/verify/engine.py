@@ -27,6 +27,8 @@ from sgpatch.source.tree import DirTree, SourceTree, git_blob_id
 
 @dataclass(frozen=True, slots=True)
 class FileCheck:
+    """A file's blob id against its pin (``expected`` None: not pinned for this phase)."""
+
     path: str
     expected: str | None
     found: str | None
@@ -38,6 +40,8 @@ class FileCheck:
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
+    """verify's report on one target: its phase, every patch, anchor, pinned file and landed hunk."""
+
     stack: str
     target: str
     phase: str  # pristine, patched or mixed

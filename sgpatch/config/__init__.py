@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from sgpatch.config.projectfiles import read_project_file
+from sgpatch.config.tomlpos import TableReader
 from sgpatch.errors import ConfigError
-from sgpatch.projectfiles import read_project_file
-from sgpatch.tomlpos import TableReader
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -71,11 +71,11 @@ class Override:
 
 def parse_override(dist: str, text: str) -> Override:
     """``text`` as the override for ``dist``; ValueError saying why when it is no requirement a person could
-    type (:func:`sgpatch.requirements.parse_requirement`) or names another project."""
+    type (:func:`sgpatch.config.requirements.parse_requirement`) or names another project."""
     from packaging.requirements import InvalidRequirement
     from packaging.utils import canonicalize_name
 
-    from sgpatch.requirements import parse_requirement
+    from sgpatch.config.requirements import parse_requirement
 
     try:
         req = parse_requirement(text)

@@ -22,15 +22,17 @@ from packaging.version import InvalidVersion, Version
 from tomlkit.items import Table
 
 from sgpatch.config import Artifact, Override, Stack
+from sgpatch.config.requirements import parse_requirement, shortened
+from sgpatch.config.tomlpos import locate
 from sgpatch.errors import ConfigError
-from sgpatch.requirements import parse_requirement, shortened
-from sgpatch.tomlpos import locate
 
 RULE = "# " + "-" * 75
 
 
 @dataclass(frozen=True, slots=True)
 class FilePin:
+    """A touched file's git blob ids before and after the series."""
+
     path: str
     pristine: str
     patched: str

@@ -1,0 +1,81 @@
+"""The shared parse (sgpatch/pyast.py) under threads: fleet workers verify side by side, each in a thread."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from sgpatch.pyast import collector_paused, parse_python, parses_shared
+
+SOURCE = b"def f(x):\n    return x + 1\n"
+
+
+def test_one_tree_per_bytes_inside_and_none_kept_after() -> None:
+    with parses_shared():
+        assert parse_python(SOURCE) is parse_python(SOURCE)
+    assert parse_python(SOURCE) is not parse_python(SOURCE)  # nothing kept once the memo is closed
+
+
+def test_threads_that_open_their_own_memo_do_not_leave_one_behind() -> None:
+    """Two threads open and close memos interleaved: afterwards no thread (and not the main one) still holds
+    a memo, which the old module-level memo did (a later verify then got yesterday's trees)."""
+    opened = threading.Barrier(2)
+    closed_first = threading.Event()
+    trees: dict[str, object] = {}
+
+    def first() -> None:
+        with parses_shared():
+            opened.wait()
+            trees["first"] = parse_python(SOURCE)
+        closed_first.set()
+
+    def second() -> None:
+        with parses_shared():
+            opened.wait()
+            closed_first.wait()
+            trees["second"] = parse_python(SOURCE)
+        trees["after"] = parse_python(SOURCE)
+        trees["after again"] = parse_python(SOURCE)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert trees["first"] is not trees["second"]  # each thread its own memo
+    assert trees["after"] is not trees["after again"]  # the second thread kept nothing
+    assert parse_python(SOURCE) is not parse_python(SOURCE)  # neither did the main thread
+
+
+def test_a_pool_joins_its_callers_memo() -> None:
+    with parses_shared() as memo:
+        mine = parse_python(SOURCE)
+
+        def work(_: int) -> object:
+            with parses_shared(memo):
+                return parse_python(SOURCE)
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            found = list(pool.map(work, range(16)))
+    assert all(tree is mine for tree in found)
+
+
+def test_the_collector_is_back_on_when_the_last_thread_is_done() -> None:
+    assert gc.isenabled()
+    inside = threading.Barrier(2)
+    release = threading.Event()
+
+    def hold() -> None:
+        with collector_paused():
+            inside.wait()
+            release.wait()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    with collector_paused():
+        inside.wait()
+    assert not gc.isenabled()  # the other thread still parses: not resumed under it
+    release.set()
+    t.join()
+    assert gc.isenabled()
