@@ -269,7 +269,7 @@ def test_import_writes_the_series_as_export_does(form: str, project_dir: Path, t
         assert shown[0]["raw"] == "./srt/configs/model_config.py"
         assert shown[0]["path"] == "python/sglang/srt/configs/model_config.py"
     else:
-        assert len(written) == 49 and written[0] == "0003-model-config.patch" and written[-1].startswith("0051-")
+        assert len(written) == 49 and written[0] == "0004-model-config.patch" and written[-1].startswith("0052-")
     # It applies strictly to a fresh checkout: export --check from the pinned source agrees.
     check = run_cli("export", "--config", str(project_dir / "VERSIONS.toml"), STACK, "--fresh", "--check")
     assert check.exit_code == 0, check.stdout + check.stderr
@@ -340,9 +340,9 @@ def test_imported_series_that_adds_a_module_builds_and_verifies(
     assert imported.exit_code == 0, imported.stderr  # type: ignore[attr-defined]
     names = (project_dir / "patches/0.5.9/series").read_text().splitlines()[-3:]
     assert names == [
-        "0003-slime-sglang-0-5-9.patch",
-        "0004-spec-info-note-the-training-hook.patch",
-        "0005-speculative-add-spec-training-info.patch",
+        "0004-slime-sglang-0-5-9.patch",
+        "0005-spec-info-note-the-training-hook.patch",
+        "0006-speculative-add-spec-training-info.patch",
     ]
     trailers = git(co, "log", "--format=%(trailers:key=Sgpatch-Patch,valueonly)", "-3").split()
     assert trailers == names[::-1] and git(co, "status", "--porcelain") == ""
