@@ -31,6 +31,8 @@ from sgpatch.checkout.apply import check_tree_paths
 from sgpatch.checkout.chain import ChainCommit, find_chain, header_of, match_series, render_chain, series_text
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import base_candidates, check_base_files, open_checkout
+from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
+from sgpatch.checkout.stop.project import lock_project
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.errors import CheckFailed, PatchError
 from sgpatch.git.repo import CommitSpec, Git
@@ -156,7 +158,8 @@ def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], direct
 def export_series(config: Config, stack: Stack, series: Series, checkout: Path, *, check: bool) -> ExportResult:
     """Regenerate the series of ``stack`` from the commits on ``checkout`` (see the module docstring)."""
     g = open_checkout(checkout)
-    with lock_checkout(g, command="export"):
+    with lock_project(config.root, command="export"), lock_checkout(g, command="export"):
+        refuse_stopped(stopped_in(g), f"sgpatch export {stack.name}")
         recover(g)
         return _export(config, stack, series, g, check=check)
 

@@ -425,8 +425,10 @@ def render_port(result: PortResult) -> str:
 
 
 def render_abort(result: AbortResult) -> str:
-    lines = [f"port --abort: gave up the port to {result.stack}; removed its checkout {result.checkout}"]
+    lines = [f"port --abort: {note}" for note in result.notes]
+    if result.removed:
+        lines.insert(0, f"port --abort: gave up the port to {result.stack}; removed its checkout {result.checkout}")
     if result.restored is not None:
         lines.append(f"port --abort: put back the checkout it was replacing at {result.restored}")
-    lines.append("VERSIONS.toml and patches/ were never written: everything is as before the port")
+    lines.append("VERSIONS.toml and patches/ were never written by the port")
     return "\n".join(lines)

@@ -35,6 +35,8 @@ from sgpatch.cache import Cache
 from sgpatch.checkout.chain import header_of, render_chain
 from sgpatch.checkout.export import rerecord
 from sgpatch.checkout.journal import move_checkout
+from sgpatch.checkout.stop.here import refuse_if_stopped
+from sgpatch.checkout.stop.project import clear_leftovers, lock_project
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.git.batch import read_blobs
@@ -62,7 +64,6 @@ from sgpatch.port.rebase import (
     read_files,
     series_chain,
 )
-from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.stack import Background, WheelsAgree, make_checkout, new_stack
 from sgpatch.port.stop import new_record, stop_at
@@ -92,7 +93,28 @@ def port_stack(
     ``force`` replaces a stack that port wrote before (its table, series
     directory and clean checkout); any other existing stack is a ConfigError.
     ``cache`` keeps work (each pinned wheel's file digests), never an answer.
+    One port at a time per project (``stop.project``): what a killed one left is cleaned up first, and said.
     """
+    with lock_project(config.root, command=f"port --to {version}"):
+        target = checkout or config.root / ".sgpatch" / "checkouts" / new_stack_name(config.stack(stack_name), version)
+        notes = () if dry_run else clear_leftovers(target)
+        result = _port(config, stack_name, version, source, commit, checkout, dry_run, strict, force, cache, progress)
+    return dataclasses.replace(result, notes=(*notes, *result.notes)) if notes else result
+
+
+def _port(
+    config: Config,
+    stack_name: str | None,
+    version: str,
+    source: str,
+    commit: str | None,
+    checkout: Path | None,
+    dry_run: bool,
+    strict: bool,
+    force: bool,
+    cache: Cache | None,
+    progress: Progress | None,
+) -> PortResult:
     if source not in ("pypi", "git"):
         raise SourceError(f"unknown source {source!r}: use pypi or git")
     if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
@@ -102,14 +124,9 @@ def port_stack(
         raise ConfigError(f"{old_stack.name} is already SGLang {version}")
     new_name = new_stack_name(old_stack, version)
     target = checkout or config.root / ".sgpatch" / "checkouts" / new_name
-    if not dry_run and target.is_dir():
-        record = read_record(target)
-        if record is not None:
-            raise CheckoutError(
-                f"{target}: a port to sglang {record.get('version')} is in progress here, stopped at "
-                f"{record.get('conflict')}",
-                hint="resolve it and run 'sgpatch port --continue', or give it up with 'sgpatch port --abort'",
-            )
+    if not dry_run:
+        refuse_if_stopped(target, f"sgpatch port --to {version}")
+    refuse_if_stopped(config.checkout_dir(old_stack), f"sgpatch port {old_stack.name} --to {version}")
     config_text = config.path.read_text(encoding="utf-8")
     replaced = config.stacks.get(new_name)
     exists = ""
