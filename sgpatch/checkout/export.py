@@ -169,11 +169,24 @@ def export_held(config: Config, stack: Stack, series: Series, g: Git) -> ExportR
     return _export(config, stack, series, g, check=False)
 
 
+def check_export(config: Config, stack: Stack, series: Series, g: Git, tip: str) -> None:
+    """Every check export (and so apply) runs on the series the commits up to ``tip`` make, writing nothing:
+    CheckFailed with the finding (an edit's write-back asks before it moves the checkout there)."""
+    _export(config, stack, series, g, check=True, tip=tip)
+
+
 def _export(
-    config: Config, stack: Stack, series: Series, g: Git, *, check: bool, today: str | None = None
+    config: Config,
+    stack: Stack,
+    series: Series,
+    g: Git,
+    *,
+    check: bool,
+    today: str | None = None,
+    tip: str | None = None,
 ) -> ExportResult:
     checkout = g.root
-    base, chain = find_chain(g, base_candidates(stack))
+    base, chain = find_chain(g, base_candidates(stack), head=tip)
     check_base_files(g, stack, base)
     names = [p.name for p in series.patches]
     match_series(chain, names, checkout)

@@ -26,7 +26,7 @@ from sgpatch.checkout.edit import (
     settle_entering,
     write_record,
 )
-from sgpatch.checkout.export import export_held
+from sgpatch.checkout.export import check_export, export_held
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.markers import marker_lines, reaches, refuse_markers
@@ -66,7 +66,7 @@ def continue_edit(config: Config, stack: Stack, series: Series, checkout: Path) 
                 settle_entering(g, record)
                 phase = "editing"
             if phase in ("editing", "stopped"):
-                _take_and_carry(g, series, record)
+                _take_and_carry(config, stack, g, series, record)
                 phase = record["phase"]
             if phase == "moving":
                 _settle_moving(g, record)
@@ -76,7 +76,7 @@ def continue_edit(config: Config, stack: Stack, series: Series, checkout: Path) 
             return _finish(config, stack, series, g, record)
 
 
-def _take_and_carry(g: Git, series: Series, record: dict[str, Any]) -> None:
+def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record: dict[str, Any]) -> None:
     """Take the person's work as the commit of the patch they are on, carry the later patches over it
     (objects only), and record where the checkout goes next (phase ``moving``)."""
     commits = [str(c) for c in record["commits"]]
@@ -119,6 +119,12 @@ def _take_and_carry(g: Git, series: Series, record: dict[str, Any]) -> None:
             write_record(g, record)
             return
         tip = g.commit_files(tip, files, before, series.patches[j].commit_message(), date, modes=modes)
+    try:  # every check apply runs, before anything moves: the person fixes the resolution where it is
+        check_export(config, stack, series, g, tip)
+    except CheckFailed as exc:
+        raise CheckFailed(
+            exc.message, hint=f"fix your work in {g.root} (it is as you left it), then 'sgpatch edit --continue'"
+        ) from None
     record.update(phase="moving", moving_from=head, taken=taken, tip=tip, stop=None, conflict_index=None, moved=False)
     record["conflicts"] = []
     record["untracked"] = untracked

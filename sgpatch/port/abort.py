@@ -16,8 +16,9 @@ from typing import Any
 
 from sgpatch.checkout.journal import lock_checkout, recover
 from sgpatch.checkout.state import open_checkout
+from sgpatch.checkout.stop.here import stopped_here
 from sgpatch.checkout.stop.project import aside_of, clear_leftovers, lock_project
-from sgpatch.checkout.stop.record import RecordError
+from sgpatch.checkout.stop.record import PORT, RecordError
 from sgpatch.config import Config
 from sgpatch.errors import CheckoutError, SgpatchError
 from sgpatch.git.repo import Git
@@ -51,7 +52,8 @@ def abort_port(config: Config, checkout: Path) -> AbortResult:
     """Give up the port stopped in ``checkout`` (see the module docstring)."""
     with lock_project(config.root, command="port --abort"):
         notes = clear_leftovers(checkout)
-        if not checkout.exists() and not checkout.is_symlink() and notes:
+        stopped = stopped_here(checkout)
+        if notes and (stopped is None or stopped.kind is not PORT):  # a killed port's leftovers were all
             return AbortResult(None, checkout, None, removed=False, notes=notes)
         g = open_checkout(checkout)
         with lock_checkout(g, command="port --abort"):

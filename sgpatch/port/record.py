@@ -108,7 +108,7 @@ def made_here(g: Git, record: dict[str, Any]) -> str | None:
     stop, base = str(record["stop"]), str(record["base"])
     if g.rev_parse(f"{stop}^{{commit}}") is None or g.rev_parse(f"{base}^{{commit}}") is None:
         return "its stop and base are not commits of this checkout"
-    if g.message(stop) != f"sgpatch port: {record['conflict']} stopped for a person\n":
+    if g.message(stop).strip() != f"sgpatch port: {record['conflict']} stopped for a person":
         return f"{stop[:12]} is not a stop port made"
     limit = len(record["series"]) + 2
     if not reaches(g, stop, base, limit):

@@ -148,8 +148,12 @@ def _continue(
         result = dataclasses.replace(result, failures=failures)
         return stop_at(plan, stopped, run, conflict_at, files or {}, result, head=new_head, into=g.root, target=g.root)
     ready = prepare_in_place(plan, stack, release, run, record["pypi_commit"], result)
-    if ready.result.failures:
-        return dataclasses.replace(ready.result, checkout=g.root)
+    if ready.result.failures:  # the record stays: the person fixes the resolution and continues again
+        steps = (
+            f"fix the resolution of {patch.name} in {g.root} (the checkout is as you left it)",
+            "then run 'sgpatch port --continue' again (or 'sgpatch port --abort' to give the port up)",
+        )
+        return dataclasses.replace(ready.result, checkout=g.root, next_steps=steps)
     check_series_dir(plan, ready.outputs)
     outputs = {str(p.relative_to(config.root)): g.hash_blob(data) for p, data in ready.outputs.items()}
     record.update(

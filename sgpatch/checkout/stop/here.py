@@ -23,7 +23,7 @@ class Stopped:
 
     @property
     def what(self) -> str:
-        return f"a {self.kind.name} is stopped here"
+        return f"{'an' if self.kind is EDIT else 'a'} {self.kind.name} is stopped here"
 
     @property
     def next_step(self) -> str:
