@@ -22,6 +22,7 @@ import dataclasses
 import datetime
 import tempfile
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,8 @@ def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], direct
 def export_series(config: Config, stack: Stack, series: Series, checkout: Path, *, check: bool) -> ExportResult:
     """Regenerate the series of ``stack`` from the commits on ``checkout`` (see the module docstring)."""
     g = open_checkout(checkout)
-    with lock_project(config.root, command="export"), lock_checkout(g, command="export"):
+    project = nullcontext() if check else lock_project(config.root, command="export")  # --check writes nothing
+    with project, lock_checkout(g, command="export"):
         refuse_stopped(stopped_in(g), f"sgpatch export {stack.name}")
         recover(g)
         return _export(config, stack, series, g, check=check)

@@ -414,6 +414,7 @@ def render_port(result: PortResult) -> str:
     elif result.failures:
         lines.append(f"port: FAILED ({len(result.failures)} problem(s)); VERSIONS.toml and patches/ are unchanged")
         lines.extend(f"  - {f}" for f in result.failures)
+        lines.extend(f"  {i}. {step}" for i, step in enumerate(result.next_steps, start=1))
         if result.checkout is not None:
             lines.append(f"checkout: {result.checkout}")
     elif result.dry_run:
