@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,13 +71,14 @@ def release_side(path: Path) -> None:
 @pytest.fixture(scope="module")
 def force_stopped(
     ported_0510: tuple[Path, dict[str, object], bytes],
-    patched_checkout: Callable[[], Path],
+    template_patched: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
     """A project whose 0.5.10 stack is being replaced by a ``port --force`` stopped at 0003's conflict."""
-    proj = tmp_path_factory.mktemp("forcestop") / "proj"
+    where = tmp_path_factory.mktemp("forcestop")
+    proj, co = where / "proj", where / "checkout"
     shutil.copytree(ported_0510[0], proj, symlinks=True)
-    co = patched_checkout()
+    shutil.copytree(template_patched, co, symlinks=True)
     edit(co / KIMI, MLP_OLD, MLP_NEW)
     commit(co, "kimi_k25: name the MoonViT MLP weights")
     assert export(proj / "VERSIONS.toml", "--checkout", str(co)).exit_code == 0

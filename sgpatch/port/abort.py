@@ -74,10 +74,9 @@ def abort_port(config: Config, checkout: Path) -> AbortResult:
                     hint="run 'sgpatch port --continue' to finish it; remove the stack afterwards if not wanted",
                 )
             root = g.root.resolve()  # a link to the checkout is handled like the checkout: the link stays
-            aside = aside_of(root)
-            named = record.get("replaced")
-            replaced = aside if isinstance(named, str) and aside_of(Path(named).parent / root.name) == aside else None
-            replaced = replaced if replaced is not None and replaced.is_dir() and not replaced.is_symlink() else None
+            aside = aside_of(root)  # where a --force port put the checkout it replaces (never a path from the record)
+            made = bool(record.get("replaced")) and aside.is_dir() and not aside.is_symlink()
+            replaced = aside if made else None
             shutil.rmtree(root)
             if record.get("existed_empty"):
                 root.mkdir()

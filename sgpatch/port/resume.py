@@ -214,8 +214,8 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
         write_atomic(config.path, new_config)
     written.append(config.path)
     replaced = record.get("replaced")
-    aside = aside_of(g.root)
-    mine = isinstance(replaced, str) and aside_of(Path(replaced).parent / g.root.name) == aside
+    aside = aside_of(g.root)  # never a path from the record
+    mine = bool(replaced)
     if mine and aside.is_dir() and not aside.is_symlink():
         shutil.rmtree(aside)
     if g.rev_parse(STOP_REF) is not None:

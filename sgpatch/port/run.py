@@ -35,8 +35,9 @@ from sgpatch.cache import Cache
 from sgpatch.checkout.chain import header_of, render_chain
 from sgpatch.checkout.export import check_applies, rerecord
 from sgpatch.checkout.journal import move_checkout
-from sgpatch.checkout.stop.here import refuse_if_stopped
-from sgpatch.checkout.stop.project import clear_leftovers, lock_project
+from sgpatch.checkout.stop.here import refuse_if_stopped, refuse_stopped, stopped_here
+from sgpatch.checkout.stop.project import STAGING, clear_leftovers, lock_project
+from sgpatch.checkout.stop.record import PORT
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckFailed, CheckoutError, ConfigError, SourceError
 from sgpatch.git.batch import read_blobs
@@ -64,6 +65,7 @@ from sgpatch.port.rebase import (
     read_files,
     series_chain,
 )
+from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.stack import Background, WheelsAgree, make_checkout, new_stack
 from sgpatch.port.stop import new_record, stop_at
@@ -124,8 +126,15 @@ def _port(
         raise ConfigError(f"{old_stack.name} is already SGLang {version}")
     new_name = new_stack_name(old_stack, version)
     target = checkout or config.root / ".sgpatch" / "checkouts" / new_name
-    if not dry_run:
-        refuse_if_stopped(target, f"sgpatch port --to {version}")
+    stopped = None if dry_run else stopped_here(target)
+    if stopped is not None and stopped.kind is PORT:
+        record = read_record(target) or {}  # an unreadable record is refused here, with the way out
+        raise CheckoutError(
+            f"{target}: a port is stopped here: the port to sglang {record.get('version')} is in progress here, "
+            f"stopped at {record.get('conflict')}",
+            hint=stopped.next_step,
+        )
+    refuse_stopped(stopped, f"sgpatch port --to {version}")
     refuse_if_stopped(config.checkout_dir(old_stack), f"sgpatch port {old_stack.name} --to {version}")
     config_text = config.path.read_text(encoding="utf-8")
     replaced = config.stacks.get(new_name)
@@ -172,7 +181,7 @@ def _port(
     plan = dataclasses.replace(plan, pin_changes=pin_changes)
     parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
     parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
+    work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))  # stop.project cleans up after a kill
     into = work / "checkout"
     # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
     wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None
