@@ -42,6 +42,9 @@ TESTS = (
     "tests/test_cli_errors.py",
     "tests/test_workspace.py",
     "tests/test_watch.py",
+    "tests/test_stop_room.py",
+    "tests/test_stop_room_port.py",
+    "tests/test_fuzz_stop.py",
 )
 sys.path.insert(0, str(ROOT))
 
