@@ -159,7 +159,7 @@ def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], direct
 def export_series(config: Config, stack: Stack, series: Series, checkout: Path, *, check: bool) -> ExportResult:
     """Regenerate the series of ``stack`` from the commits on ``checkout`` (see the module docstring)."""
     g = open_checkout(checkout)
-    project = nullcontext() if check else lock_project(config.root, command="export")  # --check writes nothing
+    project = nullcontext() if check else lock_project(config.root, command="export", create=False)
     with project, lock_checkout(g, command="export"):
         refuse_stopped(stopped_in(g), f"sgpatch export {stack.name}")
         recover(g)

@@ -29,6 +29,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 from sgpatch.cache import Cache
@@ -97,7 +98,7 @@ def port_stack(
     ``cache`` keeps work (each pinned wheel's file digests), never an answer.
     One port at a time per project (``stop.project``): what a killed one left is cleaned up first, and said.
     """
-    with lock_project(config.root, command=f"port --to {version}"):
+    with nullcontext() if dry_run else lock_project(config.root, command=f"port --to {version}"):
         target = checkout or config.root / ".sgpatch" / "checkouts" / new_stack_name(config.stack(stack_name), version)
         notes = () if dry_run else clear_leftovers(target)
         result = _port(config, stack_name, version, source, commit, checkout, dry_run, strict, force, cache, progress)

@@ -91,7 +91,7 @@ def watch(
     progress: Progress | None = None,
 ) -> WatchResult:
     """Port to every release newer than the newest stack (``only``: that one release) and report each."""
-    with lock_project(config.root, command="watch"):  # one port at a time per project (a second waits)
+    with lock_project(config.root, command="watch", create=not dry_run):  # one port at a time per project
         return _watch(config, stack_name, out, only, pre, dry_run, cache, progress)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from sgpatch.errors import CheckoutError
@@ -24,9 +24,15 @@ STAGING = ".port-"  # tempfile.mkdtemp(prefix=f".port-{name}-") beside the new c
 ASIDE = ".sgpatch-replaced"  # f".{name}.sgpatch-replaced": the checkout a --force port replaces
 
 
-def lock_project(root: Path, *, command: str, notify: Notify | None = None) -> AbstractContextManager[Held]:
-    """The project's lock: one port, edit or watch at a time on the project at ``root``."""
+def lock_project(
+    root: Path, *, command: str, notify: Notify | None = None, create: bool = True
+) -> AbstractContextManager[Held | None]:
+    """The project's lock: one port, edit or watch at a time on the project at ``root``.  Without ``create``
+    (a command that makes nothing else in ``.sgpatch/``), a project with no ``.sgpatch/`` is not locked: no
+    port, edit or watch runs there, as each would have made it."""
     state = root / ".sgpatch"
+    if not create and not os.path.lexists(state):
+        return nullcontext()
     try:
         state.mkdir(exist_ok=True)
     except OSError as exc:
