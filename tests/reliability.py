@@ -1698,7 +1698,7 @@ case(
 case(
     "stop-record-lies-edit",
     STOP,
-    "`edit --abort` with every `saved` entry of the edit record set to `null` (\"nothing existed\")",
+    '`edit --abort` with every `saved` entry of the edit record set to `null` ("nothing existed")',
     0,
     "did not exist when the edit started",
     "VERSIONS.toml and the series byte for byte (nothing deleted); the record removed, said so",
