@@ -1750,3 +1750,149 @@ for _id, _fault in [
         "Obsolete-If",
         "one line naming the patch file and the field's line; the project byte for byte; nothing ported",
     )
+
+# --------------------------------------------------------------------------- the stop for a person (issue 28)
+
+STOP = "stop for a person"
+_UNTOUCHED = "VERSIONS.toml, patches/ and the checkout's HEAD byte for byte; nothing outside the project written"
+case(
+    "stop-record-fifo",
+    STOP,
+    "a FIFO, a link to `/dev/zero`, a dangling link or a directory at `.git/sgpatch-edit.json`, `sgpatch-port.json` "
+    "or `sgpatch-apply.json`; `verify`, `apply`, `export`, `edit`, `edit --continue`, `port --continue`, `port --to`",
+    2,
+    "it is a FIFO, not a regular file",
+    "no command waits (each ends within 30 s, exit 1 or 2, one line); " + _UNTOUCHED + "; the record left in place",
+)
+case(
+    "stop-record-deep",
+    STOP,
+    "`[` x 200,000 as the edit or port record; `export`, `edit --continue`, `port --continue`",
+    2,
+    "its JSON is nested deeper than 32 levels",
+    "one line naming the file; no traceback; " + _UNTOUCHED,
+)
+case(
+    "stop-record-lies-edit",
+    STOP,
+    '`edit --abort` with every `saved` entry of the edit record set to `null` ("nothing existed")',
+    0,
+    "did not exist when the edit started",
+    "VERSIONS.toml and the series byte for byte (nothing deleted); the record removed, said so",
+)
+case(
+    "stop-record-lies-port",
+    STOP,
+    "`port --abort --checkout DIR` where DIR (a user's repository) holds a two-key (or six-key) port record",
+    0,
+    "removed the record and left",
+    "every file of DIR byte for byte (nothing removed); only the record gone",
+)
+case(
+    "stop-hint-works",
+    STOP,
+    "each refusal over a bad edit or port record (FIFO, deep, not JSON, wrong shape, lying, a directory): its hint "
+    "run as written",
+    0,
+    "removed the record and left",
+    "the hint's command exits 0 (a directory: its `rm -r` hint works); then `verify` exits 0; the project unchanged",
+)
+case(
+    "stop-link-checkout",
+    STOP,
+    "`port --abort --checkout LINK`, LINK a symbolic link to the stopped port's checkout",
+    0,
+    "gave up the port",
+    "the checkout LINK points to removed like any checkout; the link itself left; the project unchanged",
+)
+case(
+    "stop-two-at-once",
+    STOP,
+    "`edit --abort`, `export`, `port --to` and `edit 0002` while `edit 0001` holds the project (lock timeout 0.5 s)",
+    3,
+    "is in use by sgpatch pid N",
+    "one line naming the holder; " + _UNTOUCHED,
+)
+case(
+    "stop-two-ports",
+    STOP,
+    "two `port --to 0.5.10` of one project at once (the second with lock timeout 0.5 s)",
+    3,
+    "is in use by sgpatch pid N",
+    "one line; the first port's stop intact; no `.port-*` directory left",
+)
+case(
+    "stop-kill-leftovers",
+    STOP,
+    "a killed first port's `.port-*` directory, and a `--force` port killed between its two renames (the checkout "
+    "moved aside, nothing in its place); then `port --abort`",
+    0,
+    "left by a port that was killed",
+    "the staging directory removed and the replaced checkout put back, each said; a user's file named alike kept",
+)
+case(
+    "stop-kill-first-port",
+    STOP,
+    "SIGKILL of a first `port --to 0.5.10` while it moves its new checkout to the stop; then `port --to 0.5.10`",
+    1,
+    "left by a port that was killed",
+    "the next port removes the 50 MB `.port-*` directory, says so, and stops at the conflict as a first port does",
+)
+case(
+    "stop-abort-others-work",
+    STOP,
+    "`edit --abort` after a stack was added to VERSIONS.toml meanwhile (while editing; and after a write-back "
+    "killed once it wrote the series)",
+    0,
+    "given up",
+    "the added stacks kept; only the edit's own changes (series files, its stacks' pins) put back",
+)
+case(
+    "stop-known-everywhere",
+    STOP,
+    "`verify`, `apply`, `build`, `port --to`, `status` while an edit is stopped at a conflict",
+    1,
+    "an edit is stopped here",
+    "verify exit 1, apply/build/port exit 2, status lists `stopped`; each names what to run; " + _UNTOUCHED,
+)
+case(
+    "stop-known-port",
+    STOP,
+    "`export STACK`, `verify STACK`, `apply`, `build`, `status` while a `port --force` is stopped in STACK's checkout",
+    2,
+    "a port is stopped here",
+    "no patch written from the half-ported tree; verify exit 1; status lists `stopped`",
+)
+case(
+    "stop-rst-underline",
+    STOP,
+    "a resolution whose text has an RST underline `=======` (a line of seven `=`, no conflict triple)",
+    0,
+    "written back",
+    "`edit --continue` takes it; the patch carries the underline; `verify` exit 0",
+)
+case(
+    "stop-continue-apply-checks",
+    STOP,
+    "`edit --continue` with a resolution that defines a method twice in one class",
+    1,
+    "twice",
+    "apply's finding, nothing written; the edit stays stopped",
+)
+case(
+    "stop-port-continue-apply-checks",
+    STOP,
+    "`port --continue` with a resolution that defines a method twice in one class (as slime's 0.5.12.post1 "
+    "`memory_pool.py` does)",
+    1,
+    "twice",
+    "VERSIONS.toml and patches/ byte for byte; the port stays stopped; fixed, `--continue` writes the stack",
+)
+case(
+    "stop-fuzz-records",
+    FUZZ,
+    "random JSON, shapes, sizes and file types as the edit, port and apply records; every stop command",
+    None,
+    "exit 0, 1, 2 or 3",
+    "never exit 4, never a hang; nothing outside the project and its checkout written or removed",
+)

@@ -44,6 +44,9 @@ TESTS = (
     "tests/test_watch.py",
     "tests/test_import.py",
     "tests/test_obsolete.py",
+    "tests/test_stop_room.py",
+    "tests/test_stop_room_port.py",
+    "tests/test_fuzz_stop.py",
 )
 sys.path.insert(0, str(ROOT))
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sgpatch.checkout.journal import lock_checkout, move_checkout
 from sgpatch.checkout.state import CheckoutState, check_base_files, inspect, open_checkout
+from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError, PatchError
 from sgpatch.git.repo import Git, object_types
@@ -80,6 +81,7 @@ def apply_series(stack: Stack, series: Series, checkout: Path, *, notify: Notify
         if held.stale is not None and notify is not None:
             notify(f"the previous {held.stale.describe()} was killed while it held {checkout}; checking what it left")
         pause("apply:locked")
+        refuse_stopped(stopped_in(g), f"sgpatch apply {stack.name}")
         state = inspect(g, stack, series, notify=notify)
         _refuse_unsafe(g, state)
         assert state.base is not None

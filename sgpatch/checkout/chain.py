@@ -43,9 +43,11 @@ class ChainCommit:
     patch: str | None
 
 
-def find_chain(g: Git, bases: Sequence[str], *, limit: int = MAX_COMMITS) -> tuple[str, list[ChainCommit]]:
-    """The base under HEAD and the commits above it, oldest first; CheckoutError if there is none."""
-    head = g.head()
+def find_chain(
+    g: Git, bases: Sequence[str], *, limit: int = MAX_COMMITS, head: str | None = None
+) -> tuple[str, list[ChainCommit]]:
+    """The base under HEAD (or ``head``) and the commits above it, oldest first; CheckoutError if there is none."""
+    head = head or g.head()
     if head is None:
         raise CheckoutError(f"{g.root}: has no commits", hint="run 'sgpatch fetch' to create the checkout")
     chain: list[ChainCommit] = []

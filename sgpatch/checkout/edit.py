@@ -21,32 +21,29 @@ VERSIONS.toml) are saved as blobs in the checkout when it starts, so ``--abort``
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sgpatch.atomic import write_atomic
-from sgpatch.checkout.inprogress import clear_record_file, read_record_file, write_record_file
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import inspect, open_checkout
+from sgpatch.checkout.stop import record as stop_record
+from sgpatch.checkout.stop.fields import Fields, dict_of, flag, list_of, name, oid, one_of, optional, relpath, sha256
+from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
+from sgpatch.checkout.stop.project import lock_project
+from sgpatch.checkout.stop.record import EDIT
 from sgpatch.config import Config, Stack
-from sgpatch.errors import CheckoutError, SgpatchError
-from sgpatch.git.batch import read_objects
+from sgpatch.errors import CheckoutError
 from sgpatch.git.repo import Git
-from sgpatch.git.worktree import delete_ref
-from sgpatch.lock import pause, signals_deferred
+from sgpatch.lock import pause
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.anchors import ANCHORS_FILE
 from sgpatch.series.patch import SERIES_FILE, Series
 
-RECORD = "sgpatch-edit.json"
+RECORD = EDIT.file
 HEAD_REF = "refs/sgpatch/edit-head"  # the full series the edit started from, kept reachable
 STOP_REF = "refs/sgpatch/edit-stop"  # a conflict as it was left for the person
-MAX_RECORD = 1 << 20
 PHASES = ("entering", "editing", "moving", "stopped", "finishing", "aborting")
-_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,199}$")  # a patch file name: no path
-_OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 # --------------------------------------------------------------------------- the record
@@ -57,49 +54,53 @@ def record_path(g: Git) -> Path:
 
 
 def load_record(g: Git) -> dict[str, Any] | None:
-    """The record of the edit in progress in the checkout, checked before any field is used; None: none."""
-    path = record_path(g)
-    try:
-        record = read_record_file(path, MAX_RECORD)
-    except (OSError, ValueError):
-        record = False  # unreadable: refused below, as a record of the wrong shape is
-    if record is None:
-        return None
-    if not isinstance(record, dict) or not _well_formed(record):
-        raise CheckoutError(
-            f"{path}: not an edit record sgpatch wrote",
-            hint=f"check the checkout with 'git status'; remove {path} to give the edit up",
-        )
+    """The record of the edit in progress in the checkout, checked against what an edit writes (``stop.fields``)
+    before any field is used; None: none."""
+    record = stop_record.load(g.git_dir(), EDIT, g.root)
+    if record is not None:
+        _check(record, Fields(record, EDIT, record_path(g), g.root))
     return record
 
 
-def _well_formed(r: dict[str, Any]) -> bool:
-    def oid(v: object) -> bool:
-        return isinstance(v, str) and bool(_OID.match(v))
+def _check(r: dict[str, Any], f: Fields) -> None:
+    f.need("phase", one_of(*PHASES))
+    f.need("stack", name)
+    series = f.need("series", dict_of(name, sha256))
+    f.need("patch", lambda p: p in series)
+    f.need("index", lambda i: type(i) is int and list(series).index(r["patch"]) == i)
+    f.need("commits", lambda c: list_of(oid)(c) and len(c) == len(series))
+    f.need("base", oid)
+    f.need("head", oid)
+    f.need("saved", dict_of(relpath, optional(oid)))
+    f.need("restore", optional(flag))
+    if r["phase"] in ("moving", "stopped", "finishing"):
+        for key in ("taken", "tip", "moving_from"):
+            f.need(key, oid)
+        f.need("stop", optional(oid))
+        f.need("conflict_index", optional(lambda i: type(i) is int and 0 <= i < len(series)))
+        f.need("conflicts", list_of(_conflict))
+        f.need("untracked", list_of(lambda u: isinstance(u, str)))
+    if r["phase"] == "stopped":
+        f.need("stop", oid)
+        f.need("conflict_index", lambda i: type(i) is int)
 
-    series, saved = r.get("series"), r.get("saved")
+
+def _conflict(c: object) -> bool:
     return (
-        r.get("schema_version") == SCHEMA_VERSION
-        and r.get("phase") in PHASES
-        and isinstance(r.get("stack"), str)
-        and isinstance(series, dict)
-        and all(isinstance(k, str) and _NAME.match(k) and isinstance(v, str) for k, v in series.items())
-        and r.get("patch") in series
-        and isinstance(r.get("commits"), list)
-        and len(r["commits"]) == len(series)
-        and all(oid(c) for c in [*r["commits"], r.get("base"), r.get("head")])
-        and isinstance(saved, dict)
-        and all(isinstance(k, str) and (v is None or oid(v)) for k, v in saved.items())
+        isinstance(c, dict)
+        and isinstance(c.get("path"), str)
+        and type(c.get("line")) is int
+        and type(c.get("regions")) is int
     )
 
 
 def write_record(g: Git, record: dict[str, Any]) -> None:
     """Replace the record atomically and durably (under the checkout lock)."""
-    write_record_file(record_path(g), record)
+    stop_record.write(g.git_dir(), EDIT, record)
 
 
 def clear_record(g: Git) -> None:
-    clear_record_file(record_path(g))
+    stop_record.clear(g.git_dir(), EDIT)
 
 
 def edit_in_progress(checkout: Path) -> str | None:
@@ -135,7 +136,7 @@ class EditResult:
     stack: str
     checkout: Path
     patch: str
-    action: str  # "started", "written", "stopped", "aborted"
+    action: str  # "started", "written", "stopped", "aborted", "dropped" (a record not to be trusted, removed)
     head: str
     written: tuple[Path, ...] = ()
     bumped: tuple[str, ...] = ()  # patches whose Last-Update became today
@@ -194,61 +195,59 @@ def project_files(config: Config, stack: Stack, series: Series) -> list[Path]:
 
 def start_edit(config: Config, stack: Stack, series: Series, checkout: Path, wanted: str) -> EditResult:
     """Move a patched, clean ``checkout`` to the commit of patch ``wanted`` and record the edit."""
-    g = open_checkout(checkout)
-    k = find_patch(series, wanted)
-    patch = series.patches[k]
-    with lock_checkout(g, command="edit"):
-        recover(g)
-        current = load_record(g)
-        if current is not None:
-            raise CheckoutError(
-                f"{g.root}: an edit of {current['patch']} is in progress",
-                hint="'sgpatch export' writes it back, 'sgpatch edit --abort' gives it up",
-            )
-        if (g.git_dir() / "sgpatch-port.json").exists():
-            raise CheckoutError(
-                f"{g.root}: a port is in progress here", hint="finish it first ('sgpatch port --continue')"
-            )
-        state = inspect(g, stack, series)
-        if state.dirty:
-            shown = ", ".join(e[3:] for e in state.dirty[:5]) + (" …" if len(state.dirty) > 5 else "")
-            raise CheckoutError(
-                f"{g.root}: the work tree has uncommitted changes ({len(state.dirty)}: {shown})",
-                hint="commit or stash them first; an edit starts from the series exactly as applied",
-            )
-        if state.phase != "patched":
-            why = "it is pristine" if state.phase == "pristine" else str(state.problem)
-            raise CheckoutError(
-                f"{g.root}: an edit needs the checkout at the series of {stack.name}, and {why}",
-                hint="run 'sgpatch apply' first" if state.phase == "pristine" else "'sgpatch verify' says more",
-            )
-        assert state.base is not None
-        saved: dict[str, str | None] = {}
-        for path in project_files(config, stack, series):
-            rel = os.path.relpath(path, config.root)
-            saved[rel] = g.hash_blob(path.read_bytes()) if path.is_file() and not path.is_symlink() else None
-        record: dict[str, Any] = {
-            "phase": "entering",
-            "stack": stack.name,
-            "patch": patch.name,
-            "index": k,
-            "base": state.base,
-            "head": state.head,
-            "commits": list(state.series_commits),
-            "series": {p.name: p.sha256 for p in series.patches},
-            "saved": saved,
-        }
-        g.set_ref(HEAD_REF, state.head)
-        write_record(g, record)
-        pause("edit:recorded")
-        settle_entering(g, record)
-    notes = (f"{len(series.patches) - k - 1} later patch(es) are set aside until the edit is written back",)
-    steps = (
-        f"edit the files in {g.root} (committing is optional: edits are folded into {patch.name})",
-        "then run 'sgpatch export' (or 'sgpatch edit --continue') to write the patch back, the later "
-        "patches carried over your change; 'sgpatch edit --abort' goes back to before the edit",
-    )
-    return EditResult(stack.name, g.root, patch.name, "started", str(g.head()), notes=notes, next_steps=steps)
+    with lock_project(config.root, command=f"edit {wanted}"):
+        g = open_checkout(checkout)
+        k = find_patch(series, wanted)
+        patch = series.patches[k]
+        with lock_checkout(g, command="edit"):
+            recover(g)
+            current = load_record(g)
+            if current is not None:
+                raise CheckoutError(
+                    f"{g.root}: an edit of {current['patch']} is in progress",
+                    hint="'sgpatch export' writes it back, 'sgpatch edit --abort' gives it up",
+                )
+            refuse_stopped(stopped_in(g), f"sgpatch edit {wanted}")
+            state = inspect(g, stack, series)
+            if state.dirty:
+                shown = ", ".join(e[3:] for e in state.dirty[:5]) + (" …" if len(state.dirty) > 5 else "")
+                raise CheckoutError(
+                    f"{g.root}: the work tree has uncommitted changes ({len(state.dirty)}: {shown})",
+                    hint="commit or stash them first; an edit starts from the series exactly as applied",
+                )
+            if state.phase != "patched":
+                why = "it is pristine" if state.phase == "pristine" else str(state.problem)
+                raise CheckoutError(
+                    f"{g.root}: an edit needs the checkout at the series of {stack.name}, and {why}",
+                    hint="run 'sgpatch apply' first" if state.phase == "pristine" else "'sgpatch verify' says more",
+                )
+            assert state.base is not None
+            saved: dict[str, str | None] = {}
+            for path in project_files(config, stack, series):
+                rel = os.path.relpath(path, config.root)
+                saved[rel] = g.hash_blob(path.read_bytes()) if path.is_file() and not path.is_symlink() else None
+            record: dict[str, Any] = {
+                "phase": "entering",
+                "stack": stack.name,
+                "patch": patch.name,
+                "index": k,
+                "base": state.base,
+                "head": state.head,
+                "commits": list(state.series_commits),
+                "series": {p.name: p.sha256 for p in series.patches},
+                "saved": saved,
+            }
+            g.set_ref(HEAD_REF, state.head)
+            write_record(g, record)
+            pause("edit:recorded")
+            settle_entering(g, record)
+        notes = (f"{len(series.patches) - k - 1} later patch(es) are set aside until the edit is written back",)
+        steps = (
+            f"edit the files in {g.root} (committing is optional: edits are folded into {patch.name})",
+            "then run 'sgpatch export' (or 'sgpatch edit --continue') to write the patch back, the later "
+            "patches carried over your change; 'sgpatch edit --abort' goes back to before the edit",
+        )
+        return EditResult(stack.name, g.root, patch.name, "started", str(g.head()), notes=notes, next_steps=steps)
 
 
 def settle_entering(g: Git, record: dict[str, Any]) -> None:
@@ -264,62 +263,3 @@ def settle_entering(g: Git, record: dict[str, Any]) -> None:
         )
     record["phase"] = "editing"
     write_record(g, record)
-
-
-# --------------------------------------------------------------------------- abort
-
-
-def abort_edit(config: Config, checkout: Path) -> EditResult:
-    """Go back exactly to before the edit: the saved project files byte for byte, the checkout at the full
-    series (the person's changes to tracked files are discarded; untracked files stay)."""
-    g = open_checkout(checkout)
-    with lock_checkout(g, command="edit --abort"):
-        record = load_record(g)
-        if record is None:
-            raise CheckoutError(f"{g.root}: no edit in progress here")
-        stack = config.stack(str(record["stack"]))
-        listed = [
-            *(stack.series_dir / name for name in record["series"]),
-            *project_files(config, stack, Series(stack.series_dir, ())),
-        ]
-        allowed = {os.path.relpath(path, config.root) for path in listed}
-        unknown = sorted(set(record["saved"]) - allowed)
-        if unknown:
-            raise CheckoutError(f"{record_path(g)}: names {unknown[0]!r}, not a file of {stack.name}'s series")
-        blobs = {rel: blob for rel, blob in record["saved"].items() if blob is not None}
-        data = dict(zip(blobs, read_objects(g, list(blobs.values())), strict=True))
-        missing = [rel for rel, content in data.items() if content is None]
-        if missing:
-            raise CheckoutError(f"{g.root}: the saved copy of {missing[0]} is missing from the checkout's objects")
-        record["phase"] = "aborting"
-        write_record(g, record)
-        pause("edit:aborting")
-        recover(g)
-        restored = []
-        for rel, blob in record["saved"].items():
-            path = config.root / rel
-            if blob is None:
-                if path.is_file() and not path.is_symlink():
-                    path.unlink()
-                    restored.append(path)
-                continue
-            content = data[rel]
-            assert content is not None
-            if path.is_symlink() or not path.is_file() or path.read_bytes() != content:
-                write_atomic(path, content)
-                restored.append(path)
-        pause("edit:restored")
-        head = str(record["head"])
-        with signals_deferred():
-            g.read_tree_update(head, head, reset=True)
-            now = g.head()
-            if now != head:
-                g.update_head(head, old=str(now), reason=f"sgpatch edit --abort ({record['patch']})")
-        for ref in (HEAD_REF, STOP_REF):
-            try:
-                if g.rev_parse(ref) is not None:
-                    delete_ref(g, ref)
-            except SgpatchError:
-                pass
-        clear_record(g)
-    return EditResult(str(record["stack"]), g.root, str(record["patch"]), "aborted", head, written=tuple(restored))

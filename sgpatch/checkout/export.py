@@ -22,6 +22,7 @@ import dataclasses
 import datetime
 import tempfile
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from sgpatch.checkout.apply import check_tree_paths
 from sgpatch.checkout.chain import ChainCommit, find_chain, header_of, match_series, render_chain, series_text
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import base_candidates, check_base_files, open_checkout
+from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
+from sgpatch.checkout.stop.project import lock_project
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.config.pins import FilePin, set_file_pins
 from sgpatch.errors import CheckFailed, PatchError
@@ -156,7 +159,9 @@ def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], direct
 def export_series(config: Config, stack: Stack, series: Series, checkout: Path, *, check: bool) -> ExportResult:
     """Regenerate the series of ``stack`` from the commits on ``checkout`` (see the module docstring)."""
     g = open_checkout(checkout)
-    with lock_checkout(g, command="export"):
+    project = nullcontext() if check else lock_project(config.root, command="export", create=False)
+    with project, lock_checkout(g, command="export"):
+        refuse_stopped(stopped_in(g), f"sgpatch export {stack.name}")
         recover(g)
         return _export(config, stack, series, g, check=check)
 
@@ -166,11 +171,24 @@ def export_held(config: Config, stack: Stack, series: Series, g: Git) -> ExportR
     return _export(config, stack, series, g, check=False)
 
 
+def check_export(config: Config, stack: Stack, series: Series, g: Git, tip: str) -> None:
+    """Every check export (and so apply) runs on the series the commits up to ``tip`` make, writing nothing:
+    CheckFailed with the finding (an edit's write-back asks before it moves the checkout there)."""
+    _export(config, stack, series, g, check=True, tip=tip)
+
+
 def _export(
-    config: Config, stack: Stack, series: Series, g: Git, *, check: bool, today: str | None = None
+    config: Config,
+    stack: Stack,
+    series: Series,
+    g: Git,
+    *,
+    check: bool,
+    today: str | None = None,
+    tip: str | None = None,
 ) -> ExportResult:
     checkout = g.root
-    base, chain = find_chain(g, base_candidates(stack))
+    base, chain = find_chain(g, base_candidates(stack), head=tip)
     check_base_files(g, stack, base)
     names = [p.name for p in series.patches]
     match_series(chain, names, checkout)

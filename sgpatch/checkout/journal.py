@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sgpatch.checkout.stop.record import read_json
 from sgpatch.errors import CheckoutError, SgpatchError
 from sgpatch.git.repo import Git, git_dirs
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 # checkout with no journal and no lock file never needs it.
 
 JOURNAL = "sgpatch-apply.json"
+_OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 LOCK = "sgpatch.lock"
 
 
@@ -145,7 +148,7 @@ def recover(g: Git, *, notify: Notify | None = None) -> str | None:
     file is cleared) and then finishes the move the journal records.
     """
     path = journal_path(g)
-    journal = path.exists() or _journal_tmp(path).exists()
+    journal = os.path.lexists(path) or os.path.lexists(_journal_tmp(path))
     if not journal and not os.path.lexists(path.with_name(LOCK)):
         return None
     from sgpatch.lock import UnsafeLock
@@ -165,13 +168,15 @@ def _recover_locked(g: Git, path: Path) -> str | None:
     from sgpatch.lock import pause, signals_deferred
 
     _journal_tmp(path).unlink(missing_ok=True)  # a journal never renamed into place: nothing moved
-    if not path.exists():
+    if not os.path.lexists(path):
         return None  # the apply we waited for finished
     try:
-        entry = json.loads(path.read_text())
+        entry = read_json(path, limit=4096)  # read like every record: no link, no FIFO, bounded
+        if not isinstance(entry, dict) or not all(_OID.match(str(entry.get(k))) for k in ("old", "new")):
+            raise ValueError("not a journal sgpatch wrote")
         old, new = str(entry["old"]), str(entry["new"])
-        journal_time = path.stat().st_mtime_ns
-    except (ValueError, KeyError, TypeError, OSError) as exc:
+        journal_time = path.lstat().st_mtime_ns
+    except (ValueError, OSError) as exc:
         raise CheckoutError(
             f"{g.root}: cannot read the journal of an interrupted apply ({path}): {exc}",
             hint=f"check the checkout with 'git status', then remove {path}",

@@ -26,10 +26,11 @@ from sgpatch.checkout.edit import (
     settle_entering,
     write_record,
 )
-from sgpatch.checkout.export import export_held
-from sgpatch.checkout.inprogress import marker_lines, reaches, refuse_markers
+from sgpatch.checkout.export import check_export, export_held
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import open_checkout
+from sgpatch.checkout.stop.markers import marker_lines, reaches, refuse_markers
+from sgpatch.checkout.stop.project import lock_project
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.batch import read_blobs
@@ -42,37 +43,40 @@ from sgpatch.series.patch import Series
 
 def continue_edit(config: Config, stack: Stack, series: Series, checkout: Path) -> EditResult:
     """Write the edit in progress in ``checkout`` back (see the module docstring)."""
-    g = open_checkout(checkout)
-    with lock_checkout(g, command="edit --continue"):
-        recover(g)
-        record = load_record(g)
-        if record is None:
-            raise CheckoutError(f"{g.root}: no edit in progress here", hint="'sgpatch edit PATCH' starts one")
-        if record["stack"] != stack.name:
-            raise CheckoutError(f"{g.root}: the edit in progress is of stack {record['stack']}, not {stack.name}")
-        if {p.name: p.sha256 for p in series.patches} != record["series"] and record["phase"] != "finishing":
-            raise CheckoutError(
-                f"{series.directory}: the series changed since the edit of {record['patch']} started",
-                hint="'sgpatch edit --abort' puts the files and the checkout back as they were",
-            )
-        phase = record["phase"]
-        if phase == "aborting":
-            raise CheckoutError(f"{g.root}: an abort of this edit was interrupted", hint="run 'sgpatch edit --abort'")
-        if phase == "entering":
-            settle_entering(g, record)
-            phase = "editing"
-        if phase in ("editing", "stopped"):
-            _take_and_carry(g, series, record)
+    with lock_project(config.root, command="edit --continue"):
+        g = open_checkout(checkout)
+        with lock_checkout(g, command="edit --continue"):
+            recover(g)
+            record = load_record(g)
+            if record is None:
+                raise CheckoutError(f"{g.root}: no edit in progress here", hint="'sgpatch edit PATCH' starts one")
+            if record["stack"] != stack.name:
+                raise CheckoutError(f"{g.root}: the edit in progress is of stack {record['stack']}, not {stack.name}")
+            if {p.name: p.sha256 for p in series.patches} != record["series"] and record["phase"] != "finishing":
+                raise CheckoutError(
+                    f"{series.directory}: the series changed since the edit of {record['patch']} started",
+                    hint="'sgpatch edit --abort' puts the files and the checkout back as they were",
+                )
             phase = record["phase"]
-        if phase == "moving":
-            _settle_moving(g, record)
-            phase = record["phase"]
-        if phase == "stopped":
-            return _stopped_result(g, stack, record)
-        return _finish(config, stack, series, g, record)
+            if phase == "aborting":
+                raise CheckoutError(
+                    f"{g.root}: an abort of this edit was interrupted", hint="run 'sgpatch edit --abort'"
+                )
+            if phase == "entering":
+                settle_entering(g, record)
+                phase = "editing"
+            if phase in ("editing", "stopped"):
+                _take_and_carry(config, stack, g, series, record)
+                phase = record["phase"]
+            if phase == "moving":
+                _settle_moving(g, record)
+                phase = record["phase"]
+            if phase == "stopped":
+                return _stopped_result(g, stack, record)
+            return _finish(config, stack, series, g, record)
 
 
-def _take_and_carry(g: Git, series: Series, record: dict[str, Any]) -> None:
+def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record: dict[str, Any]) -> None:
     """Take the person's work as the commit of the patch they are on, carry the later patches over it
     (objects only), and record where the checkout goes next (phase ``moving``)."""
     commits = [str(c) for c in record["commits"]]
@@ -115,6 +119,12 @@ def _take_and_carry(g: Git, series: Series, record: dict[str, Any]) -> None:
             write_record(g, record)
             return
         tip = g.commit_files(tip, files, before, series.patches[j].commit_message(), date, modes=modes)
+    try:  # every check apply runs, before anything moves: the person fixes the resolution where it is
+        check_export(config, stack, series, g, tip)
+    except CheckFailed as exc:
+        raise CheckFailed(
+            exc.message, hint=f"fix your work in {g.root} (it is as you left it), then 'sgpatch edit --continue'"
+        ) from None
     record.update(phase="moving", moving_from=head, taken=taken, tip=tip, stop=None, conflict_index=None, moved=False)
     record["conflicts"] = []
     record["untracked"] = untracked

@@ -62,7 +62,7 @@ def edit(
     else:
         stack_name, wanted = (first, second) if second is not None else (None, first)
     if abort:
-        from sgpatch.checkout.edit import abort_edit
+        from sgpatch.checkout.edit_abort import abort_edit
 
         result = abort_edit(cfg, checkout or cfg.checkout_dir(cfg.stack(stack_name)))
     elif resume:
@@ -113,6 +113,8 @@ def render_edit(result: EditResult) -> str:
     elif result.action == "aborted":
         lines.append(f"edit: the edit of {result.patch} given up; the checkout is back at HEAD {result.head[:12]}")
         lines.extend(f"edit: restored {p}" for p in result.written)
+    elif result.action == "dropped":
+        lines.append(f"edit: gave the edit up; the checkout is left at HEAD {result.head[:12]}")
     else:
         lines.append(f"edit: STOPPED: {result.stopped} conflicts with your edit of {result.patch}")
         lines.extend(f"  conflict: {c.path}:{c.line} ({c.regions} region(s))" for c in result.conflicts)

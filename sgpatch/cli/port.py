@@ -68,7 +68,7 @@ def port(
 
         where = find_port(cfg, stack, to or None, checkout)
         if abort:
-            undone = abort_port(where)
+            undone = abort_port(cfg, where)
             echo_json(dumps(undone.as_dict())) if json_out else echo(render_abort(undone))
             return
         result = continue_port(cfg, where, progress=_progress(json_out))
@@ -139,6 +139,9 @@ def export(
 
         show(write_back(cfg, stack, target), json_out=json_out)
         return
+    from sgpatch.checkout.stop.here import refuse_if_stopped
+
+    refuse_if_stopped(target, f"sgpatch export {project.stack.name}")  # a port stopped there: its tree is half-made
     if check and checkout is None and not target.exists():
         fresh = True  # no working checkout (CI, a fresh clone): check the series against its pinned source
     if fresh:

@@ -423,6 +423,7 @@ def render_port(result: PortResult) -> str:
     elif result.failures:
         lines.append(f"port: FAILED ({len(result.failures)} problem(s)); VERSIONS.toml and patches/ are unchanged")
         lines.extend(f"  - {f}" for f in result.failures)
+        lines.extend(f"  {i}. {step}" for i, step in enumerate(result.next_steps, start=1))
         if result.checkout is not None:
             lines.append(f"checkout: {result.checkout}")
     elif result.dry_run:
@@ -434,8 +435,10 @@ def render_port(result: PortResult) -> str:
 
 
 def render_abort(result: AbortResult) -> str:
-    lines = [f"port --abort: gave up the port to {result.stack}; removed its checkout {result.checkout}"]
+    lines = [f"port --abort: {note}" for note in result.notes]
+    if result.removed:
+        lines.insert(0, f"port --abort: gave up the port to {result.stack}; removed its checkout {result.checkout}")
     if result.restored is not None:
         lines.append(f"port --abort: put back the checkout it was replacing at {result.restored}")
-    lines.append("VERSIONS.toml and patches/ were never written: everything is as before the port")
+    lines.append("VERSIONS.toml and patches/ were never written by the port")
     return "\n".join(lines)

@@ -98,7 +98,7 @@ def render_status(report: StatusReport) -> str:
     lines = _table(rows, ("stack", "checkout", "series", "uncommitted", "unexported", "last wheel"))
     details = []
     for r in report.stacks:
-        if r.state in ("drifted", "other", "error"):
+        if r.state in ("drifted", "other", "error", "stopped"):
             details.append(f"{r.stack}: {r.state}: {r.detail}")
         details.extend(f"{r.stack}: unexported: {c}" for c in r.unexported)
         if r.unexported:

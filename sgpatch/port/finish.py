@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sgpatch.checkout.chain import header_of, render_chain
-from sgpatch.checkout.export import rerecord
+from sgpatch.checkout.export import check_applies, rerecord
 from sgpatch.checkout.journal import move_checkout
 from sgpatch.config import Config
 from sgpatch.config.pins import remove_stack
-from sgpatch.errors import ConfigError
+from sgpatch.errors import CheckFailed, ConfigError
 from sgpatch.port.outputs import (
     PortContext,
     check_series_dir,
@@ -71,8 +71,13 @@ def prepare(port: PortContext, result: PortResult, tree_of: Callable[[str], Sour
     new_patches: list[Patch] = [parse_patch(r.data, plan.series_dir / r.name, name=r.name) for r in rendered]
     final = rerecord(g, run.base, chain, new_patches) if chain else run.base
     new_by_name = {p.name: p for p in new_patches}
+    try:  # every check apply runs (duplicate definitions, landing, strict apply): a stack port writes applies
+        check_applies(g, run.base, final, new_patches, plan.series_dir)
+        applies: list[str] = []
+    except CheckFailed as exc:
+        applies = [exc.message]
     ported = tuple(with_hunks(p, old_by_name[p.name], new_by_name.get(p.name)) for p in result.patches)
-    problems: list[str] = list(result.failures)
+    problems: list[str] = [*result.failures, *applies]
     if plan.strict:
         problems.extend(f"{p.name}: superseded (--strict): {p.detail}" for p in ported if p.state == "superseded")
     outputs, moves = render_outputs(port, final, new_patches, rendered, ported)

@@ -15,13 +15,13 @@ import dataclasses
 import hashlib
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sgpatch.atomic import write_atomic
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import open_checkout
+from sgpatch.checkout.stop.project import aside_of, clear_leftovers, lock_project
 from sgpatch.config import Artifact, Config
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.batch import read_blobs, read_objects
@@ -32,12 +32,12 @@ from sgpatch.port.carry import advance
 from sgpatch.port.finish import base_result, prepare_in_place, replace_stack_text
 from sgpatch.port.outputs import Plan, PortContext, check_series_dir, new_stack_name
 from sgpatch.port.rebase import CheckoutFiles, Rebase, commit_kept, load_old
-from sgpatch.port.record import STOP_REF, clear_record, load_record, read_record, write_record
+from sgpatch.port.record import STOP_REF, checked, clear_record, load_record, read_record, write_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.stack import new_stack
 from sgpatch.port.stop import new_record, settle_stop, stop_at, take_resolution
 from sgpatch.port.verdict import PortedPatch
-from sgpatch.results import SCHEMA_VERSION, Progress
+from sgpatch.results import Progress
 from sgpatch.source.release import pinned_release
 
 _PLAIN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,199}$")
@@ -68,62 +68,26 @@ def find_port(config: Config, stack_name: str | None, version: str | None, check
     return found[0]
 
 
-def _checked(record: dict[str, Any], where: Path) -> list[PortedPatch]:
-    """The record's fields checked before any is used (it lives in a checkout, and a checkout is input);
-    the patches decided before the stop, and the stopped one last."""
-
-    def oid(key: str) -> bool:
-        return isinstance(record.get(key), str) and bool(_OID.match(record[key]))
-
-    phase = record.get("phase")
-    artifacts = record.get("artifacts")
-    ok = all(isinstance(record.get(k), str) and _PLAIN.match(record[k]) for k in ("from", "stack", "version"))
-    ok = ok and all(oid(k) for k in ("base", "pypi_commit")) and (record.get("commit") is None or oid("commit"))
-    ok = ok and phase in ("stopped", "stopping", "finishing") and all(oid(k) for k in ("head", "tip", "stop"))
-    ok = ok and (phase != "finishing" or (oid("final") and isinstance(record.get("outputs"), dict)))
-    ok = ok and isinstance(artifacts, list) and all(_artifact(a) for a in artifacts)
-    ok = ok and record.get("source") in ("pypi", "git") and isinstance(record.get("series"), dict)
-    ok = ok and all(isinstance(record.get(k), list) for k in ("kept", "decided", "rejects"))
-    ok = ok and all(
-        isinstance(r, str) and r.endswith(".rej") and not r.startswith("/") and ".." not in r.split("/")
-        for r in record["rejects"]
-    )
-    ok = ok and all(isinstance(n, str) and n in record["series"] for n in [*record["kept"], record.get("conflict")])
-    ported: list[PortedPatch] = []
-    try:
-        ported = [PortedPatch.from_record(d) for d in [*record["decided"], record["conflicted"]]]
-    except (KeyError, TypeError, ValueError, AttributeError):
-        ok = False
-    if not ok:
-        raise CheckoutError(f"{where}: the port record is malformed", hint="'sgpatch port --abort' gives the port up")
-    return ported
-
-
-def _artifact(a: object) -> bool:
-    return (
-        isinstance(a, dict)
-        and a.get("kind") in ("sdist", "wheel")
-        and isinstance(a.get("filename"), str)
-        and bool(_PLAIN.match(a["filename"]))
-        and isinstance(a.get("sha256"), str)
-        and bool(re.fullmatch(r"[0-9a-f]{64}", a["sha256"]))
-    )
-
-
 def continue_port(config: Config, checkout: Path, *, progress: Progress | None = None) -> PortResult:
     """Go on with the port stopped in ``checkout`` (see the module docstring)."""
-    g = open_checkout(checkout)
-    with lock_checkout(g, command="port --continue"):
-        record = load_record(g)
-        if record is None:
-            raise CheckoutError(f"{checkout}: no port in progress here", hint="'sgpatch port --to VERSION' starts one")
-        ported = _checked(record, checkout)
-        if record["phase"] == "finishing":
-            written = settle_finish(config, g, record)
-            return _finished_result(record, ported, g.root, written)
-        if record["phase"] == "stopping":
-            settle_stop(g, record)
-        return _continue(config, g, record, ported, progress=progress)
+    with lock_project(config.root, command="port --continue"):
+        notes = clear_leftovers(checkout)
+        g = open_checkout(checkout)
+        with lock_checkout(g, command="port --continue"):
+            record = load_record(g)
+            if record is None:
+                raise CheckoutError(
+                    f"{checkout}: no port in progress here", hint="'sgpatch port --to VERSION' starts one"
+                )
+            ported = checked(record, g)
+            if record["phase"] == "finishing":
+                written = settle_finish(config, g, record)
+                result = _finished_result(record, ported, g.root, written)
+            else:
+                if record["phase"] == "stopping":
+                    settle_stop(g, record)
+                result = _continue(config, g, record, ported, progress=progress)
+    return dataclasses.replace(result, notes=(*notes, *result.notes)) if notes else result
 
 
 def _continue(
@@ -185,8 +149,12 @@ def _continue(
         result = dataclasses.replace(result, failures=failures)
         return stop_at(plan, stopped, run, conflict_at, files or {}, result, head=new_head, into=g.root, target=g.root)
     ready = prepare_in_place(port, result)
-    if ready.result.failures:
-        return dataclasses.replace(ready.result, checkout=g.root)
+    if ready.result.failures:  # the record stays: the person fixes the resolution and continues again
+        steps = (
+            f"fix the resolution of {patch.name} in {g.root} (the checkout is as you left it)",
+            "then run 'sgpatch port --continue' again (or 'sgpatch port --abort' to give the port up)",
+        )
+        return dataclasses.replace(ready.result, checkout=g.root, next_steps=steps)
     check_series_dir(plan, ready.outputs)
     outputs = {str(p.relative_to(config.root)): g.hash_blob(data) for p, data in ready.outputs.items()}
     record.update(
@@ -247,8 +215,8 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
         write_atomic(config.path, new_config)
     written.append(config.path)
     replaced = record.get("replaced")
-    aside = _aside(g.root)
-    mine = isinstance(replaced, str) and _aside(Path(replaced).parent / g.root.name) == aside
+    aside = aside_of(g.root)  # never a path from the record
+    mine = bool(replaced)
     if mine and aside.is_dir() and not aside.is_symlink():
         shutil.rmtree(aside)
     if g.rev_parse(STOP_REF) is not None:
@@ -279,51 +247,3 @@ def _finished_result(
         strict=bool(record.get("strict")),
         notes=("finished writing the new stack, which an interrupted 'port --continue' had started",),
     )
-
-
-def _aside(checkout: Path) -> Path:
-    """Where a ``--force`` port keeps the checkout it replaces until the new one is finished (``stop.stop_at``)."""
-    real = checkout.resolve()
-    return real.parent / f".{real.name}.sgpatch-replaced"
-
-
-@dataclass(frozen=True, slots=True)
-class AbortResult:
-    """What ``port --abort`` undid."""
-
-    stack: str
-    checkout: Path
-    restored: Path | None  # the checkout a --force port was replacing, put back
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "aborted": self.stack,
-            "checkout": str(self.checkout),
-            "restored": str(self.restored) if self.restored else None,
-        }
-
-
-def abort_port(checkout: Path) -> AbortResult:
-    """Give up the port in progress in ``checkout``: remove its checkout; the project was never written."""
-    g = open_checkout(checkout)
-    root = g.root
-    with lock_checkout(g, command="port --abort"):
-        record = load_record(g)
-        if record is None:
-            raise CheckoutError(f"{checkout}: no port in progress here")
-        if record.get("phase") == "finishing":
-            raise CheckoutError(
-                f"{checkout}: the port to {record.get('version')} is writing the new stack",
-                hint="run 'sgpatch port --continue' to finish it; remove the stack afterwards if you do not want it",
-            )
-        aside = _aside(root)
-        named = record.get("replaced")
-        replaced = aside if isinstance(named, str) and _aside(Path(named).parent / root.name) == aside else None
-        replaced = replaced if replaced is not None and replaced.is_dir() and not replaced.is_symlink() else None
-        shutil.rmtree(root)
-        if record.get("existed_empty"):
-            root.mkdir()
-        if replaced is not None:
-            replaced.rename(root)
-    return AbortResult(str(record.get("stack")), root, root if replaced is not None else None)

@@ -28,9 +28,13 @@ import dataclasses
 import re
 import shutil
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 from sgpatch.cache import Cache
+from sgpatch.checkout.stop.here import refuse_if_stopped, refuse_stopped, stopped_here
+from sgpatch.checkout.stop.project import STAGING, clear_leftovers, lock_project
+from sgpatch.checkout.stop.record import PORT
 from sgpatch.config import Config, Stack
 from sgpatch.config.pins import remove_stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
@@ -79,7 +83,28 @@ def port_stack(
     ``force`` replaces a stack that port wrote before (its table, series
     directory and clean checkout); any other existing stack is a ConfigError.
     ``cache`` keeps work (each pinned wheel's file digests), never an answer.
+    One port at a time per project (``stop.project``): what a killed one left is cleaned up first, and said.
     """
+    with nullcontext() if dry_run else lock_project(config.root, command=f"port --to {version}"):
+        target = checkout or config.root / ".sgpatch" / "checkouts" / new_stack_name(config.stack(stack_name), version)
+        notes = () if dry_run else clear_leftovers(target)
+        result = _port(config, stack_name, version, source, commit, checkout, dry_run, strict, force, cache, progress)
+    return dataclasses.replace(result, notes=(*notes, *result.notes)) if notes else result
+
+
+def _port(
+    config: Config,
+    stack_name: str | None,
+    version: str,
+    source: str,
+    commit: str | None,
+    checkout: Path | None,
+    dry_run: bool,
+    strict: bool,
+    force: bool,
+    cache: Cache | None,
+    progress: Progress | None,
+) -> PortResult:
     if source not in ("pypi", "git"):
         raise SourceError(f"unknown source {source!r}: use pypi or git")
     if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
@@ -89,14 +114,16 @@ def port_stack(
         raise ConfigError(f"{old_stack.name} is already SGLang {version}")
     new_name = new_stack_name(old_stack, version)
     target = checkout or config.root / ".sgpatch" / "checkouts" / new_name
-    if not dry_run and target.is_dir():
-        record = read_record(target)
-        if record is not None:
-            raise CheckoutError(
-                f"{target}: a port to sglang {record.get('version')} is in progress here, stopped at "
-                f"{record.get('conflict')}",
-                hint="resolve it and run 'sgpatch port --continue', or give it up with 'sgpatch port --abort'",
-            )
+    stopped = None if dry_run else stopped_here(target)
+    if stopped is not None and stopped.kind is PORT:
+        record = read_record(target) or {}  # an unreadable record is refused here, with the way out
+        raise CheckoutError(
+            f"{target}: a port is stopped here: the port to sglang {record.get('version')} is in progress here, "
+            f"stopped at {record.get('conflict')}",
+            hint=stopped.next_step,
+        )
+    refuse_stopped(stopped, f"sgpatch port --to {version}")
+    refuse_if_stopped(config.checkout_dir(old_stack), f"sgpatch port {old_stack.name} --to {version}")
     config_text = config.path.read_text(encoding="utf-8")
     replaced = config.stacks.get(new_name)
     exists = ""
@@ -142,7 +169,7 @@ def port_stack(
     plan = dataclasses.replace(plan, pin_changes=pin_changes)
     parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
     parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".port-{new_name}-", dir=parent))
+    work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))  # stop.project cleans up after a kill
     into = work / "checkout"
     # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
     wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None

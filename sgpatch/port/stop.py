@@ -20,8 +20,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout.inprogress import reaches, refuse_markers
 from sgpatch.checkout.journal import move_checkout, recover
+from sgpatch.checkout.stop.markers import reaches, refuse_markers
+from sgpatch.checkout.stop.project import aside_of
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.git.worktree import reset_index, worktree_changes
@@ -231,8 +232,7 @@ def stop_at(
         g, patch, ported, files, run.current, run.tip, release=f"sglang {plan.version}", date=date
     )
     if into != target and target.exists() and not (target.is_dir() and not any(target.iterdir())):
-        real = target.resolve()
-        aside = real.parent / f".{real.name}.sgpatch-replaced"  # the stack --force replaces: back on --abort
+        aside = aside_of(target)  # the stack --force replaces: back on --abort
         if os.path.lexists(aside):
             raise CheckoutError(f"{aside}: exists (left by an earlier port?)", hint="remove it and port again")
         record["replaced"] = str(aside)

@@ -33,6 +33,7 @@ from packaging.version import InvalidVersion, Version
 
 from sgpatch.atomic import write_atomic
 from sgpatch.cache import Cache
+from sgpatch.checkout.stop.project import lock_project
 from sgpatch.config import Config, Stack, load_config
 from sgpatch.errors import ConfigError, EnvironmentFailure, SgpatchError
 from sgpatch.git.diff import diff_patch
@@ -90,6 +91,20 @@ def watch(
     progress: Progress | None = None,
 ) -> WatchResult:
     """Port to every release newer than the newest stack (``only``: that one release) and report each."""
+    with lock_project(config.root, command="watch", create=not dry_run):  # one port at a time per project
+        return _watch(config, stack_name, out, only, pre, dry_run, cache, progress)
+
+
+def _watch(
+    config: Config,
+    stack_name: str | None,
+    out: Path | None,
+    only: str | None,
+    pre: bool,
+    dry_run: bool,
+    cache: Cache | None,
+    progress: Progress | None,
+) -> WatchResult:
 
     base, newest = base_stack(config, stack_name)
     listed = listed_versions(PACKAGE, pre=pre or (only is not None and Version(only).is_prerelease))

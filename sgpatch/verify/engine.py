@@ -14,7 +14,9 @@ from typing import Any
 from sgpatch.cache import Cache
 from sgpatch.checkout.journal import recover
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
+from sgpatch.checkout.stop.here import stopped_in
 from sgpatch.config import Stack
+from sgpatch.errors import CheckFailed
 from sgpatch.project import Project
 from sgpatch.pyast import parses_shared
 from sgpatch.results import SCHEMA_VERSION
@@ -266,6 +268,11 @@ def verify_checkout(project: Project, checkout: Path, *, cache: Cache | None = N
 
     ``cache``: see :func:`verify_tree`."""
     g = open_checkout(checkout)
+    stopped = stopped_in(g)
+    if stopped is not None:  # the files are a half-made series: nothing else verify could say is true
+        raise CheckFailed(
+            f"{g.root}: {stopped.what}; the checkout is not the series of {project.stack.name}", hint=stopped.next_step
+        )
     done = recover(g)  # an interrupted apply is finished (or its journal cleared) first: say so
     state = inspect(g, project.stack, project.series)
     notes = [f"git: {done}"] if done else []

@@ -27,6 +27,7 @@ from sgpatch.atomic import write_atomic
 from sgpatch.cache import EXPORTS, Cache
 from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
+from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
 from sgpatch.config import Artifact, Config, Stack, wheel_tags
 from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.git.batch import blob_ids
@@ -166,6 +167,7 @@ def _in_background(work: Callable[[], None]) -> Callable[[], None]:
 def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:
     """The checkout's git, base, head and phase; CheckoutError unless clean and patched."""
     g = open_checkout(checkout)
+    refuse_stopped(stopped_in(g), f"sgpatch build {stack.name}")
     state = inspect(g, stack, series)
     if state.dirty:
         shown = ", ".join(e[3:] for e in state.dirty[:3]) + (" …" if len(state.dirty) > 3 else "")

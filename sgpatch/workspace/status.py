@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.checkout.state import base_candidates, trailers
+from sgpatch.checkout.stop.here import stopped_in
 from sgpatch.config import Config, Stack
 from sgpatch.errors import SgpatchError
 from sgpatch.git.history import first_parent_line
@@ -119,6 +120,9 @@ def stack_status(config: Config, stack: Stack) -> StackStatus:
 def _checkout_state(g: Git, stack: Stack, series: Series) -> tuple[str, str, int, tuple[str, ...], tuple[str, ...]]:
     if not g.is_repo():
         return "other", "not the top of a git work tree", 0, (), ()
+    stopped = stopped_in(g)
+    if stopped is not None:
+        return "stopped", f"{stopped.what}; {stopped.next_step}", 0, tuple(g.status()), ()
     bases = base_candidates(stack)
     line = first_parent_line(g, "HEAD", len(series.patches) + MAX_ABOVE)
     at = next((i for i, c in enumerate(line) if c.oid in bases), None)
