@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # annotations only: rendering one result imports no other com
     from sgpatch.deployed.doctor import DoctorReport
     from sgpatch.interface import InterfaceReport
     from sgpatch.port import AbortResult, PortResult
+    from sgpatch.port.resolve import ResolveResult
     from sgpatch.port.verdict import PortedPatch
     from sgpatch.series.classify import PatchState
     from sgpatch.series.hunks import HunkVerdict
@@ -360,8 +361,16 @@ def _files_table(p: PortedPatch) -> list[str]:
         cells = ", ".join(_hunk_cell(h) for h in f.hunks) or f.detail
         if f.gone:
             cells += f" (not in the release{'; moved to ' + f.renamed + '?' if f.renamed else ''})"
-        rows.append((f.path, f.state, cells))
-    return [f"  {ln}" for ln in _table(rows, ("file", "state", "hunks"))]
+        rows.append((f.path, f.state, cells, f.suggestion or "-"))
+    lines = [f"  {ln}" for ln in _table(rows, ("file", "state", "hunks", "suggestion"))]
+    suggested = [(f.path, h) for f in p.files for h in f.hunks if h.suggestion]
+    if suggested:
+        lines.append("")
+        lines.append(
+            f"{p.name}: suggestions for the conflicting hunks ('sgpatch port --resolve suggested' writes them):"
+        )
+        lines.extend(f"  {path} #{h.index}: {h.suggestion}: {h.evidence}" for path, h in suggested)
+    return lines
 
 
 def render_port(result: PortResult) -> str:
@@ -421,6 +430,19 @@ def render_port(result: PortResult) -> str:
     else:
         lines.append(f"port: wrote stack {result.new_stack}: " + ", ".join(str(p) for p in result.written))
         lines.append(f"checkout: {result.checkout} (patched; 'sgpatch verify {result.new_stack}' checks it)")
+    return "\n".join(lines)
+
+
+def render_resolve(result: ResolveResult) -> str:
+    rows = [
+        (f.path, f.outcome, str(f.resolved), str(f.left), ",".join(map(str, f.dropped)) or "-") for f in result.files
+    ]
+    lines = [f"port --resolve {result.mode}: {result.patch} in {result.checkout}", ""]
+    lines.extend(_table(rows, ("file", "outcome", "resolved", "left", "hunks dropped")))
+    lines.append("")
+    if result.left:
+        lines.append(f"{len(result.left)} file(s) still need a person (markers or a reject file)")
+    lines.append("review with 'git diff' in the checkout, then run 'sgpatch port --continue'")
     return "\n".join(lines)
 
 

@@ -19,6 +19,7 @@ from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
 from sgpatch.pyast import parses_shared
+from sgpatch.series.absorb import suggest
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -75,6 +76,9 @@ def classify(
                     outcome = carry_file(fp, b, a, n, merge, whole=whole)
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
+        elif outcome.verdict.state == "conflict" and b is not None and n is not None and fp.hunks:
+            hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge))
+            outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
         outcomes.append(outcome)
     return _verdict(patch, outcomes, old_label, new_label)
 
