@@ -51,6 +51,9 @@ def port(
             help="write choices into the stopped port's conflicts for review (PATHs: only those files)",
         ),
     ] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="print the report as Markdown, for the bump pull request")
+    ] = False,
     paths: Annotated[list[str] | None, typer.Argument(help="with --resolve: the files", show_default=False)] = None,
     no_cache: NoCacheOpt = False,
     config: ConfigOpt = None,
@@ -110,7 +113,12 @@ def port(
             cache=_cache(no_cache),
             progress=_progress(json_out),
         )
-    echo_json(dumps(result.as_dict())) if json_out else echo(render_port(result))
+    if markdown and not json_out:
+        from sgpatch.port.report import render_bump
+
+        echo(render_bump(result))
+    else:
+        echo_json(dumps(result.as_dict())) if json_out else echo(render_port(result))
     if not result.ok:
         raise typer.Exit(1)
 

@@ -1,0 +1,183 @@
+"""What upstream absorbed (issue 27): slime's 0.5.9 series ported to newer releases, against its maintainers' own
+ports (tests/data/series), which are the answer key.
+
+For each release: `sgpatch port --json` (timed, beside the floor of bench/port_series.py: the tree replaced and
+committed, then `git apply -3`), then `sgpatch port --resolve suggested`.  Prints
+
+- files a person must open (markers or a reject file): after the port, and after `--resolve suggested`;
+  of those, how many the maintainers simply dropped (their port leaves the release's file);
+- `take-upstream` suggestions against the maintainers' decisions, hunk by hunk: precision and recall.  A hunk
+  counts as kept by the maintainers when at least half of the lines it adds (whitespace aside) are among the
+  lines their port adds to that file (to any file, for a file the release lacks);
+- `take-patch`/`combine` suggestions the maintainers' port contradicts (they dropped the hunk);
+- hunks merged automatically (applies/merged) that the maintainers dropped;
+- port time against its floor.
+
+    python bench/port_absorb.py [--to 0.5.12.post1 --to 0.5.15.post1] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.port_series import MESSAGE, SERIES, _env, floor, git, run  # noqa: E402
+from sgpatch.series.patch import FilePatch, Hunk, parse_patch  # noqa: E402
+from sgpatch.source.artifacts import fetch_artifact  # noqa: E402
+from tests.conftest import RELEASES  # noqa: E402
+from tests.helpers import empty_series_project  # noqa: E402
+
+DATA = REPO / "tests" / "data" / "series"
+HEADER = b"Description: the answer key\nOrigin: vendor\nUpstream-Status: Pending\n\n"
+
+
+def _patch(path: Path) -> dict[str, FilePatch]:
+    return {fp.path: fp for fp in parse_patch(HEADER + path.read_bytes(), path).files}
+
+
+def _added(fp: FilePatch) -> Counter[bytes]:
+    return Counter(b"".join(ln.split()) for h in fp.hunks for _, ln in h.added if ln.strip())
+
+
+class Key:
+    """The maintainers' port of the series to one release: which hunks they kept."""
+
+    def __init__(self, theirs: dict[str, FilePatch]) -> None:
+        self.files = {path: _added(fp) for path, fp in theirs.items()}
+        self.anywhere: Counter[bytes] = Counter()
+        for c in self.files.values():
+            self.anywhere.update(c)
+
+    def kept(self, path: str, hunk: Hunk) -> bool:
+        added = [b"".join(ln.split()) for _, ln in hunk.added if ln.strip()]
+        pool = self.files.get(path, self.anywhere)
+        if not added:
+            return path in self.files
+        return sum(1 for a in added if pool[a]) / len(added) >= 0.5
+
+
+def sg(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "sgpatch.cli", *args], env=_env(), capture_output=True, text=True, check=False
+    )
+    return time.perf_counter() - start, proc
+
+
+def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict[str, FilePatch]) -> dict[str, Any]:
+    wheel = fetch_artifact(RELEASES[version], version)
+    layout, apply3 = floor(pristine, wheel, SERIES, work)
+    proj = work / f"proj-{version}"
+    shutil.rmtree(proj, ignore_errors=True)
+    shutil.copytree(template, proj, symlinks=True)
+    on = ["--config", str(proj / "VERSIONS.toml")]
+    took, done = sg("port", "0.5.9-cu130", "--to", version, "--json", *on)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"port: exit {done.returncode}: {done.stderr[-800:]}")
+    doc = json.loads(done.stdout)
+    key = Key(_patch(DATA / f"slime-sglang-{version}.patch"))
+    files = [f for p in doc["patches"] for f in p["files"]]
+    conflict = [f for f in files if f["state"] == "conflict"]
+    dropped_files = [f["file"] for f in conflict if f["file"] not in key.files]
+    tp = fp_ = fn = 0
+    contradicted: list[str] = []
+    auto_against: list[str] = []
+    wrong: list[str] = []
+    for f in files:
+        section = ours[f["file"]]
+        for h in f["hunks"]:
+            kept = key.kept(f["file"], section.hunks[h["index"] - 1])
+            name = f"{f['file'].rsplit('/', 1)[-1]}#{h['index']}"
+            if h["state"] in ("applies", "merged") and not kept:
+                auto_against.append(name)
+            if h["state"] != "conflict":
+                continue
+            up = h.get("suggestion") == "take-upstream"
+            tp += up and not kept
+            fp_ += up and kept
+            fn += (not up) and not kept
+            if up and kept:
+                wrong.append(name)
+            if h.get("suggestion") in ("take-patch", "combine") and not kept:
+                contradicted.append(f"{name} ({h['suggestion']})")
+    _, resolved = sg("port", "--resolve", "suggested", "--json", *on)
+    if resolved.returncode != 0:
+        raise SystemExit(f"port --resolve: exit {resolved.returncode}: {resolved.stderr[-800:]}")
+    left = json.loads(resolved.stdout)["left"]
+    return {
+        "version": version,
+        "files": len(files),
+        "to_open": len(conflict),
+        "to_open_dropped_by_maintainers": len(dropped_files),
+        "after_resolve": len(left),
+        "after_resolve_dropped_by_maintainers": sum(1 for p in left if p not in key.files),
+        "take_upstream": tp + fp_,
+        "precision": tp / (tp + fp_) if tp + fp_ else None,
+        "recall": tp / (tp + fn) if tp + fn else None,
+        "take_upstream_kept_by_maintainers": wrong,
+        "patch_or_combine_they_dropped": contradicted,
+        "automatic_they_dropped": auto_against,
+        "port_s": took,
+        "floor_s": layout + apply3,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--to", action="append", help="a release tests/conftest.py pins a wheel of (repeatable)")
+    args = parser.parse_args()
+    versions = args.to or ["0.5.12.post1", "0.5.15.post1"]
+    ours = _patch(SERIES)
+    with tempfile.TemporaryDirectory(prefix="sgpatch-bench-absorb-") as tmp:
+        work = Path(tmp)
+        template = empty_series_project(work / "template")
+        config = str(template / "VERSIONS.toml")
+        pristine = work / "co-0.5.9"
+        run([sys.executable, "-m", "sgpatch.cli", "fetch", "--into", str(pristine), "--config", config])
+        adopted = work / "co-0.5.9-slime"
+        shutil.copytree(pristine, adopted, symlinks=True)
+        run(git(adopted, "apply", str(SERIES)), adopted)
+        run(git(adopted, "commit", "-qam", MESSAGE), adopted)
+        run([sys.executable, "-m", "sgpatch.cli", "export", "--checkout", str(adopted), "--config", config])
+        rows = [measure(v, template, pristine, work, ours) for v in versions]
+
+    print(f"what upstream absorbed: {SERIES.name} ({len(ours)} files) against its maintainers' ports")
+    for r in rows:
+        pct = lambda x: "n/a" if x is None else f"{x:.0%}"  # noqa: E731
+        print(f"\n-> sglang {r['version']}")
+        print(
+            f"  files a person must open after port:               {r['to_open']} "
+            f"(of which the maintainers simply dropped {r['to_open_dropped_by_maintainers']})"
+        )
+        print(
+            f"  ... after port --resolve suggested:                 {r['after_resolve']} "
+            f"(of which the maintainers simply dropped {r['after_resolve_dropped_by_maintainers']})"
+        )
+        print(
+            f"  take-upstream suggestions: {r['take_upstream']}, precision {pct(r['precision'])}, "
+            f"recall {pct(r['recall'])} (hunks, against the maintainers' port)"
+        )
+        if r["take_upstream_kept_by_maintainers"]:
+            print(f"    kept by the maintainers: {', '.join(r['take_upstream_kept_by_maintainers'])}")
+        print(
+            f"  take-patch/combine the maintainers dropped: {len(r['patch_or_combine_they_dropped'])} "
+            f"{', '.join(r['patch_or_combine_they_dropped'])}"
+        )
+        print(f"  hunks carried automatically that the maintainers dropped: {len(r['automatic_they_dropped'])}")
+        print(f"  port {r['port_s']:.1f} s, floor {r['floor_s']:.1f} s: {r['port_s'] / r['floor_s']:.1f}x (target 2x)")
+    print("\n" + json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

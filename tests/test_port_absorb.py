@@ -1,0 +1,262 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_port_series are used as arguments)
+"""What upstream absorbed (issue 27): suggestions with evidence for conflicting hunks, ``port --resolve``, and the
+Markdown report for a bump pull request.
+
+Small synthetic files (a real ``git merge-file`` in a tmp repository) test each rule, and its refusals; slime's
+real series, ported to 0.5.12.post1 and stopped (the fixtures of ``test_port_series``), tests whole processes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sgpatch.git.diff import merge_file
+from sgpatch.git.repo import Git
+from sgpatch.series.absorb import (
+    COMBINE,
+    TAKE_PATCH,
+    TAKE_UPSTREAM,
+    Region,
+    absorbed,
+    region_choice,
+    regions_of,
+    suggest,
+)
+from sgpatch.series.hunks import carry_file
+from sgpatch.series.patch import parse_patch
+
+from .helpers import git
+from .test_port_series import resolve, sg, slime_project, stopped  # noqa: F401  (fixtures shared at session scope)
+
+HEADER = b"Description: t\nOrigin: test\nUpstream-Status: Pending\n\n"
+
+BEFORE = b"""import os
+
+
+def load(path):
+    data = read(path)
+    size = len(data)
+    return data
+
+
+def other():
+    return 1
+"""
+
+
+def _diff(tmp: Path, before: bytes, after: bytes, name: str = "m.py") -> bytes:
+    """A git-style patch of one file (tmp: unused, kept for symmetry with the callers)."""
+    body = difflib.unified_diff(
+        before.decode().splitlines(keepends=True), after.decode().splitlines(keepends=True), f"a/{name}", f"b/{name}"
+    )
+    return f"diff --git a/{name} b/{name}\n".encode() + "".join(body).encode()
+
+
+@pytest.fixture
+def merger(tmp_path: Path) -> Any:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    g = Git(repo)
+
+    def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
+        return merge_file(g, current, base, other, ("the release", "the old base", "the patch"))
+
+    return merge
+
+
+def _carry(tmp: Path, after: bytes, new: bytes, merge: Any) -> Any:
+    fp = parse_patch(HEADER + _diff(tmp, BEFORE, after), tmp / "p.patch").files[0]
+    outcome = carry_file(fp, BEFORE, after, new, merge)
+    return fp, suggest(fp, outcome.verdict.hunks, BEFORE, new, merge)
+
+
+def test_take_upstream_when_the_release_does_it_reformatted(tmp_path: Path, merger: Any) -> None:
+    after = BEFORE.replace(b"    size = len(data)\n", b"    size = compute_size(data, strict=True)\n")
+    # The release made the same change, written over three lines, and renamed what stands around it.
+    new = BEFORE.replace(
+        b"    data = read(path)\n    size = len(data)\n",
+        b"    data = read_bytes(path)\n    size = compute_size(\n        data, strict=True\n    )\n",
+    )
+    _, (v,) = _carry(tmp_path, after, new, merger)
+    assert v.state == "conflict" and v.suggestion == TAKE_UPSTREAM
+    assert v.evidence.startswith("normalised:") and "in load" in v.evidence
+
+
+def test_no_take_upstream_while_a_removed_line_stands_or_the_definition_is_gone(tmp_path: Path, merger: Any) -> None:
+    after = BEFORE.replace(b"    size = len(data)\n", b"    size = compute_size(data, strict=True)\n")
+    fp = parse_patch(HEADER + _diff(tmp_path, BEFORE, after), tmp_path / "p.patch").files[0]
+    (hunk,) = fp.hunks
+    # The added line is there, but so is the line it replaces: the release does not do what the hunk does.
+    both = BEFORE.replace(
+        b"    size = len(data)\n", b"    size = len(data)\n    s2 = compute_size(data, strict=True)\n"
+    )
+    assert absorbed(hunk, BEFORE, both) is None
+    # The added line stands in another definition only: no proof.
+    elsewhere = BEFORE.replace(b"    size = len(data)\n", b"").replace(
+        b"    return 1\n", b"    size = compute_size(data, strict=True)\n    return 1\n"
+    )
+    assert absorbed(hunk, BEFORE, elsewhere) is None
+    # The definition is gone.
+    assert absorbed(hunk, BEFORE, b"import os\n\n\ndef other():\n    return 1\n") is None
+
+
+def test_lines_that_say_nothing_prove_nothing(tmp_path: Path) -> None:
+    after = BEFORE.replace(b"    return data\n", b"    pass\n    return data\n")
+    fp = parse_patch(HEADER + _diff(tmp_path, BEFORE, after), tmp_path / "p.patch").files[0]
+    new = BEFORE.replace(b"    size = len(data)\n", b"    pass\n")
+    assert absorbed(fp.hunks[0], BEFORE, new) is None
+
+
+def test_a_removal_the_release_made_too(tmp_path: Path) -> None:
+    after = BEFORE.replace(b"    size = len(data)\n", b"")
+    fp = parse_patch(HEADER + _diff(tmp_path, BEFORE, after), tmp_path / "p.patch").files[0]
+    new = BEFORE.replace(b"    data = read(path)\n    size = len(data)\n", b"    data = read_all(path)\n")
+    assert (absorbed(fp.hunks[0], BEFORE, new) or "").startswith("removed upstream:")
+
+
+def test_combine_when_both_sides_only_insert(tmp_path: Path, merger: Any) -> None:
+    after = BEFORE.replace(b"    size = len(data)\n", b"    size = len(data)\n    log_size(path, size)\n")
+    new = BEFORE.replace(b"    size = len(data)\n", b"    size = len(data)\n    check_size(path, size)\n")
+    _, (v,) = _carry(tmp_path, after, new, merger)
+    assert (v.state, v.suggestion) == ("conflict", COMBINE)
+
+
+def test_take_patch_when_the_patch_holds_the_release_change() -> None:
+    region = Region((b"    x = f(a, b, c)\n",), (b"    x = f(a, b)\n",), (b"    x = f(a, b, c)\n", b"    y = g(x)\n"))
+    assert region_choice(region).choice == TAKE_PATCH
+    formatting = Region((b"    x = f( a,b )\n",), (b"    x = f(a, b)\n",), (b"    x = f(a, b, d=1)\n",))
+    assert region_choice(formatting).choice == TAKE_PATCH
+    # The release removed a line the patch keeps: no suggestion.
+    removed = Region(
+        (b"    x = f(a, b, c)\n",),
+        (b"    x = f(a, b)\n", b"    z = h()\n"),
+        (b"    x = f(a, b, c)\n", b"    z = h()\n"),
+    )
+    assert region_choice(removed).choice == ""
+
+
+def test_an_incomplete_marker_triple_is_not_cut() -> None:
+    assert regions_of(b"a\n<<<<<<< x\nb\n=======\nc\n>>>>>>> y\n") is None  # no base section: not diff3
+    assert regions_of(b"title\n=======\n") == [b"title\n", b"=======\n"]  # an RST underline is text
+
+
+# --------------------------------------------------------------------------- slime's series, whole processes
+
+
+def test_slime_suggestions_are_in_the_json(stopped: tuple[Path, dict[str, Any], dict[str, bytes]]) -> None:
+    _, doc, _ = stopped
+    files = {f["file"]: f for p in doc["patches"] for f in p["files"]}
+    ups = {(p, h["index"]) for p, f in files.items() for h in f["hunks"] if h["suggestion"] == TAKE_UPSTREAM}
+    assert ("python/sglang/srt/models/deepseek_v2.py", 2) in ups
+    accessor = files["python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"]
+    assert accessor["suggestion"] == TAKE_UPSTREAM
+    assert all(h["evidence"].startswith("removed upstream") for h in accessor["hunks"] if h["state"] == "conflict")
+    assert files["python/sglang/srt/environ.py"]["suggestion"] == COMBINE
+    # Only conflicting hunks get a suggestion, and every suggestion has its evidence.
+    for f in files.values():
+        for h in f["hunks"]:
+            assert (h["suggestion"] is None) or (h["state"] == "conflict" and h["evidence"])
+
+
+def test_resolve_suggested_writes_choices_for_review(
+    tmp_path: Path, stopped: tuple[Path, dict[str, Any], dict[str, bytes]]
+) -> None:
+    import shutil
+
+    proj = tmp_path / "proj"
+    shutil.copytree(stopped[0], proj, symlinks=True)
+    co = proj / ".sgpatch/checkouts/0.5.12.post1-cu130"
+    before = {p: (co / p).read_bytes() for p in git(co, "diff", "--name-only").splitlines()}
+    done = sg("port", "--resolve", "suggested", "--json", "--config", str(proj / "VERSIONS.toml"))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    outcome = {f["file"]: f for f in out["files"]}
+    accessor = "python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"
+    assert outcome[accessor]["outcome"] == "resolved" and outcome[accessor]["dropped_hunks"] == [1, 2]
+    # Both of its hunks conflicted and both are dropped: the file is the release's again.
+    assert (co / accessor).read_bytes() == subprocess.run(
+        ["git", "show", f"HEAD:{accessor}"], cwd=co, capture_output=True, check=True
+    ).stdout
+    for path, f in outcome.items():
+        text = (co / path).read_bytes() if (co / path).exists() else b""
+        if f["outcome"] == "resolved":
+            assert b"<<<<<<< " not in text and b">>>>>>> " not in text
+        elif f["outcome"] == "left":
+            assert text == before.get(path, text)  # nothing decided: the file as the stop left it
+    assert len(out["left"]) < len([f for f in out["files"]])
+    # A file edited since the stop is the person's: left untouched.
+    env = "python/sglang/srt/environ.py"
+    (co / env).write_bytes(before[env] + b"# mine\n")
+    again = sg("port", "--resolve", "patch", env, "--json", "--config", str(proj / "VERSIONS.toml"))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["files"][0]["outcome"] == "untouched"
+    assert (co / env).read_bytes() == before[env] + b"# mine\n"
+    # A path that is not a conflicting file is bad input: exit 2, one line.
+    bad = sg("port", "--resolve", "upstream", "no/such.py", "--config", str(proj / "VERSIONS.toml"))
+    assert bad.returncode == 2 and "no/such.py" in bad.stderr
+
+
+def test_resolve_upstream_and_patch_take_one_side(
+    tmp_path: Path, stopped: tuple[Path, dict[str, Any], dict[str, bytes]]
+) -> None:
+    import shutil
+
+    proj = tmp_path / "proj"
+    shutil.copytree(stopped[0], proj, symlinks=True)
+    co = proj / ".sgpatch/checkouts/0.5.12.post1-cu130"
+    env = "python/sglang/srt/environ.py"
+    expected = co / "expected"
+    expected.write_bytes((co / env).read_bytes())
+    resolve(co, theirs=lambda path, n: True)  # the tests' own resolver: the patch's side everywhere
+    theirs = (co / env).read_bytes()
+    (co / env).write_bytes(expected.read_bytes())
+    expected.unlink()
+    done = sg("port", "--resolve", "patch", env, "--config", str(proj / "VERSIONS.toml"))
+    assert done.returncode == 0, done.stderr
+    assert (co / env).read_bytes() == theirs
+
+
+def test_markdown_report_for_a_bump_pull_request(stopped: tuple[Path, dict[str, Any], dict[str, bytes]]) -> None:
+    from sgpatch.port.report import render_bump
+    from sgpatch.port.result import PortResult
+    from sgpatch.port.verdict import PortedPatch
+
+    _, doc, _ = stopped
+    patches = tuple(PortedPatch.from_record(p) for p in doc["patches"])
+    result = PortResult(
+        old_stack=doc["from"],
+        new_stack=doc["stack"],
+        version=doc["version"],
+        source="pypi",
+        artifacts=(),
+        pypi_commit=None,
+        commit=None,
+        base=doc["base"],
+        checkout=None,
+        patches=patches,
+        anchors=(),
+        written=(),
+        dry_run=False,
+        strict=False,
+        stopped=doc["stopped"],
+    )
+    text = render_bump(result)
+    rows = {line.split(" | ")[1].strip("`"): line for line in text.splitlines() if line.startswith("| `0001")}
+    assert len(rows) == 49
+    assert "**dropped as upstream**" in rows["python/sglang/srt/configs/model_config.py"]
+    assert "reverse-apply" in rows["python/sglang/srt/configs/model_config.py"]
+    moved = rows["python/sglang/srt/metrics/collector.py"]
+    assert "**moved**" in moved and "observability/metrics_collector.py" in moved
+    assert (
+        "combine" in rows["python/sglang/srt/environ.py"]
+        and "**needs a person**" in rows["python/sglang/srt/environ.py"]
+    )
+    totals = text.split("files: ", 1)[1].splitlines()[0]
+    assert totals == "13 carried, 6 merged, 1 dropped as upstream, 2 moved, 27 needs a person"
