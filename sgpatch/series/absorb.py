@@ -68,7 +68,7 @@ def says_something(line: bytes) -> bool:
 # --------------------------------------------------------------------------- take-upstream
 
 
-def _changed(hunk: Hunk) -> tuple[int, int]:
+def changed_span(hunk: Hunk) -> tuple[int, int]:
     """The old-side lines the hunk changes (an insertion: the line before it), 1-based and inclusive."""
     prefix = 0
     while prefix < min(len(hunk.old), len(hunk.new)) and hunk.old[prefix] == hunk.new[prefix]:
@@ -84,7 +84,7 @@ def _changed(hunk: Hunk) -> tuple[int, int]:
     return (first, last) if last >= first else (first - 1, first - 1)
 
 
-def _scope(o: Outline, first: int, last: int) -> str:
+def innermost(o: Outline, first: int, last: int) -> str:
     """The innermost definition holding lines ``first..last`` ("" at module level)."""
     best, size = "", 1 << 30
     for defs in o.definitions.values():
@@ -132,10 +132,10 @@ def _landing(hunk: Hunk, lines: Sequence[bytes]) -> tuple[int, int] | None:
 
 def absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
     """The evidence that ``new`` already does what ``hunk`` (made on ``before``) does; None without proof."""
-    first, last = _changed(hunk)
+    first, last = changed_span(hunk)
     o_before, o_new = outline(before), outline(new)
     lines = split_lines(new)
-    scope = _scope(o_before, first, last) if o_before is not None else ""
+    scope = innermost(o_before, first, last) if o_before is not None else ""
     if scope:
         theirs = o_new.definitions.get(scope) if o_new is not None else None
         if not theirs or len(theirs) != 1:

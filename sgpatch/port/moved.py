@@ -1,0 +1,182 @@
+"""Follow moved code (issue 27): the hunks of a file the release lacks, carried to where their definitions went.
+
+Each hunk that changes one function or class of the old file is followed by that definition's name: the release
+file that defines the same qualified name (``Class.method``), else the one file among those defining the bare
+name that shares most of the old file's definition names (a module renamed, or split into a package).  There
+the hunk is carried by a three-way merge of the definition alone: the release's definition gains the change
+from the old definition to the old definition with the hunk.  A hunk at module level, one whose definition is
+found nowhere (or in several files alike), or one whose merge conflicts is named, not carried; the file's
+hunks are carried only when every one of them is (else the reject file keeps them all and names the files).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sgpatch.series.absorb import changed_span, innermost
+from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.hunks import only
+from sgpatch.series.patch import FilePatch, split_lines
+from sgpatch.series.upstream import Outline, outline
+
+Merge = Callable[[bytes, bytes, bytes], tuple[bytes, int]]
+Reader = Callable[[Sequence[str]], Mapping[str, bytes | None]]
+MAX_FILES = 6000  # Python files of the release scanned for a definition's name
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """Where the hunks of a missing file went."""
+
+    texts: dict[str, bytes] = field(default_factory=dict)  # release files with the hunks carried in (all, or none)
+    where: dict[int, str] = field(default_factory=dict)  # hunk index -> the file its definition stands in now
+    why: dict[int, str] = field(default_factory=dict)  # hunk index -> what happened to it, in words
+
+    @property
+    def carried(self) -> bool:
+        return bool(self.texts)
+
+
+def _definition_names(o: Outline) -> set[str]:
+    return {q.rpartition(".")[2] for q in o.definitions}
+
+
+def _scan(names: set[str], paths: Sequence[str], read: Reader) -> dict[str, tuple[bytes, set[str]]]:
+    """The files among ``paths`` that define one of ``names``: their text and which names they define."""
+    if not names:
+        return {}
+    alternatives = b"|".join(re.escape(n.encode()) for n in sorted(names))
+    pattern = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(" + alternatives + rb")\b", re.M)
+    found: dict[str, tuple[bytes, set[str]]] = {}
+    for path, data in read(paths).items():
+        if data is None:
+            continue
+        hits = {m.group(1).decode() for m in pattern.finditer(data)}
+        if hits:
+            found[path] = (data, hits)
+    return found
+
+
+def _indent(line: bytes) -> bytes:
+    return line[: len(line) - len(line.lstrip(b" \t"))]
+
+
+def follow(
+    fp: FilePatch,
+    before: bytes,
+    names: Sequence[str],
+    read: Reader,
+    current: Mapping[str, bytes | None],
+    merge: Merge,
+    *,
+    busy: frozenset[str] = frozenset(),
+) -> Followed:
+    """Carry ``fp`` (a file the release lacks; ``before``: its old text) to the files of the release (``names``,
+    read by ``read``; ``current``: the files as the series so far left them).  ``busy``: files the patch itself
+    changes (never carried into: its own section decides them)."""
+    o_before = outline(before)
+    if o_before is None or not fp.path.endswith(".py"):
+        return Followed()
+    quals: dict[int, str] = {}
+    why: dict[int, str] = {}
+    for hunk in fp.hunks:
+        first, last = changed_span(hunk)
+        qual = innermost(o_before, first, last)
+        if not qual or len(o_before.definitions.get(qual, ())) != 1:
+            why[hunk.index] = "at module level: no definition to follow"
+        else:
+            quals[hunk.index] = qual
+    wanted = {q.rpartition(".")[2] for q in quals.values()} | _definition_names(o_before)
+    top = "/".join(fp.path.split("/")[:2])
+    py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/") and n != fp.path][:MAX_FILES]
+    found = _scan(wanted, [p for p in py if p in current], lambda paths: {p: current[p] for p in paths})
+    found.update(_scan(wanted, [p for p in py if p not in current], read))
+    mine = _definition_names(o_before)
+    share = {path: len(hits & mine) for path, (_, hits) in found.items()}
+    where: dict[int, str] = {}
+    for index, qual in quals.items():
+        target, note = _target(qual, found, share)
+        if target is None:
+            why[index] = note
+        else:
+            where[index] = target
+    texts: dict[str, bytes] = {}
+    carried = 0
+    for hunk in fp.hunks:
+        if hunk.index not in where:
+            continue
+        target = where[hunk.index]
+        if target in busy:
+            why[hunk.index] = f"{quals[hunk.index]} is in {target}, which the patch also changes"
+            continue
+        text = texts.get(target, found[target][0])
+        merged = _carry_one(fp, hunk.index, quals[hunk.index], o_before, before, text, merge)
+        if merged is None:
+            why[hunk.index] = f"{quals[hunk.index]} is in {target}, but the three-way merge there conflicts"
+            continue
+        texts[target] = merged
+        carried += 1
+        why[hunk.index] = f"carried to {target}: {quals[hunk.index]} merged three-way against its old definition"
+    if carried != len(fp.hunks):
+        return Followed({}, where, why)
+    return Followed(texts, where, why)
+
+
+def _target(qual: str, found: Mapping[str, tuple[bytes, set[str]]], share: Mapping[str, int]) -> tuple[str | None, str]:
+    """The one release file where ``qual`` now stands, or None and why."""
+    bare = qual.rpartition(".")[2]
+    exact: list[str] = []
+    named: list[str] = []
+    for path, (data, hits) in found.items():
+        if bare not in hits:
+            continue
+        o = outline(data)
+        if o is None:
+            continue
+        if len(o.definitions.get(qual, ())) == 1:
+            exact.append(path)
+        elif sum(1 for q, defs in o.definitions.items() if q.rpartition(".")[2] == bare for _ in defs) == 1:
+            named.append(path)
+    if len(exact) == 1:
+        return exact[0], ""
+    pool = exact or named
+    if not pool:
+        return None, f"{qual} is defined nowhere in the release"
+    best = max(share.get(p, 0) for p in pool)
+    top = [p for p in pool if share.get(p, 0) == best]
+    if len(top) == 1 and best >= 2:
+        return top[0], ""
+    shown = ", ".join(sorted(top)[:4])
+    return None, f"{qual} may be in {shown}" if top else f"{qual} is defined nowhere in the release"
+
+
+def _carry_one(
+    fp: FilePatch, index: int, qual: str, o_before: Outline, before: bytes, text: bytes, merge: Merge
+) -> bytes | None:
+    """``text`` with hunk ``index`` (inside ``qual``) merged into its definition there; None if it conflicts."""
+    hunk = fp.hunks[index - 1]
+    after = apply_file(before, only(fp, (hunk,)))
+    o_text = outline(text)
+    if isinstance(after, HunkFailure) or o_text is None:
+        return None
+    old = o_before.definitions[qual][0]
+    bare = qual.rpartition(".")[2]
+    theirs = o_text.definitions.get(qual) or tuple(
+        d for q, defs in o_text.definitions.items() if q.rpartition(".")[2] == bare for d in defs
+    )
+    if len(theirs) != 1:
+        return None
+    new = theirs[0]
+    b_lines, a_lines, t_lines = split_lines(before), split_lines(after), split_lines(text)
+    delta = len(a_lines) - len(b_lines)
+    old_def = b"".join(b_lines[old.start - 1 : old.end])
+    patched = b"".join(a_lines[old.start - 1 : old.end + delta])
+    new_def = b"".join(t_lines[new.start - 1 : new.end])
+    if _indent(b_lines[old.start - 1]) != _indent(t_lines[new.start - 1]):
+        return None
+    merged, conflicts = merge(new_def, old_def, patched)
+    if conflicts:
+        return None
+    return b"".join([*t_lines[: new.start - 1], merged, *t_lines[new.end :]])
