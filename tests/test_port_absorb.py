@@ -260,3 +260,82 @@ def test_markdown_report_for_a_bump_pull_request(stopped: tuple[Path, dict[str, 
     )
     totals = text.split("files: ", 1)[1].splitlines()[0]
     assert totals == "13 carried, 6 merged, 1 dropped as upstream, 2 moved, 27 needs a person"
+
+
+# --------------------------------------------------------------------------- moved code
+
+OLD_MODULE = b"""import os
+
+
+class Pool:
+    def alloc(self, n):
+        size = n * 2
+        total = size + 1
+        extra = total * 3
+        return size
+
+    def free(self, k):
+        return k
+
+
+def helper(x):
+    return x + 1
+"""
+
+
+def _follow(tmp_path: Path, after: bytes, release: dict[str, bytes], merge: Any) -> Any:
+    from sgpatch.port.moved import follow
+
+    fp = parse_patch(HEADER + _diff(tmp_path, OLD_MODULE, after, "pkg/mod.py"), tmp_path / "p.patch").files[0]
+
+    def read(paths: Any) -> dict[str, bytes | None]:
+        return {p: release.get(p) for p in paths}
+
+    return follow(fp, OLD_MODULE, sorted(release), read, {}, merge)
+
+
+def test_a_module_split_into_a_package_is_followed_by_definition(tmp_path: Path, merger: Any) -> None:
+    after = OLD_MODULE.replace(b"        size = n * 2\n", b"        size = n * 2\n        self.count += 1\n")
+    pool = OLD_MODULE.split(b"\n\n\ndef helper")[0].replace(b"        return size\n", b"        return int(size)\n")
+    release = {
+        "pkg/mod/__init__.py": b"from pkg.mod.pool import Pool\n",
+        "pkg/mod/pool.py": pool + b"\n",
+        "pkg/mod/helpers.py": b"def helper(x):\n    return x + 1\n",
+        "pkg/other.py": b"def alloc(n):\n    return n\n",
+    }
+    done = _follow(tmp_path, after, release, merger)
+    assert done.carried and list(done.texts) == ["pkg/mod/pool.py"]
+    text = done.texts["pkg/mod/pool.py"]
+    # The patch's line and the release's change, both; nothing else of the file moved.
+    assert b"        self.count += 1\n" in text and b"        return int(size)\n" in text
+    assert text.replace(b"        self.count += 1\n", b"") == release["pkg/mod/pool.py"]
+    assert "Pool.alloc merged three-way" in done.why[1]
+
+
+def test_moved_code_is_named_not_carried_when_in_doubt(tmp_path: Path, merger: Any) -> None:
+    # Two files define the method by its bare name alike: named, not carried.
+    after = OLD_MODULE.replace(b"        return k\n", b"        return k - 1\n")
+    twin = b"class Other:\n    def free(self, k):\n        return k\n"
+    done = _follow(tmp_path, after, {"pkg/a.py": twin, "pkg/b.py": twin}, merger)
+    assert not done.carried and "may be in pkg/a.py, pkg/b.py" in done.why[1]
+    # A module-level hunk has no definition to follow: the file's hunks stay together in the reject file.
+    imports = OLD_MODULE.replace(b"import os\n", b"import os\nimport sys\n")
+    done = _follow(tmp_path, imports, {"pkg/mod/pool.py": OLD_MODULE}, merger)
+    assert not done.carried and "module level" in done.why[1]
+    # The release's definition conflicts with the change: named.
+    clash = OLD_MODULE.replace(b"        size = n * 2\n", b"        size = n * 3\n")
+    moved = OLD_MODULE.replace(b"        size = n * 2\n", b"        size = n * 4\n")
+    done = _follow(tmp_path, clash, {"pkg/new.py": moved}, merger)
+    assert not done.carried and done.where == {1: "pkg/new.py"} and "conflicts" in done.why[1]
+
+
+def test_slime_moved_files_name_where_their_definitions_went(
+    stopped: tuple[Path, dict[str, Any], dict[str, bytes]],
+) -> None:
+    _, doc, _ = stopped
+    files = {f["file"]: f for p in doc["patches"] for f in p["files"]}
+    comm = files["python/sglang/srt/managers/tokenizer_communicator_mixin.py"]
+    assert comm["gone"] and comm["renamed"] == "python/sglang/srt/managers/tokenizer_control_mixin.py"
+    assert (
+        "init_communicators is in python/sglang/srt/managers/tokenizer_control_mixin.py" in comm["hunks"][1]["detail"]
+    )

@@ -89,8 +89,9 @@ def follow(
         else:
             quals[hunk.index] = qual
     wanted = {q.rpartition(".")[2] for q in quals.values()} | _definition_names(o_before)
-    top = "/".join(fp.path.split("/")[:2])
-    py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/") and n != fp.path][:MAX_FILES]
+    top = "/".join(fp.path.split("/")[:-1][:2])  # the package the file stood in, two levels at most
+    py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != fp.path]
+    py = py[:MAX_FILES]
     found = _scan(wanted, [p for p in py if p in current], lambda paths: {p: current[p] for p in paths})
     found.update(_scan(wanted, [p for p in py if p not in current], read))
     mine = _definition_names(o_before)
