@@ -113,6 +113,9 @@ def port(
             cache=_cache(no_cache),
             progress=_progress(json_out),
         )
+    from sgpatch.port.chain import settle
+
+    result = settle(cfg, result, progress=_progress(json_out))
     if markdown and not json_out:
         from sgpatch.port.report import render_bump
 

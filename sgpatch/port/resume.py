@@ -33,6 +33,7 @@ from sgpatch.port.outputs import Plan, check_series_dir, new_stack_name
 from sgpatch.port.rebase import CheckoutFiles, Rebase, commit_kept, load_old
 from sgpatch.port.record import STOP_REF, clear_record, load_record, read_record, write_record
 from sgpatch.port.result import PortResult
+from sgpatch.port.reuse import learn_from, replay_stop
 from sgpatch.port.run import base_result, prepare_in_place, replace_stack_text
 from sgpatch.port.stack import new_stack
 from sgpatch.port.stop import new_record, settle_stop, stop_at, take_resolution
@@ -141,6 +142,7 @@ def _continue(
     version = record["version"]
     base = record["base"]
     new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
+    learn_from(config.root, g, record, new_head)  # kept for later ports of the series (reuse)
     *previous, conflicted = ported
     kept = [str(k) for k in record["kept"]]
     if carries:
@@ -181,8 +183,9 @@ def _continue(
         stopped = new_record(plan, stack, release, run, record["pypi_commit"], conflict_at, existed_empty=False)
         stopped["decided"] = [p.record() for p in previous] + stopped["decided"]
         stopped.update(existed_empty=record.get("existed_empty", False), replaced=record.get("replaced"))
-        result = dataclasses.replace(result, failures=failures)
-        return stop_at(plan, stopped, run, conflict_at, files or {}, result, head=new_head, into=g.root, target=g.root)
+        files, replayed = replay_stop(config.root, files or {})
+        result = dataclasses.replace(result, failures=failures, replayed=replayed)
+        return stop_at(plan, stopped, run, conflict_at, files, result, head=new_head, into=g.root, target=g.root)
     ready = prepare_in_place(plan, stack, release, run, record["pypi_commit"], result)
     if ready.result.failures:
         return dataclasses.replace(ready.result, checkout=g.root)
