@@ -339,3 +339,79 @@ def test_slime_moved_files_name_where_their_definitions_went(
     assert (
         "init_communicators is in python/sglang/srt/managers/tokenizer_control_mixin.py" in comm["hunks"][1]["detail"]
     )
+
+
+# --------------------------------------------------------------------------- resolutions kept and reused
+
+STOPPED_TEXT = (
+    b"a = 1\n<<<<<<< the release\nb = 2\n||||||| the old base\nb = 1\n=======\nb = 3\n>>>>>>> the patch\n"
+    b"c = 1\n<<<<<<< the release\nd = 2\n||||||| the old base\nd = 1\n=======\nd = 3\n>>>>>>> the patch\ne = 1\n"
+)
+
+
+def test_each_conflict_is_kept_by_its_content_and_replayed(tmp_path: Path) -> None:
+    from sgpatch.port.reuse import STORE, learn, replay
+
+    resolved = b"a = 1\nb = 2 + 3\nc = 1\nd = 2\nd3 = 3\ne = 1\n"
+    assert learn(tmp_path, {"m.py": STOPPED_TEXT}, {"m.py": resolved}) == 2
+    entries = sorted((tmp_path / STORE).glob("*.json"))
+    assert len(entries) == 2 and all(len(e.stem) == 64 for e in entries)
+    # The same conflicts in another file, elsewhere in it: settled byte for byte.
+    moved = b"# header\n" + STOPPED_TEXT.replace(b"a = 1\n", b"")
+    out, cleared = replay(tmp_path, {"n.py": moved})
+    assert out["n.py"] == b"# header\nb = 2 + 3\nc = 1\nd = 2\nd3 = 3\ne = 1\n" and cleared == ("n.py",)
+    # A conflict with one side otherwise is not settled: its markers stay, the other conflict is settled.
+    other = STOPPED_TEXT.replace(b"d = 3\n", b"d = 4\n")
+    out, cleared = replay(tmp_path, {"m.py": other})
+    assert cleared == () and out["m.py"].count(b"<<<<<<< the release\n") == 1 and b"b = 2 + 3\n" in out["m.py"]
+
+
+def test_a_kept_resolution_that_is_not_what_its_name_says_is_a_miss(tmp_path: Path) -> None:
+    from sgpatch.port.reuse import STORE, learn, replay
+
+    learn(tmp_path, {"m.py": STOPPED_TEXT}, {"m.py": b"a = 1\nb = 9\nc = 1\nd = 9\ne = 1\n"})
+    for entry in (tmp_path / STORE).glob("*.json"):
+        doc = json.loads(entry.read_text())
+        doc["base"] = "something else\n"  # crafted: its sides no longer hash to its name
+        entry.write_text(json.dumps(doc))
+    out, cleared = replay(tmp_path, {"m.py": STOPPED_TEXT})
+    assert out["m.py"] == STOPPED_TEXT and cleared == ()
+    # A store that is a link is not read.
+    link = tmp_path / "linked"
+    link.mkdir()
+    (link / STORE).symlink_to(tmp_path / STORE)
+    assert replay(link, {"m.py": STOPPED_TEXT}) == ({"m.py": STOPPED_TEXT}, ())
+
+
+def test_slime_resolutions_made_at_continue_are_replayed_by_the_next_port(
+    tmp_path: Path,
+    stopped: tuple[Path, dict[str, Any], dict[str, bytes]],
+    slime_project: tuple[Path, Path],
+) -> None:
+    import shutil
+
+    from sgpatch.port.reuse import STORE
+
+    from .test_port_series import NEW, _resolve_by_hand
+
+    first = tmp_path / "first"
+    shutil.copytree(stopped[0], first, symlinks=True)
+    co = first / ".sgpatch/checkouts" / NEW
+    marked = sorted(f["file"] for p in stopped[1]["patches"] for f in p["files"] if f["regions"])
+    _resolve_by_hand(co, slime_project[1])
+    done = sg("port", "--continue", "--config", str(first / "VERSIONS.toml"))
+    assert done.returncode == 0, done.stderr
+    regions = sum(len(f["regions"]) for p in stopped[1]["patches"] for f in p["files"])
+    assert len(list((first / STORE).glob("*.json"))) == regions
+    # A second project with the same series and the kept resolutions: every marked file is settled; only the
+    # reject files (files the release lacks) are left for a person.
+    second = tmp_path / "second"
+    shutil.copytree(slime_project[0], second, symlinks=True)
+    shutil.copytree(first / STORE, second / STORE)
+    again = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(second / "VERSIONS.toml"))
+    assert again.returncode == 1, again.stderr
+    doc = json.loads(again.stdout)
+    assert sorted(doc["replayed"]) == marked and doc["rejects"]
+    co2 = second / ".sgpatch/checkouts" / NEW
+    for path in marked:
+        assert (co2 / path).read_bytes() == (co / path).read_bytes(), path

@@ -44,6 +44,7 @@ from sgpatch.port.outputs import new_stack_name
 from sgpatch.port.record import STOP_REF
 from sgpatch.port.report import render_report
 from sgpatch.port.result import PortResult
+from sgpatch.port.reuse import STORE
 from sgpatch.port.run import port_stack
 from sgpatch.port.watched import (
     ERROR,
@@ -133,6 +134,9 @@ def _scratch(config_path: Path, into: Path) -> Config:
             raise ConfigError(f"{config.path}: stack {stack.name}: its series is outside the project") from None
         if stack.series_dir.is_dir() and not (into / rel).exists():
             shutil.copytree(stack.series_dir, into / rel, symlinks=True)
+    kept = config.root / STORE  # the resolutions kept in the project, replayed by the ports
+    if kept.is_dir() and not kept.is_symlink():
+        shutil.copytree(kept, into / STORE, symlinks=True)
     return load_config(into / config_path.name)
 
 
