@@ -11,7 +11,11 @@ committed, then `git apply -3`), then `sgpatch port --resolve suggested`.  Print
   lines their port adds to that file (to any file, for a file the release lacks);
 - `take-patch`/`combine` suggestions the maintainers' port contradicts (they dropped the hunk);
 - hunks merged automatically (applies/merged) that the maintainers dropped;
-- port time against its floor.
+- port time against its floor;
+- the chain 0.5.9 -> 0.5.12.post1 -> 0.5.15.post1: the first port resolved as its maintainers did (their file for
+  each file left, the suggestions taken elsewhere), `port --continue`, then the new stack ported on, against
+  porting 0.5.15.post1 from the base; and the same first port made again in a fresh project holding the
+  resolutions `--continue` kept (reused: files still left for a person).
 
     python bench/port_absorb.py [--to 0.5.12.post1 --to 0.5.15.post1] [--rounds 1]
 """
@@ -128,9 +132,56 @@ def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict
         "take_upstream_kept_by_maintainers": wrong,
         "patch_or_combine_they_dropped": contradicted,
         "automatic_they_dropped": auto_against,
+        "left_files": left,
         "port_s": took,
         "floor_s": layout + apply3,
     }
+
+
+def _as_maintainers(co: Path, left: list[str], theirs_patch: Path, theirs: dict[str, FilePatch]) -> None:
+    """Resolve each file left as the maintainers' port has it: the release's file with their section applied
+    (absent when they have none for a file the release lacks); every reject file deleted."""
+    for rej in co.rglob("*.rej"):
+        rej.unlink()
+    for path in left:
+        present = subprocess.run(["git", "cat-file", "-e", f"HEAD:{path}"], cwd=co, capture_output=True).returncode == 0
+        if present:
+            run(git(co, "checkout", "HEAD", "--", path), co)
+        else:
+            (co / path).unlink(missing_ok=True)
+        if path in theirs:
+            run(git(co, "apply", f"--include={path}", str(theirs_patch)), co)
+
+
+def chain(work: Path, template: Path, first: Path, left: list[str]) -> dict[str, Any]:
+    """The chain and the reuse, from the project ``first`` (ported to 0.5.12.post1, --resolve suggested done)."""
+    on = ["--config", str(first / "VERSIONS.toml")]
+    co = first / ".sgpatch" / "checkouts" / "0.5.12.post1-cu130"
+    key = DATA / "slime-sglang-0.5.12.post1.patch"
+    _as_maintainers(co, left, key, _patch(key))
+    _, done = sg("port", "--continue", "--json", *on)
+    out: dict[str, Any] = {"continue_exit": done.returncode}
+    if done.returncode != 0:
+        out["continue_error"] = done.stderr.strip().splitlines()[-1:]
+        return out
+    kept = first / ".sgpatch-resolutions"
+    out["resolutions_kept"] = len(list(kept.glob("*.json")))
+    _, onward = sg("port", "0.5.12.post1-cu130", "--to", "0.5.15.post1", "--json", *on)
+    doc = json.loads(onward.stdout)
+    out["chain_to_open"] = sum(1 for p in doc["patches"] for f in p["files"] if f["state"] == "conflict")
+    out["chain_files"] = sum(len(p["files"]) for p in doc["patches"])
+    if doc.get("stopped"):
+        _, res = sg("port", "--resolve", "suggested", "--json", *on, "--to", "0.5.15.post1")
+        out["chain_after_resolve"] = len(json.loads(res.stdout)["left"]) if res.returncode == 0 else None
+    again = work / "again"
+    shutil.copytree(template, again, symlinks=True)
+    shutil.copytree(kept, again / ".sgpatch-resolutions")
+    _, redo = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(again / "VERSIONS.toml"))
+    doc = json.loads(redo.stdout)
+    marked = [f["file"] for p in doc["patches"] for f in p["files"] if f["regions"]]
+    out["reuse_replayed"] = len(doc["replayed"])
+    out["reuse_left"] = len([m for m in marked if m not in doc["replayed"]]) + len(doc["rejects"])
+    return out
 
 
 def main() -> None:
@@ -151,6 +202,8 @@ def main() -> None:
         run(git(adopted, "commit", "-qam", MESSAGE), adopted)
         run([sys.executable, "-m", "sgpatch.cli", "export", "--checkout", str(adopted), "--config", config])
         rows = [measure(v, template, pristine, work, ours) for v in versions]
+        first = next((r for r in rows if r["version"] == "0.5.12.post1"), None)
+        linked = chain(work, template, work / "proj-0.5.12.post1", first["left_files"]) if first else {}
 
     print(f"what upstream absorbed: {SERIES.name} ({len(ours)} files) against its maintainers' ports")
     for r in rows:
@@ -176,7 +229,24 @@ def main() -> None:
         )
         print(f"  hunks carried automatically that the maintainers dropped: {len(r['automatic_they_dropped'])}")
         print(f"  port {r['port_s']:.1f} s, floor {r['floor_s']:.1f} s: {r['port_s'] / r['floor_s']:.1f}x (target 2x)")
-    print("\n" + json.dumps(rows))
+    if linked:
+        print("\nchain 0.5.9 -> 0.5.12.post1 (resolved as the maintainers did, --continue) -> 0.5.15.post1")
+        if linked.get("continue_exit"):
+            print(f"  port --continue refused: {linked.get('continue_error')}")
+        else:
+            direct = next((r["to_open"] for r in rows if r["version"] == "0.5.15.post1"), None)
+            print(f"  resolutions kept at --continue: {linked['resolutions_kept']}")
+            print(
+                f"  files a person must open on 0.5.15.post1: {linked['chain_to_open']} of {linked['chain_files']} "
+                f"(from the base: {direct}); after --resolve suggested: {linked.get('chain_after_resolve')}"
+            )
+            print(
+                f"  0.5.12.post1 ported again with the kept resolutions: {linked['reuse_replayed']} file(s) settled, "
+                f"{linked['reuse_left']} left for a person (reject files of files the release lacks)"
+            )
+    for r in rows:
+        r.pop("left_files")
+    print("\n" + json.dumps({"releases": rows, "chain": linked}))
 
 
 if __name__ == "__main__":

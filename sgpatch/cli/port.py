@@ -71,7 +71,7 @@ def port(
     if sum(map(bool, (resume, abort, resolve is not None))) > 1:
         raise Bad("give one of --continue, --abort and --resolve")
     if resolve is not None:
-        from sgpatch.cli.render import render_resolve
+        from sgpatch.cli.render_port import render_resolve
         from sgpatch.port.resolve import resolve_port
 
         cfg = _config(config)

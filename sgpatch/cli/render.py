@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # annotations only: rendering one result imports no other com
     from sgpatch.deployed.doctor import DoctorReport
     from sgpatch.interface import InterfaceReport
     from sgpatch.port import AbortResult, PortResult
-    from sgpatch.port.resolve import ResolveResult
     from sgpatch.port.verdict import PortedPatch
     from sgpatch.series.classify import PatchState
     from sgpatch.series.hunks import HunkVerdict
@@ -416,6 +415,11 @@ def render_port(result: PortResult) -> str:
         lines.extend(_table([(m.old.id, m.status, m.detail) for m in moved], ("anchor", "status", "detail")))
     lines.append("")
     lines.extend(f"note: {n}" for n in result.notes)
+    if result.replayed:
+        lines.append(
+            f"replayed: the resolutions kept in .sgpatch-resolutions/ settle every conflict of {len(result.replayed)} "
+            "file(s): " + ", ".join(result.replayed)
+        )
     if result.stopped is not None:
         lines.append(f"port: STOPPED at {result.stopped} for a person; VERSIONS.toml and patches/ are unchanged")
         lines.extend(f"  {i}. {step}" for i, step in enumerate(result.next_steps, start=1))
@@ -430,19 +434,6 @@ def render_port(result: PortResult) -> str:
     else:
         lines.append(f"port: wrote stack {result.new_stack}: " + ", ".join(str(p) for p in result.written))
         lines.append(f"checkout: {result.checkout} (patched; 'sgpatch verify {result.new_stack}' checks it)")
-    return "\n".join(lines)
-
-
-def render_resolve(result: ResolveResult) -> str:
-    rows = [
-        (f.path, f.outcome, str(f.resolved), str(f.left), ",".join(map(str, f.dropped)) or "-") for f in result.files
-    ]
-    lines = [f"port --resolve {result.mode}: {result.patch} in {result.checkout}", ""]
-    lines.extend(_table(rows, ("file", "outcome", "resolved", "left", "hunks dropped")))
-    lines.append("")
-    if result.left:
-        lines.append(f"{len(result.left)} file(s) still need a person (markers or a reject file)")
-    lines.append("review with 'git diff' in the checkout, then run 'sgpatch port --continue'")
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ import dataclasses
 from collections import Counter
 
 from sgpatch.git.diff import merge_file
-from sgpatch.port.moved import follow
+from sgpatch.port.moved import KeptFiles, follow
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
@@ -62,8 +62,12 @@ def classify(
 
     labels = (new_label, old_label, f"{patch.name} on {old_label}")
 
+    merged: dict[tuple[bytes, bytes, bytes], tuple[bytes, int]] = {}  # by content: a hunk is merged once
+
     def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
-        return merge_file(run.g, current, base, other, labels)
+        if (current, base, other) not in merged:
+            merged[current, base, other] = merge_file(run.g, current, base, other, labels)
+        return merged[current, base, other]
 
     outcomes: list[FileOutcome] = []
     carried: Files = {}  # release files the hunks of a missing file were carried into (``moved``)
@@ -94,8 +98,11 @@ def _follow(
     run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes, merge: Merge, busy: frozenset[str]
 ) -> tuple[FileOutcome, Files]:
     """A missing file's hunks carried to where their definitions now stand (``moved``), or those files named."""
-    assert run.release is not None
     release = run.release
+    assert release is not None
+    if not isinstance(release, KeptFiles):  # every missing file scans the same package: read it once
+        release = KeptFiles(release.names, release.read)
+        run.release = release
     followed = follow(fp, old, release.names(fp.path.split("/", 1)[0]), release.read, run.current, merge, busy=busy)
     v = outcome.verdict
     hunks = tuple(

@@ -39,6 +39,26 @@ class Followed:
         return bool(self.texts)
 
 
+class KeptFiles:
+    """A release's files read once for the whole port (each missing file scans the same package)."""
+
+    def __init__(self, names: Callable[[str], list[str]], read: Reader) -> None:
+        self._names, self._read = names, read
+        self._listed: dict[str, list[str]] = {}
+        self._files: dict[str, bytes | None] = {}
+
+    def names(self, top: str) -> list[str]:
+        if top not in self._listed:
+            self._listed[top] = self._names(top)
+        return self._listed[top]
+
+    def read(self, paths: Sequence[str]) -> dict[str, bytes | None]:
+        missing = [p for p in paths if p not in self._files]
+        if missing:
+            self._files.update(self._read(missing))
+        return {p: self._files[p] for p in paths}
+
+
 def _definition_names(o: Outline) -> set[str]:
     return {q.rpartition(".")[2] for q in o.definitions}
 
