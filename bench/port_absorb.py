@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.port_series import MESSAGE, SERIES, _env, floor, git, run  # noqa: E402
+from sgpatch.series.engine import HunkFailure, apply_file, duplicate_definitions  # noqa: E402
 from sgpatch.series.patch import FilePatch, Hunk, parse_patch  # noqa: E402
 from sgpatch.source.artifacts import fetch_artifact  # noqa: E402
 from tests.conftest import RELEASES  # noqa: E402
@@ -58,10 +59,23 @@ class Key:
     """The maintainers' port of the series to one release: which hunks they kept."""
 
     def __init__(self, theirs: dict[str, FilePatch]) -> None:
+        self.theirs = theirs
         self.files = {path: _added(fp) for path, fp in theirs.items()}
         self.anywhere: Counter[bytes] = Counter()
         for c in self.files.values():
             self.anywhere.update(c)
+
+    def twice(self, path: str, hunk: Hunk, release: bytes | None) -> list[str]:
+        """The names the maintainers' file defines twice (the release once) that ``hunk`` defines."""
+        fp = self.theirs.get(path)
+        if fp is None or release is None:
+            return []
+        text = apply_file(release, fp)
+        if isinstance(text, HunkFailure):
+            return []
+        dups = duplicate_definitions(release, text)
+        added = b"".join(ln for _, ln in hunk.added)
+        return [d for d in dups if f"def {d.split(' in ')[0]}(".encode() in added]
 
     def kept(self, path: str, hunk: Hunk) -> bool:
         added = [b"".join(ln.split()) for _, ln in hunk.added if ln.strip()]
@@ -69,6 +83,11 @@ class Key:
         if not added:
             return path in self.files
         return sum(1 for a in added if pool[a]) / len(added) >= 0.5
+
+
+def _release_file(checkout: Path, path: str) -> bytes | None:
+    proc = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=checkout, capture_output=True, check=False)
+    return proc.stdout if proc.returncode == 0 else None
 
 
 def sg(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -112,7 +131,9 @@ def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict
             fp_ += up and kept
             fn += (not up) and not kept
             if up and kept:
-                wrong.append(name)
+                release = _release_file(Path(doc["checkout"]), f["file"]) if doc.get("checkout") else None
+                twice = key.twice(f["file"], section.hunks[h["index"] - 1], release)
+                wrong.append(f"{name}" + (f" (their port defines {', '.join(twice)} twice)" if twice else ""))
             if h.get("suggestion") in ("take-patch", "combine") and not kept:
                 contradicted.append(f"{name} ({h['suggestion']})")
     _, resolved = sg("port", "--resolve", "suggested", "--json", *on)
@@ -128,6 +149,7 @@ def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict
         "after_resolve_dropped_by_maintainers": sum(1 for p in left if p not in key.files),
         "take_upstream": tp + fp_,
         "precision": tp / (tp + fp_) if tp + fp_ else None,
+        "precision_but_duplicates": (tp + sum("twice)" in w for w in wrong)) / (tp + fp_) if tp + fp_ else None,
         "recall": tp / (tp + fn) if tp + fn else None,
         "take_upstream_kept_by_maintainers": wrong,
         "patch_or_combine_they_dropped": contradicted,

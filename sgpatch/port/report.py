@@ -83,8 +83,11 @@ def fate(p: PortedPatch, f: FileVerdict) -> tuple[str, str]:
         return DROPPED, "; ".join(proofs)
     if p.state == "resolved":
         return RESOLVED, f.detail
-    if f.gone and f.renamed:
-        return MOVED, f"{f.path} -> {f.renamed}? ({f.detail}); needs a person"
+    if f.renamed and not f.gone:
+        return MOVED, f"{f.path} -> {f.renamed}: {f.detail}"
+    if f.gone:
+        where = f"moved to {f.renamed}? " if f.renamed else ""
+        return PERSON, f"{where}the release has no {f.path} ({f.detail}): its hunks wait in a reject file"
     if f.state == "conflict":
         suggested = [f"#{h.index} {h.suggestion}: {h.evidence}" for h in f.hunks if h.suggestion]
         held = sum(1 for h in f.hunks if h.state == "conflict")

@@ -49,9 +49,11 @@ class Suggestion:
 
     choice: str
     evidence: str
+    lines: tuple[bytes, ...] | None = None  # a combination's lines (None: the choice says which side)
 
 
 NONE = Suggestion("", "")
+_LISTED = re.compile(rb"^[ \t]*(?:(?:import|from)[ \t]+\S.*|[A-Za-z_][A-Za-z0-9_.]*,)[ \t]*\r?\n?$")
 
 
 def norm(line: bytes) -> bytes:
@@ -219,9 +221,47 @@ def region_choice(r: Region) -> Suggestion:
     have = Counter(theirs)
     if any(says_something(n) for n in added) and not (added - have) and not any(have[n] for n in gone):
         return Suggestion(TAKE_PATCH, "the patch's side already holds every line the release changed here")
-    if not any(says_something(n) for n in base) and not (set(ours) & set(theirs)) and ours and theirs:
+    if not any(says_something(n) for n in base) and ours and theirs and not _shared(ours, theirs):
         return Suggestion(COMBINE, "both sides only add lines here, none in common: the release's, then the patch's")
-    return NONE
+    return _around(r, ours)
+
+
+def _shared(ours: Sequence[bytes], theirs: Sequence[bytes]) -> bool:
+    """Whether both sides hold a line that says something, a common first or last run aside (both inserting
+    whole units before the same line, e.g. ``parser.add_argument(``)."""
+    head = 0
+    while head < min(len(ours), len(theirs)) and ours[head] == theirs[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(ours), len(theirs)) - head and ours[-1 - tail] == theirs[-1 - tail]:
+        tail += 1
+    mine, other = set(ours[head : len(ours) - tail]), set(theirs[head : len(theirs) - tail])
+    return any(says_something(n) for n in mine & other)
+
+
+def _around(r: Region, ours: Sequence[bytes]) -> Suggestion:
+    """``combine`` when the patch only adds lines before (or after) the old base's, which the release changed:
+    the release's lines with the patch's added before (or after) them.  Where the release removed them all,
+    only for lines that import or list a name (an import list whose neighbour went)."""
+    base, theirs = list(r.base), list(r.theirs)
+    k = len(theirs) - len(base)
+    if k <= 0 or not base:
+        return NONE
+    if theirs[k:] == base:
+        added, before = theirs[:k], True
+    elif theirs[:-k] == base:
+        added, before = theirs[-k:], False
+    else:
+        return NONE
+    said = [n for n in (norm(ln) for ln in added) if n]
+    if not any(says_something(n) for n in said) or any(n in set(ours) for n in said):
+        return NONE
+    if not ours and not all(_LISTED.match(ln) for ln in added if ln.strip()):
+        return NONE
+    lines = (*added, *r.ours) if before else (*r.ours, *added)
+    where = "before" if before else "after"
+    why = f"the patch only adds lines {where} the old ones, which the release changed: the release's, with them"
+    return Suggestion(COMBINE, why, lines)
 
 
 def resolve_regions(pieces: Sequence[Piece], choose: Callable[[Region], Suggestion]) -> tuple[bytes, int, int]:
@@ -232,8 +272,11 @@ def resolve_regions(pieces: Sequence[Piece], choose: Callable[[Region], Suggesti
         if isinstance(piece, bytes):
             out.append(piece)
             continue
-        choice = choose(piece).choice
-        if choice == TAKE_UPSTREAM:
+        chosen = choose(piece)
+        choice = chosen.choice
+        if chosen.lines is not None:
+            out.extend(chosen.lines)
+        elif choice == TAKE_UPSTREAM:
             out.extend(piece.ours)
         elif choice == TAKE_PATCH:
             out.extend(piece.theirs)
