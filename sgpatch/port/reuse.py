@@ -44,7 +44,8 @@ def key(r: Region) -> str:
 
 def _cut(pieces: Sequence[Piece], resolved: bytes) -> list[tuple[Region, bytes]]:
     """Each conflict of ``pieces`` with what stands in its place in ``resolved``, found by the plain text around
-    it (which must stand once, in order); a conflict whose place cannot be told is left out."""
+    it: a conflict is cut out only where the runs before and after it can stand in one place only (the earliest
+    and the latest way to find them in order agree); the others are left out."""
     runs: list[list[bytes]] = [[]]
     regions: list[Region] = []
     for piece in pieces:
@@ -54,24 +55,39 @@ def _cut(pieces: Sequence[Piece], resolved: bytes) -> list[tuple[Region, bytes]]
         else:
             runs[-1].append(piece)
     lines = split_lines(resolved)
-    lead, tail = runs[0], runs[-1]
+    lead, mids, tail = runs[0], runs[1:-1], runs[-1]
     if lines[: len(lead)] != lead or (tail and lines[len(lines) - len(tail) :] != tail):
         return []
     end = len(lines) - len(tail)
+
+    def at(run: list[bytes], i: int) -> bool:
+        return lines[i : i + len(run)] == run
+
+    early: list[int] = []
     pos = len(lead)
+    for run in mids:
+        found = next((i for i in range(pos, end - len(run) + 1) if at(run, i)), None)
+        if found is None:
+            return []
+        early.append(found)
+        pos = found + len(run)
+    late: list[int] = []
+    pos = end
+    for run in reversed(mids):
+        found = next((i for i in range(pos - len(run), -1, -1) if at(run, i)), None)
+        if found is None:
+            return []
+        late.append(found)
+        pos = found
+    late.reverse()
+    fixed = [a if a == b and mids[k] else None for k, (a, b) in enumerate(zip(early, late, strict=True))]
     out: list[tuple[Region, bytes]] = []
-    for region, after in zip(regions, runs[1:], strict=True):
-        if after is tail:
-            at = end
-        else:
-            hits = [i for i in range(pos, end - len(after) + 1) if lines[i : i + len(after)] == after] if after else []
-            if len(hits) != 1:
-                return out
-            at = hits[0]
-        if at < pos:
-            return out
-        out.append((region, b"".join(lines[pos:at])))
-        pos = at + len(after)
+    for k, region in enumerate(regions):
+        before = fixed[k - 1] if k else None
+        start = len(lead) if k == 0 else None if before is None else before + len(mids[k - 1])
+        stop = end if k == len(regions) - 1 else fixed[k]
+        if start is not None and stop is not None and start <= stop:
+            out.append((region, b"".join(lines[start:stop])))
     return out
 
 

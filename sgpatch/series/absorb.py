@@ -221,7 +221,7 @@ def region_choice(r: Region) -> Suggestion:
     have = Counter(theirs)
     if any(says_something(n) for n in added) and not (added - have) and not any(have[n] for n in gone):
         return Suggestion(TAKE_PATCH, "the patch's side already holds every line the release changed here")
-    if not any(says_something(n) for n in base) and ours and theirs and not _shared(ours, theirs):
+    if not base and ours and theirs and not _shared(ours, theirs):
         return Suggestion(COMBINE, "both sides only add lines here, none in common: the release's, then the patch's")
     return _around(r, ours)
 
