@@ -34,12 +34,14 @@ PATCH = "0001-slime-the-rl-framework-s-changes-to-sglang-0-5-9.patch"
 NEW = "0.5.12.post1-cu130"
 RECORD = "sgpatch-port.json"
 SGPATCH = [sys.executable, "-m", "sgpatch.cli"]
-GONE = {  # the files 0.5.12.post1 no longer has, and where their code went (None: nowhere alike)
-    "python/sglang/srt/layers/moe/routed_experts_capturer.py": None,
+GONE = {  # the files 0.5.12.post1 no longer has, and where their code went (by its lines, else its definitions)
+    "python/sglang/srt/layers/moe/routed_experts_capturer.py": "python/sglang/srt/state_capturer/routed_experts.py",
     "python/sglang/srt/managers/scheduler_metrics_mixin.py": (
         "python/sglang/srt/observability/scheduler_metrics_mixin.py"
     ),
-    "python/sglang/srt/managers/tokenizer_communicator_mixin.py": None,
+    "python/sglang/srt/managers/tokenizer_communicator_mixin.py": (
+        "python/sglang/srt/managers/tokenizer_control_mixin.py"
+    ),
     "python/sglang/srt/metrics/collector.py": "python/sglang/srt/observability/metrics_collector.py",
 }
 MOVED_TO = "python/sglang/srt/observability/metrics_collector.py"

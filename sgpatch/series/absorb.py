@@ -227,25 +227,19 @@ def region_choice(r: Region) -> Suggestion:
 
 
 def _shared(ours: Sequence[bytes], theirs: Sequence[bytes]) -> bool:
-    """Whether both sides hold a line that says something, a common first or last run aside (both inserting
-    whole units before the same line, e.g. ``parser.add_argument(``)."""
-    head = 0
-    while head < min(len(ours), len(theirs)) and ours[head] == theirs[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(ours), len(theirs)) - head and ours[-1 - tail] == theirs[-1 - tail]:
-        tail += 1
-    mine, other = set(ours[head : len(ours) - tail]), set(theirs[head : len(theirs) - tail])
-    return any(says_something(n) for n in mine & other)
+    """Whether both sides hold a line that says something (the same insertion twice, perhaps reformatted)."""
+    return any(says_something(n) for n in set(ours) & set(theirs))
 
 
 def _around(r: Region, ours: Sequence[bytes]) -> Suggestion:
-    """``combine`` when the patch only adds lines before (or after) the old base's, which the release changed:
-    the release's lines with the patch's added before (or after) them.  Where the release removed them all,
-    only for lines that import or list a name (an import list whose neighbour went)."""
+    """``combine`` when the patch only adds import lines or names of a list (``name,``) before (or after) the old
+    base's, which the release changed: the release's lines with the patch's added before (or after) them (an
+    import list whose neighbour went).  Added code is not offered so: it may lean on what the release changed."""
     base, theirs = list(r.base), list(r.theirs)
     k = len(theirs) - len(base)
     if k <= 0 or not base:
+        return NONE
+    if not all(_LISTED.match(ln) for ln in theirs if ln.strip() and ln not in base):
         return NONE
     if theirs[k:] == base:
         added, before = theirs[:k], True
@@ -255,8 +249,6 @@ def _around(r: Region, ours: Sequence[bytes]) -> Suggestion:
         return NONE
     said = [n for n in (norm(ln) for ln in added) if n]
     if not any(says_something(n) for n in said) or any(n in set(ours) for n in said):
-        return NONE
-    if not ours and not all(_LISTED.match(ln) for ln in added if ln.strip()):
         return NONE
     lines = (*added, *r.ours) if before else (*r.ours, *added)
     where = "before" if before else "after"
