@@ -11,6 +11,7 @@ hunks are carried only when every one of them is (else the reject file keeps the
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,17 +64,24 @@ def _definition_names(o: Outline) -> set[str]:
     return {q.rpartition(".")[2] for q in o.definitions}
 
 
+_DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+@functools.lru_cache(maxsize=8192)
+def _defined(data: bytes) -> frozenset[str]:
+    """The names ``data`` defines with ``def`` or ``class`` (at any depth), read as text."""
+    return frozenset(m.group(1).decode() for m in _DEFINES.finditer(data))
+
+
 def _scan(names: set[str], paths: Sequence[str], read: Reader) -> dict[str, tuple[bytes, set[str]]]:
     """The files among ``paths`` that define one of ``names``: their text and which names they define."""
     if not names:
         return {}
-    alternatives = b"|".join(re.escape(n.encode()) for n in sorted(names))
-    pattern = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(" + alternatives + rb")\b", re.M)
     found: dict[str, tuple[bytes, set[str]]] = {}
     for path, data in read(paths).items():
         if data is None:
             continue
-        hits = {m.group(1).decode() for m in pattern.finditer(data)}
+        hits = set(_defined(data) & names)
         if hits:
             found[path] = (data, hits)
     return found
@@ -146,31 +154,35 @@ def follow(
 
 
 def _target(qual: str, found: Mapping[str, tuple[bytes, set[str]]], share: Mapping[str, int]) -> tuple[str | None, str]:
-    """The one release file where ``qual`` now stands, or None and why."""
-    bare = qual.rpartition(".")[2]
-    exact: list[str] = []
-    named: list[str] = []
-    for path, (data, hits) in found.items():
-        if bare not in hits:
-            continue
-        o = outline(data)
-        if o is None:
-            continue
-        if len(o.definitions.get(qual, ())) == 1:
-            exact.append(path)
-        elif sum(1 for q, defs in o.definitions.items() if q.rpartition(".")[2] == bare for _ in defs) == 1:
-            named.append(path)
+    """The one release file where ``qual`` now stands, or None and why.  Parsed only: the files defining its
+    outermost name too (the same qualified name), else those sharing most of the old file's names."""
+    outer, bare = qual.partition(".")[0], qual.rpartition(".")[2]
+    exact = [p for p, (data, hits) in found.items() if {outer, bare} <= hits and _defines(data, qual, exact=True)]
     if len(exact) == 1:
         return exact[0], ""
-    pool = exact or named
+    pool = exact or [p for p, (_, hits) in found.items() if bare in hits]
     if not pool:
         return None, f"{qual} is defined nowhere in the release"
     best = max(share.get(p, 0) for p in pool)
     top = [p for p in pool if share.get(p, 0) == best]
+    if not exact:
+        top = [p for p in top if _defines(found[p][0], qual, exact=False)]
     if len(top) == 1 and best >= 2:
         return top[0], ""
-    shown = ", ".join(sorted(top)[:4])
-    return None, f"{qual} may be in {shown}" if top else f"{qual} is defined nowhere in the release"
+    if not top:
+        return None, f"{qual} is defined nowhere in the release"
+    return None, f"{qual} may be in {', '.join(sorted(top)[:4])}"
+
+
+def _defines(data: bytes, qual: str, *, exact: bool) -> bool:
+    """Whether ``data`` defines ``qual`` once (``exact``), or its bare name once in any scope."""
+    o = outline(data)
+    if o is None:
+        return False
+    if exact:
+        return len(o.definitions.get(qual, ())) == 1
+    bare = qual.rpartition(".")[2]
+    return sum(len(defs) for q, defs in o.definitions.items() if q.rpartition(".")[2] == bare) == 1
 
 
 def _carry_one(
