@@ -430,9 +430,12 @@ def test_combine_around_lines_the_release_changed() -> None:
     )
     chosen = region_choice(imports)
     assert chosen.choice == COMBINE and chosen.lines == (b"    is_profiling_enabled,\n",)
-    # The patch appends an item; the release rewrote the ones before it: the release's, then the patch's.
+    # The patch appends a name to a list whose names the release changed: the release's, then the patch's.
+    names = Region((b"    alpha_renamed,\n",), (b"    alpha,\n",), (b"    alpha,\n", b"    beta_value,\n"))
+    assert region_choice(names).lines == (b"    alpha_renamed,\n", b"    beta_value,\n")
+    # Code appended after lines the release rewrote is not offered: it may lean on what the release changed.
     items = Region((b"    a[i].clone(),\n",), (b"    a[i],\n",), (b"    a[i],\n", b"    timing_of_prefill[i],\n"))
-    assert region_choice(items).lines == (b"    a[i].clone(),\n", b"    timing_of_prefill[i],\n")
+    assert region_choice(items).choice == ""
     # Where the release removed the old lines, code the patch added after them is not offered.
     code = Region((), (b"    x = f(a)\n",), (b"    x = f(a)\n", b"    record_value(x, where)\n"))
     assert region_choice(code).choice == ""

@@ -142,6 +142,8 @@ def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_lab
     """A file the release lacks: name the release file it seems to have become."""
     path = outcome.verdict.path
     found = None
+    if run.release is not None and not isinstance(run.release, KeptFiles):  # read once for every missing file
+        run.release = KeptFiles(run.release.names, run.release.read)
     if run.release is not None:
         wanted = candidates(path, run.release.names(path.split("/", 1)[0]))
         read = {**run.release.read([f for f in wanted if f not in run.current])}
