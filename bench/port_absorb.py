@@ -264,7 +264,8 @@ def main() -> None:
             )
             print(
                 f"  0.5.12.post1 ported again with the kept resolutions: {linked['reuse_replayed']} file(s) settled, "
-                f"{linked['reuse_left']} left for a person (reject files of files the release lacks)"
+                f"{linked['reuse_left']} left for a person (conflicts no kept resolution covers, the person's "
+                "file having changed around them too; and the reject files of files the release lacks)"
             )
     for r in rows:
         r.pop("left_files")
