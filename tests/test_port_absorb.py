@@ -32,6 +32,7 @@ from sgpatch.series.hunks import carry_file
 from sgpatch.series.patch import parse_patch
 
 from .helpers import git
+from .reliability import first_error, record
 from .test_port_series import resolve, sg, slime_project, stopped  # noqa: F401  (fixtures shared at session scope)
 
 HEADER = b"Description: t\nOrigin: test\nUpstream-Status: Pending\n\n"
@@ -198,9 +199,14 @@ def test_resolve_suggested_writes_choices_for_review(
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["files"][0]["outcome"] == "untouched"
     assert (co / env).read_bytes() == before[env] + b"# mine\n"
-    # A path that is not a conflicting file is bad input: exit 2, one line.
+    record("port-resolve-edited-file", exit=again.returncode, shown=f"{env}: untouched", roots=(proj,))
+    # A path that is not a conflicting file is bad input: exit 2, one line; nothing written.
+    files = {p: (co / p).read_bytes() for p in git(co, "diff", "--name-only").splitlines() if (co / p).is_file()}
+    head = git(co, "rev-parse", "HEAD")
     bad = sg("port", "--resolve", "upstream", "no/such.py", "--config", str(proj / "VERSIONS.toml"))
-    assert bad.returncode == 2 and "no/such.py" in bad.stderr
+    assert bad.returncode == 2 and "no/such.py" in bad.stderr and len(bad.stderr.strip().splitlines()) <= 2
+    assert {p: (co / p).read_bytes() for p in files} == files and git(co, "rev-parse", "HEAD") == head
+    record("port-resolve-not-a-conflict", exit=bad.returncode, shown=first_error(bad.stderr), roots=(proj,))
 
 
 def test_resolve_upstream_and_patch_take_one_side(
@@ -376,6 +382,7 @@ def test_a_kept_resolution_that_is_not_what_its_name_says_is_a_miss(tmp_path: Pa
         entry.write_text(json.dumps(doc))
     out, cleared = replay(tmp_path, {"m.py": STOPPED_TEXT})
     assert out["m.py"] == STOPPED_TEXT and cleared == ()
+    record("resolution-store-crafted", exit=None, shown="a miss: the conflict stays marked")
     # A store that is a link is not read.
     link = tmp_path / "linked"
     link.mkdir()
