@@ -272,6 +272,12 @@ def test_markdown_report_for_a_bump_pull_request(stopped: tuple[Path, dict[str, 
 
 OLD_MODULE = b"""import os
 
+ONE = 1
+TWO = 2
+THREE = 3
+FOUR = 4
+FIVE = 5
+
 
 class Pool:
     def alloc(self, n):
@@ -316,6 +322,12 @@ def test_a_module_split_into_a_package_is_followed_by_definition(tmp_path: Path,
     assert b"        self.count += 1\n" in text and b"        return int(size)\n" in text
     assert text.replace(b"        self.count += 1\n", b"") == release["pkg/mod/pool.py"]
     assert "Pool.alloc merged three-way" in done.why[1]
+    # With an import the change needs: carried beside the release file's own imports.
+    both = after.replace(b"import os\n", b"import os\nimport sys\n")
+    done = _follow(tmp_path, both, release, merger)
+    assert done.carried and list(done.texts) == ["pkg/mod/pool.py"]
+    assert done.texts["pkg/mod/pool.py"].startswith(b"import os\nimport sys\n\nONE = 1\n")
+    assert "the imports it adds" in done.why[1]
 
 
 def test_moved_code_is_named_not_carried_when_in_doubt(tmp_path: Path, merger: Any) -> None:
@@ -324,9 +336,13 @@ def test_moved_code_is_named_not_carried_when_in_doubt(tmp_path: Path, merger: A
     twin = b"class Other:\n    def free(self, k):\n        return k\n"
     done = _follow(tmp_path, after, {"pkg/a.py": twin, "pkg/b.py": twin}, merger)
     assert not done.carried and "may be in pkg/a.py, pkg/b.py" in done.why[1]
-    # A module-level hunk has no definition to follow: the file's hunks stay together in the reject file.
+    # A hunk that only adds imports goes with the file's other hunks: alone, it is not carried.
     imports = OLD_MODULE.replace(b"import os\n", b"import os\nimport sys\n")
     done = _follow(tmp_path, imports, {"pkg/mod/pool.py": OLD_MODULE}, merger)
+    assert not done.carried and "imports only" in done.why[1]
+    # Other module-level code has no definition to follow: the file's hunks stay together in the reject file.
+    code = OLD_MODULE.replace(b"import os\n", b"import os\nLIMIT = 4\n")
+    done = _follow(tmp_path, code, {"pkg/mod/pool.py": OLD_MODULE}, merger)
     assert not done.carried and "module level" in done.why[1]
     # The release's definition conflicts with the change: named.
     clash = OLD_MODULE.replace(b"        size = n * 2\n", b"        size = n * 3\n")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from sgpatch.series.absorb import changed_span, innermost
 from sgpatch.series.engine import HunkFailure, apply_file
 from sgpatch.series.hunks import only
-from sgpatch.series.patch import FilePatch, split_lines
+from sgpatch.series.patch import FilePatch, Hunk, split_lines
 from sgpatch.series.upstream import Outline, outline
 
 Merge = Callable[[bytes, bytes, bytes], tuple[bytes, int]]
@@ -109,13 +109,16 @@ def follow(
         return Followed()
     quals: dict[int, str] = {}
     why: dict[int, str] = {}
+    imports: dict[int, list[bytes]] = {}
     for hunk in fp.hunks:
         first, last = changed_span(hunk)
         qual = innermost(o_before, first, last)
-        if not qual or len(o_before.definitions.get(qual, ())) != 1:
-            why[hunk.index] = "at module level: no definition to follow"
-        else:
+        if qual and len(o_before.definitions.get(qual, ())) == 1:
             quals[hunk.index] = qual
+        elif (lines := _imports_only(hunk)) is not None:
+            imports[hunk.index] = lines
+        else:
+            why[hunk.index] = "at module level: no definition to follow"
     wanted = {q.rpartition(".")[2] for q in quals.values()} | _definition_names(o_before)
     top = "/".join(fp.path.split("/")[:-1][:2])  # the package the file stood in, two levels at most
     py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != fp.path]
@@ -148,6 +151,21 @@ def follow(
         texts[target] = merged
         carried += 1
         why[hunk.index] = f"carried to {target}: {quals[hunk.index]} merged three-way against its old definition"
+    targets = set(where.values())
+    for index, lines in imports.items():
+        if len(targets) != 1 or carried != len(quals):
+            why[index] = "imports only: carried with the file's other hunks, which are not all carried"
+            continue
+        (target,) = targets
+        text = texts.get(target, found[target][0] if target in found else b"")
+        with_them = _add_imports(text, lines)
+        if with_them is None:
+            why[index] = f"imports only, but {target} has no import block to put them in"
+            continue
+        texts[target] = with_them
+        carried += 1
+        where[index] = target
+        why[index] = f"carried to {target}: the imports it adds, beside the file's own"
     if carried != len(fp.hunks):
         return Followed({}, where, why)
     return Followed(texts, where, why)
@@ -172,6 +190,35 @@ def _target(qual: str, found: Mapping[str, tuple[bytes, set[str]]], share: Mappi
     if not top:
         return None, f"{qual} is defined nowhere in the release"
     return None, f"{qual} may be in {', '.join(sorted(top)[:4])}"
+
+
+_IMPORT = re.compile(rb"^(?:import|from)[ \t]+[A-Za-z_][\w.]*(?:[ \t]+import[ \t]+[\w, \t]+)?[ \t]*(?:#.*)?\r?\n?$")
+
+
+def _imports_only(hunk: Hunk) -> list[bytes] | None:
+    """The import lines a module-level hunk adds, when it changes only whole one-line imports; else None."""
+    added = [ln for _, ln in hunk.added if ln.strip()]
+    kept = set(hunk.new)
+    removed = [ln for ln in hunk.old if ln not in kept and ln.strip()]
+    if not added or not all(_IMPORT.match(ln) for ln in [*added, *removed]):
+        return None
+    return added
+
+
+def _add_imports(text: bytes, lines: Sequence[bytes]) -> bytes | None:
+    """``text`` with the import ``lines`` it lacks after its last module-level import; None if it has none."""
+    tree = outline(text)
+    lines_of = split_lines(text)
+    if tree is None:
+        return None
+    present = {ln.strip() for ln in lines_of}
+    wanted = [ln if ln.endswith(b"\n") else ln + b"\n" for ln in lines if ln.strip() not in present]
+    if not wanted:
+        return text
+    last = max((n for n, ln in enumerate(lines_of, start=1) if _IMPORT.match(ln)), default=None)
+    if last is None:
+        return None
+    return b"".join([*lines_of[:last], *wanted, *lines_of[last:]])
 
 
 def _defines(data: bytes, qual: str, *, exact: bool) -> bool:
