@@ -1296,6 +1296,30 @@ for _id, _fault, _exit, _expect, _kept in [
 ]:
     case(_id, UPGRADE, _fault, _exit, _expect, _kept)
 case(
+    "port-resolve-not-a-conflict",
+    UPGRADE,
+    "`sgpatch port --resolve upstream no/such.py` on slime's port stopped on 0.5.12.post1",
+    2,
+    "not a conflicting file of",
+    _STOPPED,
+)
+case(
+    "port-resolve-edited-file",
+    UPGRADE,
+    "`sgpatch port --resolve patch FILE` where the person already edited FILE since the stop",
+    0,
+    "untouched",
+    "the person's file byte for byte",
+)
+case(
+    "resolution-store-crafted",
+    UPGRADE,
+    "a kept resolution in .sgpatch-resolutions/ whose sides do not hash to its name, or a store that is a link",
+    None,
+    "a miss: the conflict stays marked",
+    "the stop's files as the merge left them",
+)
+case(
     "port-continue-killed-stopping",
     UPGRADE,
     "SIGKILL of `sgpatch port --continue` after it recorded the next stop (0006 conflicts too), before moving there",

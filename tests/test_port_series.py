@@ -34,12 +34,14 @@ PATCH = "0001-slime-the-rl-framework-s-changes-to-sglang-0-5-9.patch"
 NEW = "0.5.12.post1-cu130"
 RECORD = "sgpatch-port.json"
 SGPATCH = [sys.executable, "-m", "sgpatch.cli"]
-GONE = {  # the files 0.5.12.post1 no longer has, and where their code went (None: nowhere alike)
-    "python/sglang/srt/layers/moe/routed_experts_capturer.py": None,
+GONE = {  # the files 0.5.12.post1 no longer has, and where their code went (by its lines, else its definitions)
+    "python/sglang/srt/layers/moe/routed_experts_capturer.py": "python/sglang/srt/state_capturer/routed_experts.py",
     "python/sglang/srt/managers/scheduler_metrics_mixin.py": (
         "python/sglang/srt/observability/scheduler_metrics_mixin.py"
     ),
-    "python/sglang/srt/managers/tokenizer_communicator_mixin.py": None,
+    "python/sglang/srt/managers/tokenizer_communicator_mixin.py": (
+        "python/sglang/srt/managers/tokenizer_control_mixin.py"
+    ),
     "python/sglang/srt/metrics/collector.py": "python/sglang/srt/observability/metrics_collector.py",
 }
 MOVED_TO = "python/sglang/srt/observability/metrics_collector.py"
@@ -390,10 +392,8 @@ def test_slime_onto_0510_stops_resolves_and_verifies(slime_project: tuple[Path, 
     assert "then run 'sgpatch port --continue' (or 'sgpatch port --abort' to give the port up)" in out
     co = proj / ".sgpatch/checkouts/0.5.10-cu130"
     rejects = sorted(str(r.relative_to(co)) for r in co.rglob("*.rej"))
-    assert rejects == [
-        "python/sglang/srt/managers/scheduler_metrics_mixin.py.rej",
-        "python/sglang/srt/metrics/collector.py.rej",
-    ]
+    # scheduler_metrics_mixin.py moved to observability/: its hunk followed get_load there (issue 27).
+    assert rejects == ["python/sglang/srt/metrics/collector.py.rej"]
     assert resolve(co) > 0
     for rej in rejects:
         (co / rej).unlink()
@@ -404,3 +404,4 @@ def test_slime_onto_0510_stops_resolves_and_verifies(slime_project: tuple[Path, 
     assert verified.returncode == 0, verified.stdout
     (patch,) = read_series(proj / "patches/0.5.10").patches
     assert patch.name == PATCH and not {f.path for f in patch.files} & {r.removesuffix(".rej") for r in rejects}
+    assert "python/sglang/srt/observability/scheduler_metrics_mixin.py" in {f.path for f in patch.files}

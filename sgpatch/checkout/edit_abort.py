@@ -22,12 +22,12 @@ from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.project import lock_project
 from sgpatch.checkout.stop.record import RecordError
 from sgpatch.config import Config, Stack, parse_config
+from sgpatch.config.pins import FilePin, set_file_pins
 from sgpatch.errors import CheckoutError, ConfigError, SgpatchError
 from sgpatch.git.batch import read_objects
 from sgpatch.git.repo import Git
 from sgpatch.git.worktree import delete_ref
 from sgpatch.lock import pause, signals_deferred
-from sgpatch.config.pins import FilePin, set_file_pins
 from sgpatch.series.patch import Series
 
 

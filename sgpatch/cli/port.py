@@ -43,6 +43,18 @@ def port(
         bool, typer.Option("--continue", help="go on after resolving the conflict a port stopped at")
     ] = False,
     abort: Annotated[bool, typer.Option("--abort", help="give up the port in progress; nothing was written")] = False,
+    resolve: Annotated[
+        str | None,
+        typer.Option(
+            "--resolve",
+            metavar="suggested|upstream|patch",
+            help="write choices into the stopped port's conflicts for review (PATHs: only those files)",
+        ),
+    ] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="print the report as Markdown, for the bump pull request")
+    ] = False,
+    paths: Annotated[list[str] | None, typer.Argument(help="with --resolve: the files", show_default=False)] = None,
     no_cache: NoCacheOpt = False,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -56,8 +68,21 @@ def port(
     from sgpatch.cli.render import dumps, render_abort, render_port
     from sgpatch.errors import SgpatchError as Bad
 
-    if resume and abort:
-        raise Bad("give --continue or --abort, not both")
+    if sum(map(bool, (resume, abort, resolve is not None))) > 1:
+        raise Bad("give one of --continue, --abort and --resolve")
+    if resolve is not None:
+        from sgpatch.cli.render_port import render_resolve
+        from sgpatch.port.resolve import resolve_port
+
+        cfg = _config(config)
+        from sgpatch.port import find_port
+
+        files = tuple([*([stack] if stack else []), *(paths or [])])
+        done = resolve_port(cfg, find_port(cfg, None, to or None, checkout), resolve, files)
+        echo_json(dumps(done.as_dict())) if json_out else echo(render_resolve(done))
+        return
+    if paths:
+        raise Bad(f"unexpected argument {paths[0]!r}: only --resolve takes PATHs")
     if (resume or abort) and (dry_run or force or strict or commit or source != "pypi"):
         raise Bad("--continue and --abort take only STACK, --to, --checkout and --config")
     if not (to or resume or abort):
@@ -88,7 +113,15 @@ def port(
             cache=_cache(no_cache),
             progress=_progress(json_out),
         )
-    echo_json(dumps(result.as_dict())) if json_out else echo(render_port(result))
+    from sgpatch.port.chain import settle
+
+    result = settle(cfg, result, progress=_progress(json_out))
+    if markdown and not json_out:
+        from sgpatch.port.report import render_bump
+
+        echo(render_bump(result))
+    else:
+        echo_json(dumps(result.as_dict())) if json_out else echo(render_port(result))
     if not result.ok:
         raise typer.Exit(1)
 

@@ -365,8 +365,16 @@ def _files_table(p: PortedPatch) -> list[str]:
         cells = ", ".join(_hunk_cell(h) for h in f.hunks) or f.detail
         if f.gone:
             cells += f" (not in the release{'; moved to ' + f.renamed + '?' if f.renamed else ''})"
-        rows.append((f.path, f.state, cells))
-    return [f"  {ln}" for ln in _table(rows, ("file", "state", "hunks"))]
+        rows.append((f.path, f.state, cells, f.suggestion or "-"))
+    lines = [f"  {ln}" for ln in _table(rows, ("file", "state", "hunks", "suggestion"))]
+    suggested = [(f.path, h) for f in p.files for h in f.hunks if h.suggestion]
+    if suggested:
+        lines.append("")
+        lines.append(
+            f"{p.name}: suggestions for the conflicting hunks ('sgpatch port --resolve suggested' writes them):"
+        )
+        lines.extend(f"  {path} #{h.index}: {h.suggestion}: {h.evidence}" for path, h in suggested)
+    return lines
 
 
 def render_port(result: PortResult) -> str:
@@ -416,6 +424,11 @@ def render_port(result: PortResult) -> str:
         lines.extend(_table([(m.old.id, m.status, m.detail) for m in moved], ("anchor", "status", "detail")))
     lines.append("")
     lines.extend(f"note: {n}" for n in result.notes)
+    if result.replayed:
+        lines.append(
+            f"replayed: the resolutions kept in .sgpatch-resolutions/ settle every conflict of {len(result.replayed)} "
+            "file(s): " + ", ".join(result.replayed)
+        )
     if result.stopped is not None:
         lines.append(f"port: STOPPED at {result.stopped} for a person; VERSIONS.toml and patches/ are unchanged")
         lines.extend(f"  {i}. {step}" for i, step in enumerate(result.next_steps, start=1))

@@ -17,11 +17,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from sgpatch.git.diff import merge_file
+from sgpatch.port.moved import KeptFiles, follow
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
 from sgpatch.pyast import parses_shared
-from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, carry_file, file_state
+from sgpatch.series.absorb import suggest
+from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state
 from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -82,10 +84,15 @@ def _carry(
 
     labels = (new_label, old_label, f"{patch.name} on {old_label}")
 
+    merged: dict[tuple[bytes, bytes, bytes], tuple[bytes, int]] = {}  # by content: a hunk is merged once
+
     def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
-        return merge_file(run.g, current, base, other, labels)
+        if (current, base, other) not in merged:
+            merged[current, base, other] = merge_file(run.g, current, base, other, labels)
+        return merged[current, base, other]
 
     outcomes: list[FileOutcome] = []
+    carried: Files = {}  # release files the hunks of a missing file were carried into (``moved``)
     for fp in patch.files:
         b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
         with parses_shared():  # the hunk tests, the file-level tests and the duplicate check parse each text once
@@ -97,8 +104,44 @@ def _carry(
                     outcome = carry_file(fp, b, a, n, merge, whole=whole)
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
+            if b is not None and run.release is not None:
+                busy = frozenset(f.path for f in patch.files) | frozenset(carried)
+                outcome, into = _follow(run, fp, outcome, b, merge, busy)
+                carried.update(into)
+        elif outcome.verdict.state == "conflict" and b is not None and n is not None and fp.hunks:
+            hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge))
+            outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
         outcomes.append(outcome)
-    return _verdict(patch, outcomes, old_label, new_label)
+    ported, texts = _verdict(patch, outcomes, old_label, new_label)
+    return ported, ({**texts, **carried} if texts is not None else None)
+
+
+def _follow(
+    run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes, merge: Merge, busy: frozenset[str]
+) -> tuple[FileOutcome, Files]:
+    """A missing file's hunks carried to where their definitions now stand (``moved``), or those files named."""
+    release = run.release
+    assert release is not None
+    if not isinstance(release, KeptFiles):  # every missing file scans the same package: read it once
+        release = KeptFiles(release.names, release.read)
+        run.release = release
+    followed = follow(fp, old, release.names(fp.path.split("/", 1)[0]), release.read, run.current, merge, busy=busy)
+    v = outcome.verdict
+    hunks = tuple(
+        dataclasses.replace(h, detail=f"{h.detail}; {followed.why[h.index]}") if h.index in followed.why else h
+        for h in v.hunks
+    )
+    places = sorted(set(followed.where.values()))
+    if followed.carried:
+        hunks = tuple(dataclasses.replace(h, state="merged", detail=followed.why[h.index]) for h in v.hunks)
+        detail = f"moved: carried to {', '.join(places)} by definition"
+        verdict = dataclasses.replace(
+            v, state="merged", hunks=hunks, detail=detail, gone=False, renamed=", ".join(places)
+        )
+        return dataclasses.replace(outcome, verdict=verdict), {**followed.texts}
+    renamed = v.renamed or ", ".join(places)
+    detail = v.detail + (f"; its definitions now stand in {', '.join(places)}" if places else "")
+    return dataclasses.replace(outcome, verdict=dataclasses.replace(v, hunks=hunks, detail=detail, renamed=renamed)), {}
 
 
 def _whole_file(patch: Patch, fp: FilePatch, before: Files, after: Files, new: Files) -> tuple[str, str] | None:
@@ -121,6 +164,8 @@ def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_lab
     """A file the release lacks: name the release file it seems to have become."""
     path = outcome.verdict.path
     found = None
+    if run.release is not None and not isinstance(run.release, KeptFiles):  # read once for every missing file
+        run.release = KeptFiles(run.release.names, run.release.read)
     if run.release is not None:
         wanted = candidates(path, run.release.names(path.split("/", 1)[0]))
         read = {**run.release.read([f for f in wanted if f not in run.current])}

@@ -12,9 +12,13 @@ turn into a link, a mention or HTML.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Sequence
 
-from sgpatch.port.verdict import counts
+from sgpatch.port.result import PortResult
+from sgpatch.port.verdict import PortedPatch, counts
 from sgpatch.port.watched import ERROR, NEEDS_PERSON, PORTED, WatchedRelease
+from sgpatch.series.hunks import FileVerdict
 
 MAX_REPORT = 60_000  # characters: under a pull request body's 65,536
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
@@ -60,6 +64,71 @@ def render_report(r: WatchedRelease, *, base: str) -> str:
     return text
 
 
+# What a file became, in the words of a bump pull request (``fate``).
+CARRIED, MERGED, DROPPED, MOVED, PERSON, RESOLVED = (
+    "carried",
+    "merged",
+    "dropped as upstream",
+    "moved",
+    "needs a person",
+    "resolved by a person",
+)
+FATES = (CARRIED, MERGED, DROPPED, MOVED, PERSON, RESOLVED)
+
+
+def fate(p: PortedPatch, f: FileVerdict) -> tuple[str, str]:
+    """(what the file became, the evidence) for the bump report."""
+    if f.state in ("upstream", "superseded"):
+        proofs = sorted({h.proof or h.detail for h in f.hunks if h.proof or h.detail}) or [f.detail]
+        return DROPPED, "; ".join(proofs)
+    if p.state == "resolved":
+        return RESOLVED, f.detail
+    if f.renamed and not f.gone:
+        return MOVED, f"{f.path} -> {f.renamed}: {f.detail}"
+    if f.gone:
+        where = f"moved to {f.renamed}? " if f.renamed else ""
+        return PERSON, f"{where}the release has no {f.path} ({f.detail}): its hunks wait in a reject file"
+    if f.state == "conflict":
+        suggested = [f"#{h.index} {h.suggestion}: {h.evidence}" for h in f.hunks if h.suggestion]
+        held = sum(1 for h in f.hunks if h.state == "conflict")
+        why = f"{held} hunk(s) conflict" + (f"; suggested: {'; '.join(suggested)}" if suggested else "")
+        return PERSON, why
+    dropped = [h for h in f.hunks if h.state in ("upstream", "superseded")]
+    tail = f"; {len(dropped)} hunk(s) dropped as upstream" if dropped else ""
+    return (MERGED if f.state == "merged" else CARRIED), f"{f.detail}{tail}"
+
+
+def bump_lines(patches: Sequence[PortedPatch]) -> list[str]:
+    """Per patch and file: carried, merged, dropped as upstream (with the evidence), moved, needs a person;
+    then the totals (Markdown, for a bump pull request)."""
+    lines = [_row("patch", "file", "became", "evidence"), _row("---", "---", "---", "---")]
+    tally: Counter[str] = Counter()
+    for p in patches:
+        for f in p.files:
+            became, why = fate(p, f)
+            tally[became] += 1
+            lines.append(_row(code(p.name), code(f.path), f"**{became}**", code(why)))
+    lines += ["", "files: " + ", ".join(f"{tally[s]} {s}" for s in FATES if tally[s])]
+    return lines
+
+
+def render_bump(result: PortResult) -> str:
+    """A port as a pull request body: the release, then ``bump_lines`` and what is left to do."""
+    lines = [f"# sglang {result.version}: {result.old_stack} -> {result.new_stack}", ""]
+    lines += [f"- source {code(a.filename)} sha256 {code(a.sha256)}" for a in result.artifacts]
+    lines += ["", "## Files", "", *bump_lines(result.patches), ""]
+    if result.stopped is not None:
+        lines += [f"The port stopped at {code(result.stopped)} for a person: VERSIONS.toml and patches/ are unchanged."]
+    elif result.failures:
+        lines += ["## Failures", "", *(f"- {code(x)}" for x in result.failures)]
+    elif not result.dry_run:
+        lines += [f"Written: {', '.join(code(str(w)) for w in result.written)}"]
+    text = "\n".join(lines).rstrip() + "\n"
+    if len(text) > MAX_REPORT:
+        text = text[:MAX_REPORT].rsplit("\n", 1)[0] + "\n\n(cut here: `sgpatch port --json` has all of it)\n"
+    return text
+
+
 def _patches(r: WatchedRelease) -> list[str]:
     assert r.port is not None
     lines = ["## Patches", "", _row("patch", "classification", "evidence"), _row("---", "---", "---")]
@@ -69,6 +138,8 @@ def _patches(r: WatchedRelease) -> list[str]:
         if unmet:
             evidence += "; Obsolete-If not met: " + "; ".join(unmet)
         lines.append(_row(code(p.name), f"**{p.state}**", code(evidence)))
+    if any(p.files for p in r.port.patches):
+        lines += ["", "### File by file", "", *bump_lines(r.port.patches)]
     hunks = [(p, f, h) for p in r.port.patches for f in p.files for h in f.hunks]
     if hunks:
         lines += ["", "### File by file, hunk by hunk", ""]

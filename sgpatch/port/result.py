@@ -35,6 +35,7 @@ class PortResult:
     stopped: str | None = None  # the patch the port stopped at, for a person (its checkout holds the conflict)
     rejects: tuple[str, ...] = ()  # reject files left for files the release lacks
     next_steps: tuple[str, ...] = ()  # what the person does next, at a stop
+    replayed: tuple[str, ...] = ()  # files whose every conflict a kept resolution settled (``reuse``)
 
     @property
     def ok(self) -> bool:
@@ -64,4 +65,14 @@ class PortResult:
             "written": [str(p) for p in self.written],
             "failures": list(self.failures),
             "notes": list(self.notes),
+            "replayed": list(self.replayed),
         }
+
+    @property
+    def settled(self) -> bool:
+        """Stopped, but every conflict of the stopped patch settled by kept resolutions (no reject file either)."""
+        if self.stopped is None or self.rejects:
+            return False
+        stopped = next((p for p in self.patches if p.name == self.stopped), None)
+        marked = {f.path for f in stopped.files if f.regions} if stopped else {""}
+        return bool(marked) and marked <= set(self.replayed)

@@ -34,6 +34,7 @@ from sgpatch.port.outputs import Plan, PortContext, check_series_dir, new_stack_
 from sgpatch.port.rebase import CheckoutFiles, Rebase, commit_kept, load_old
 from sgpatch.port.record import STOP_REF, checked, clear_record, load_record, read_record, write_record
 from sgpatch.port.result import PortResult
+from sgpatch.port.reuse import learn_from, replay_stop
 from sgpatch.port.stack import new_stack
 from sgpatch.port.stop import new_record, settle_stop, stop_at, take_resolution
 from sgpatch.port.verdict import PortedPatch
@@ -105,6 +106,7 @@ def _continue(
     version = record["version"]
     base = record["base"]
     new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
+    learn_from(config.root, g, record, new_head)  # kept for later ports of the series (reuse)
     *previous, conflicted = ported
     kept = [str(k) for k in record["kept"]]
     if carries:
@@ -146,8 +148,9 @@ def _continue(
         stopped = new_record(port, conflict_at, existed_empty=False)
         stopped["decided"] = [p.record() for p in previous] + stopped["decided"]
         stopped.update(existed_empty=record.get("existed_empty", False), replaced=record.get("replaced"))
-        result = dataclasses.replace(result, failures=failures)
-        return stop_at(plan, stopped, run, conflict_at, files or {}, result, head=new_head, into=g.root, target=g.root)
+        files, replayed = replay_stop(config.root, files or {})
+        result = dataclasses.replace(result, failures=failures, replayed=replayed)
+        return stop_at(plan, stopped, run, conflict_at, files, result, head=new_head, into=g.root, target=g.root)
     ready = prepare_in_place(port, result)
     if ready.result.failures:  # the record stays: the person fixes the resolution and continues again
         steps = (

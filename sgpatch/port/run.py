@@ -58,6 +58,7 @@ from sgpatch.port.rebase import (
 )
 from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
+from sgpatch.port.reuse import replay_stop
 from sgpatch.port.stack import Background, WheelsAgree, make_checkout, new_stack
 from sgpatch.port.stop import new_record, stop_at
 from sgpatch.results import Progress
@@ -215,7 +216,8 @@ def _port(
         if dry_run:
             return dataclasses.replace(result, failures=failures)
         record = new_record(port, conflict_at, existed_empty=existed_empty)
-        result = dataclasses.replace(result, failures=failures)
+        conflict_files, replayed = replay_stop(config.root, conflict_files or {})
+        result = dataclasses.replace(result, failures=failures, replayed=replayed)
         return stop_at(
             plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target
         )

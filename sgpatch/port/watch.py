@@ -2,8 +2,10 @@
 
 ``watch`` asks pip's index which releases exist (sgpatch.source.versions) and
 takes those newer, by PEP 440, than the newest stack on the base stack's line
-(its ``local_label``: ``cu130``).  Each is ported from the base stack, on its
-own (a release that stops does not hold up the next one), **in a scratch copy
+(its ``local_label``: ``cu130``).  Each is ported from the newest stack written
+so far (a chain: the base stack, then each stack this watch writes; a release
+that stops does not hold up the next one, which is ported from the last stack
+written), with the resolutions kept in the project replayed (``reuse``), **in a scratch copy
 of the project** (VERSIONS.toml and the series directories), with the new
 stack's checkout where ``port`` puts it (``.sgpatch/checkouts/<stack>``):
 
@@ -38,10 +40,12 @@ from sgpatch.config import Config, Stack, load_config
 from sgpatch.errors import ConfigError, EnvironmentFailure, SgpatchError
 from sgpatch.git.diff import diff_patch
 from sgpatch.git.repo import Git
+from sgpatch.port.chain import settle
 from sgpatch.port.outputs import new_stack_name
 from sgpatch.port.record import STOP_REF
 from sgpatch.port.report import render_report
 from sgpatch.port.result import PortResult
+from sgpatch.port.reuse import STORE
 from sgpatch.port.run import port_stack
 from sgpatch.port.watched import (
     ERROR,
@@ -117,17 +121,20 @@ def _watch(
         new = [str(Version(only))]
     out_dir = out if out is not None else config.root / "watch"
     releases: list[WatchedRelease] = []
+    chain = base
     for version in new:
-        name = new_stack_name(base, version)
+        name = new_stack_name(chain, version)
         if dry_run:
             releases.append(WatchedRelease(version, name, NEW))
             continue
         if progress:
-            progress(f"watch: porting {base.name} to sglang {version}")
-        done = _port_one(config.path, base.name, version, out_dir, cache=cache, progress=progress)
+            progress(f"watch: porting {chain.name} to sglang {version}")
+        done = _port_one(config.path, chain.name, version, out_dir, cache=cache, progress=progress)
         report = out_dir / f"{version}.md"
-        write_atomic(report, render_report(done, base=base.name).encode())
+        write_atomic(report, render_report(done, base=chain.name).encode())
         releases.append(replace(done, report=report))
+        if done.port is not None and done.port.written:  # a chain: the next release is ported from this stack
+            chain = load_config(config.path).stack(done.stack)
     return WatchResult(base.name, str(newest), listed.index, tuple(releases), listed.skipped, dry_run)
 
 
@@ -142,6 +149,9 @@ def _scratch(config_path: Path, into: Path) -> Config:
             raise ConfigError(f"{config.path}: stack {stack.name}: its series is outside the project") from None
         if stack.series_dir.is_dir() and not (into / rel).exists():
             shutil.copytree(stack.series_dir, into / rel, symlinks=True)
+    kept = config.root / STORE  # the resolutions kept in the project, replayed by the ports
+    if kept.is_dir() and not kept.is_symlink():
+        shutil.copytree(kept, into / STORE, symlinks=True)
     return load_config(into / config_path.name)
 
 
@@ -156,6 +166,7 @@ def _port_one(
         scratch = _scratch(config_path, Path(tmp))
         try:
             result = port_stack(scratch, base, version, checkout=target, cache=cache, progress=progress)
+            result = settle(scratch, result, progress=progress)  # conflicts kept resolutions settle
         except EnvironmentFailure:
             raise
         except SgpatchError as exc:

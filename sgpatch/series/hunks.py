@@ -48,6 +48,8 @@ class HunkVerdict:
     detail: str = ""
     proof: str = ""  # upstream: reverse-apply, ast-equal or verbatim
     offset: int | None = None  # applies: how far it moved (new line - old line)
+    suggestion: str = ""  # conflict: take-upstream, take-patch or combine (sgpatch.series.absorb); "" for none
+    evidence: str = ""  # why that suggestion
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,8 @@ class HunkVerdict:
             "detail": self.detail,
             "proof": self.proof,
             "offset": self.offset,
+            "suggestion": self.suggestion or None,
+            "evidence": self.evidence,
         }
 
     @classmethod
@@ -69,6 +73,8 @@ class HunkVerdict:
             str(d.get("detail", "")),
             str(d.get("proof", "")),
             int(offset) if offset is not None else None,
+            str(d.get("suggestion") or ""),
+            str(d.get("evidence", "")),
         )
 
 
@@ -94,7 +100,14 @@ class FileVerdict:
             "regions": [list(r) for r in self.regions],
             "gone": self.gone,
             "renamed": self.renamed,
+            "suggestion": self.suggestion or None,
         }
+
+    @property
+    def suggestion(self) -> str:
+        """The suggestion every conflicting hunk shares ("" when they differ or one has none)."""
+        found = {h.suggestion for h in self.hunks if h.state == "conflict"}
+        return found.pop() if len(found) == 1 else ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FileVerdict:

@@ -1,0 +1,262 @@
+"""Follow moved code (issue 27): the hunks of a file the release lacks, carried to where their definitions went.
+
+Each hunk that changes one function or class of the old file is followed by that definition's name: the release
+file that defines the same qualified name (``Class.method``), else the one file among those defining the bare
+name that shares most of the old file's definition names (a module renamed, or split into a package).  There
+the hunk is carried by a three-way merge of the definition alone: the release's definition gains the change
+from the old definition to the old definition with the hunk.  A hunk at module level, one whose definition is
+found nowhere (or in several files alike), or one whose merge conflicts is named, not carried; the file's
+hunks are carried only when every one of them is (else the reject file keeps them all and names the files).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sgpatch.series.absorb import changed_span, innermost
+from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.hunks import only
+from sgpatch.series.patch import FilePatch, Hunk, split_lines
+from sgpatch.series.upstream import Outline, outline
+
+Merge = Callable[[bytes, bytes, bytes], tuple[bytes, int]]
+Reader = Callable[[Sequence[str]], Mapping[str, bytes | None]]
+MAX_FILES = 6000  # Python files of the release scanned for a definition's name
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """Where the hunks of a missing file went."""
+
+    texts: dict[str, bytes] = field(default_factory=dict)  # release files with the hunks carried in (all, or none)
+    where: dict[int, str] = field(default_factory=dict)  # hunk index -> the file its definition stands in now
+    why: dict[int, str] = field(default_factory=dict)  # hunk index -> what happened to it, in words
+
+    @property
+    def carried(self) -> bool:
+        return bool(self.texts)
+
+
+class KeptFiles:
+    """A release's files read once for the whole port (each missing file scans the same package)."""
+
+    def __init__(self, names: Callable[[str], list[str]], read: Reader) -> None:
+        self._names, self._read = names, read
+        self._listed: dict[str, list[str]] = {}
+        self._files: dict[str, bytes | None] = {}
+
+    def names(self, top: str) -> list[str]:
+        if top not in self._listed:
+            self._listed[top] = self._names(top)
+        return self._listed[top]
+
+    def read(self, paths: Sequence[str]) -> dict[str, bytes | None]:
+        missing = [p for p in paths if p not in self._files]
+        if missing:
+            self._files.update(self._read(missing))
+        return {p: self._files[p] for p in paths}
+
+
+def _definition_names(o: Outline) -> set[str]:
+    return {q.rpartition(".")[2] for q in o.definitions}
+
+
+_DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+@functools.lru_cache(maxsize=8192)
+def _defined(data: bytes) -> frozenset[str]:
+    """The names ``data`` defines with ``def`` or ``class`` (at any depth), read as text."""
+    return frozenset(m.group(1).decode() for m in _DEFINES.finditer(data))
+
+
+def _scan(names: set[str], paths: Sequence[str], read: Reader) -> dict[str, tuple[bytes, set[str]]]:
+    """The files among ``paths`` that define one of ``names``: their text and which names they define."""
+    if not names:
+        return {}
+    found: dict[str, tuple[bytes, set[str]]] = {}
+    for path, data in read(paths).items():
+        if data is None:
+            continue
+        hits = set(_defined(data) & names)
+        if hits:
+            found[path] = (data, hits)
+    return found
+
+
+def _indent(line: bytes) -> bytes:
+    return line[: len(line) - len(line.lstrip(b" \t"))]
+
+
+def follow(
+    fp: FilePatch,
+    before: bytes,
+    names: Sequence[str],
+    read: Reader,
+    current: Mapping[str, bytes | None],
+    merge: Merge,
+    *,
+    busy: frozenset[str] = frozenset(),
+) -> Followed:
+    """Carry ``fp`` (a file the release lacks; ``before``: its old text) to the files of the release (``names``,
+    read by ``read``; ``current``: the files as the series so far left them).  ``busy``: files the patch itself
+    changes (never carried into: its own section decides them)."""
+    o_before = outline(before)
+    if o_before is None or not fp.path.endswith(".py"):
+        return Followed()
+    quals: dict[int, str] = {}
+    why: dict[int, str] = {}
+    imports: dict[int, list[bytes]] = {}
+    for hunk in fp.hunks:
+        first, last = changed_span(hunk)
+        qual = innermost(o_before, first, last)
+        if qual and len(o_before.definitions.get(qual, ())) == 1:
+            quals[hunk.index] = qual
+        elif (lines := _imports_only(hunk)) is not None:
+            imports[hunk.index] = lines
+        else:
+            why[hunk.index] = "at module level: no definition to follow"
+    wanted = {q.rpartition(".")[2] for q in quals.values()} | _definition_names(o_before)
+    top = "/".join(fp.path.split("/")[:-1][:2])  # the package the file stood in, two levels at most
+    py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != fp.path]
+    py = py[:MAX_FILES]
+    found = _scan(wanted, [p for p in py if p in current], lambda paths: {p: current[p] for p in paths})
+    found.update(_scan(wanted, [p for p in py if p not in current], read))
+    mine = _definition_names(o_before)
+    share = {path: len(hits & mine) for path, (_, hits) in found.items()}
+    where: dict[int, str] = {}
+    for index, qual in quals.items():
+        target, note = _target(qual, found, share)
+        if target is None:
+            why[index] = note
+        else:
+            where[index] = target
+    texts: dict[str, bytes] = {}
+    carried = 0
+    for hunk in fp.hunks:
+        if hunk.index not in where:
+            continue
+        target = where[hunk.index]
+        if target in busy:
+            why[hunk.index] = f"{quals[hunk.index]} is in {target}, which the patch also changes"
+            continue
+        text = texts.get(target, found[target][0])
+        merged = _carry_one(fp, hunk.index, quals[hunk.index], o_before, before, text, merge)
+        if merged is None:
+            why[hunk.index] = f"{quals[hunk.index]} is in {target}, but the three-way merge there conflicts"
+            continue
+        texts[target] = merged
+        carried += 1
+        why[hunk.index] = f"carried to {target}: {quals[hunk.index]} merged three-way against its old definition"
+    targets = set(where.values())
+    for index, lines in imports.items():
+        if len(targets) != 1 or carried != len(quals):
+            why[index] = "imports only: carried with the file's other hunks, which are not all carried"
+            continue
+        (target,) = targets
+        text = texts.get(target, found[target][0] if target in found else b"")
+        with_them = _add_imports(text, lines)
+        if with_them is None:
+            why[index] = f"imports only, but {target} has no import block to put them in"
+            continue
+        texts[target] = with_them
+        carried += 1
+        where[index] = target
+        why[index] = f"carried to {target}: the imports it adds, beside the file's own"
+    if carried != len(fp.hunks):
+        return Followed({}, where, why)
+    return Followed(texts, where, why)
+
+
+def _target(qual: str, found: Mapping[str, tuple[bytes, set[str]]], share: Mapping[str, int]) -> tuple[str | None, str]:
+    """The one release file where ``qual`` now stands, or None and why.  Parsed only: the files defining its
+    outermost name too (the same qualified name), else those sharing most of the old file's names."""
+    outer, bare = qual.partition(".")[0], qual.rpartition(".")[2]
+    exact = [p for p, (data, hits) in found.items() if {outer, bare} <= hits and _defines(data, qual, exact=True)]
+    if len(exact) == 1:
+        return exact[0], ""
+    pool = exact or [p for p, (_, hits) in found.items() if bare in hits]
+    if not pool:
+        return None, f"{qual} is defined nowhere in the release"
+    best = max(share.get(p, 0) for p in pool)
+    top = [p for p in pool if share.get(p, 0) == best]
+    if not exact:
+        top = [p for p in top if _defines(found[p][0], qual, exact=False)]
+    if len(top) == 1 and best >= 2:
+        return top[0], ""
+    if not top:
+        return None, f"{qual} is defined nowhere in the release"
+    return None, f"{qual} may be in {', '.join(sorted(top)[:4])}"
+
+
+_IMPORT = re.compile(rb"^(?:import|from)[ \t]+[A-Za-z_][\w.]*(?:[ \t]+import[ \t]+[\w, \t]+)?[ \t]*(?:#.*)?\r?\n?$")
+
+
+def _imports_only(hunk: Hunk) -> list[bytes] | None:
+    """The import lines a module-level hunk adds, when it changes only whole one-line imports; else None."""
+    added = [ln for _, ln in hunk.added if ln.strip()]
+    kept = set(hunk.new)
+    removed = [ln for ln in hunk.old if ln not in kept and ln.strip()]
+    if not added or not all(_IMPORT.match(ln) for ln in [*added, *removed]):
+        return None
+    return added
+
+
+def _add_imports(text: bytes, lines: Sequence[bytes]) -> bytes | None:
+    """``text`` with the import ``lines`` it lacks after its last module-level import; None if it has none."""
+    tree = outline(text)
+    lines_of = split_lines(text)
+    if tree is None:
+        return None
+    present = {ln.strip() for ln in lines_of}
+    wanted = [ln if ln.endswith(b"\n") else ln + b"\n" for ln in lines if ln.strip() not in present]
+    if not wanted:
+        return text
+    last = max((n for n, ln in enumerate(lines_of, start=1) if _IMPORT.match(ln)), default=None)
+    if last is None:
+        return None
+    return b"".join([*lines_of[:last], *wanted, *lines_of[last:]])
+
+
+def _defines(data: bytes, qual: str, *, exact: bool) -> bool:
+    """Whether ``data`` defines ``qual`` once (``exact``), or its bare name once in any scope."""
+    o = outline(data)
+    if o is None:
+        return False
+    if exact:
+        return len(o.definitions.get(qual, ())) == 1
+    bare = qual.rpartition(".")[2]
+    return sum(len(defs) for q, defs in o.definitions.items() if q.rpartition(".")[2] == bare) == 1
+
+
+def _carry_one(
+    fp: FilePatch, index: int, qual: str, o_before: Outline, before: bytes, text: bytes, merge: Merge
+) -> bytes | None:
+    """``text`` with hunk ``index`` (inside ``qual``) merged into its definition there; None if it conflicts."""
+    hunk = fp.hunks[index - 1]
+    after = apply_file(before, only(fp, (hunk,)))
+    o_text = outline(text)
+    if isinstance(after, HunkFailure) or o_text is None:
+        return None
+    old = o_before.definitions[qual][0]
+    bare = qual.rpartition(".")[2]
+    theirs = o_text.definitions.get(qual) or tuple(
+        d for q, defs in o_text.definitions.items() if q.rpartition(".")[2] == bare for d in defs
+    )
+    if len(theirs) != 1:
+        return None
+    new = theirs[0]
+    b_lines, a_lines, t_lines = split_lines(before), split_lines(after), split_lines(text)
+    delta = len(a_lines) - len(b_lines)
+    old_def = b"".join(b_lines[old.start - 1 : old.end])
+    patched = b"".join(a_lines[old.start - 1 : old.end + delta])
+    new_def = b"".join(t_lines[new.start - 1 : new.end])
+    if _indent(b_lines[old.start - 1]) != _indent(t_lines[new.start - 1]):
+        return None
+    merged, conflicts = merge(new_def, old_def, patched)
+    if conflicts:
+        return None
+    return b"".join([*t_lines[: new.start - 1], merged, *t_lines[new.end :]])

@@ -1,0 +1,203 @@
+"""Resolutions are kept and reused (issue 27): what a person made of each conflict, replayed by later ports.
+
+At ``port --continue`` each diff3 conflict the stop left (the release's lines, the old base's, the patch's) is
+cut out of the person's resolution, by the plain text around it, and kept in the project's
+``.sgpatch-resolutions/`` directory (committed with the project, beside ``patches/``): one JSON file per
+conflict, named by the sha256 of its three sides (``key``), holding the sides and the resolution.  A later
+port of the series (another stack of the same line, a port given up and made again, ``watch``) that meets the
+same conflict, byte for byte, writes the kept resolution in place of its markers; the resolution then goes
+through every check ``port --continue`` runs, like any other.
+
+A kept file is data from outside: it is read only when it is a regular file of at most ``MAX_ENTRY`` bytes
+whose sides hash to its name; anything else is a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sgpatch.atomic import write_atomic
+from sgpatch.git.batch import read_blobs
+from sgpatch.git.repo import Git
+from sgpatch.series.absorb import Piece, Region, regions_of
+from sgpatch.series.patch import split_lines
+
+STORE = ".sgpatch-resolutions"
+MAX_ENTRY = 1 << 20
+_SCHEMA = 1
+
+
+def key(r: Region) -> str:
+    """The content key of one conflict: its old base, patch and release sides."""
+    h = hashlib.sha256(b"sgpatch-resolution-1\0")
+    for side in (r.base, r.theirs, r.ours):
+        joined = b"".join(side)
+        h.update(str(len(joined)).encode() + b"\0" + joined)
+    return h.hexdigest()
+
+
+def _cut(pieces: Sequence[Piece], resolved: bytes) -> list[tuple[Region, bytes]]:
+    """Each conflict of ``pieces`` with what stands in its place in ``resolved``, found by the plain text around
+    it: a conflict is cut out only where the runs before and after it can stand in one place only (the earliest
+    and the latest way to find them in order agree); the others are left out."""
+    runs: list[list[bytes]] = [[]]
+    regions: list[Region] = []
+    for piece in pieces:
+        if isinstance(piece, Region):
+            regions.append(piece)
+            runs.append([])
+        else:
+            runs[-1].append(piece)
+    lines = split_lines(resolved)
+    lead, mids, tail = runs[0], runs[1:-1], runs[-1]
+    if lines[: len(lead)] != lead or (tail and lines[len(lines) - len(tail) :] != tail):
+        return []
+    end = len(lines) - len(tail)
+
+    def at(run: list[bytes], i: int) -> bool:
+        return lines[i : i + len(run)] == run
+
+    early: list[int] = []
+    pos = len(lead)
+    for run in mids:
+        found = next((i for i in range(pos, end - len(run) + 1) if at(run, i)), None)
+        if found is None:
+            return []
+        early.append(found)
+        pos = found + len(run)
+    late: list[int] = []
+    pos = end
+    for run in reversed(mids):
+        found = next((i for i in range(pos - len(run), -1, -1) if at(run, i)), None)
+        if found is None:
+            return []
+        late.append(found)
+        pos = found
+    late.reverse()
+    fixed = [a if a == b and mids[k] else None for k, (a, b) in enumerate(zip(early, late, strict=True))]
+    out: list[tuple[Region, bytes]] = []
+    for k, region in enumerate(regions):
+        before = fixed[k - 1] if k else None
+        start = len(lead) if k == 0 else None if before is None else before + len(mids[k - 1])
+        stop = end if k == len(regions) - 1 else fixed[k]
+        if start is not None and stop is not None and start <= stop:
+            out.append((region, b"".join(lines[start:stop])))
+    return out
+
+
+def _text(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def learn(root: Path, stopped: Mapping[str, bytes | None], resolved: Mapping[str, bytes | None]) -> int:
+    """Keep what the person made of each conflict in ``stopped`` (path -> the text the stop left) as ``resolved``
+    has it; returns how many were kept."""
+    store = root / STORE
+    kept = 0
+    for path, text in stopped.items():
+        after = resolved.get(path)
+        pieces = regions_of(text) if text is not None else None
+        if not pieces or after is None:
+            continue
+        for region, resolution in _cut(pieces, after):
+            sides = [_text(b"".join(s)) for s in (region.ours, region.base, region.theirs)]
+            shown = _text(resolution)
+            if shown is None or any(s is None for s in sides):
+                continue
+            entry = {
+                "schema_version": _SCHEMA,
+                "path": path,
+                "release": sides[0],
+                "base": sides[1],
+                "patch": sides[2],
+                "resolution": shown,
+            }
+            if store.is_symlink():
+                return kept
+            store.mkdir(exist_ok=True)
+            write_atomic(store / f"{key(region)}.json", (json.dumps(entry, indent=1) + "\n").encode())
+            kept += 1
+    return kept
+
+
+def _lines(text: object) -> tuple[bytes, ...] | None:
+    return tuple(split_lines(text.encode())) if isinstance(text, str) else None
+
+
+def _recall(store: Path, r: Region) -> bytes | None:
+    """The kept resolution of conflict ``r``, or None (absent, unreadable, or not what its name says)."""
+    k = key(r)
+    path = store / f"{k}.json"
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY:
+            return None
+        entry = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("schema_version") != _SCHEMA:
+        return None
+    sides = [_lines(entry.get(f)) for f in ("release", "base", "patch")]
+    resolution = entry.get("resolution")
+    if any(s is None for s in sides) or not isinstance(resolution, str):
+        return None
+    ours, base, theirs = sides
+    assert ours is not None and base is not None and theirs is not None
+    if key(Region(ours, base, theirs)) != k:
+        return None
+    return resolution.encode()
+
+
+def replay(root: Path, files: Mapping[str, bytes | None]) -> tuple[dict[str, bytes | None], tuple[str, ...]]:
+    """``files`` with each conflict a resolution is kept for replaced by it; and the files now free of markers
+    that had some."""
+    store = root / STORE
+    if not store.is_dir() or store.is_symlink():
+        return dict(files), ()
+    out: dict[str, bytes | None] = dict(files)
+    cleared: list[str] = []
+    for path, text in files.items():
+        pieces = regions_of(text) if text is not None else None
+        if not pieces or not any(isinstance(p, Region) for p in pieces):
+            continue
+        parts: list[bytes] = []
+        left = 0
+        for piece in pieces:
+            if isinstance(piece, bytes):
+                parts.append(piece)
+                continue
+            kept = _recall(store, piece)
+            if kept is None:
+                parts.extend([piece.marks[0], *piece.ours, piece.marks[1], *piece.base, piece.marks[2]])
+                parts.extend([*piece.theirs, piece.marks[3]])
+                left += 1
+            else:
+                parts.append(kept)
+        new = b"".join(parts)
+        if new != text:
+            out[path] = new
+            if not left:
+                cleared.append(path)
+    return out, tuple(cleared)
+
+
+def replay_stop(root: Path, files: Mapping[str, bytes | None]) -> tuple[dict[str, bytes | None], tuple[str, ...]]:
+    """``replay`` for the files a port is about to stop with (the caller's ``stop_at`` commits them)."""
+    return replay(root, files)
+
+
+def learn_from(root: Path, g: Git, record: Mapping[str, Any], resolution: str) -> int:
+    """``learn`` from a port stopped as ``record`` says and the commit of the person's ``resolution``."""
+    paths = [str(f["file"]) for f in record["conflicted"].get("files", ()) if f.get("regions")]
+    if not paths:
+        return 0
+    return learn(root, read_blobs(g, str(record["stop"]), paths), read_blobs(g, resolution, paths))

@@ -1,0 +1,468 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_port_series are used as arguments)
+"""What upstream absorbed (issue 27): suggestions with evidence for conflicting hunks, ``port --resolve``, and the
+Markdown report for a bump pull request.
+
+Small synthetic files (a real ``git merge-file`` in a tmp repository) test each rule, and its refusals; slime's
+real series, ported to 0.5.12.post1 and stopped (the fixtures of ``test_port_series``), tests whole processes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sgpatch.git.diff import merge_file
+from sgpatch.git.repo import Git
+from sgpatch.series.absorb import (
+    COMBINE,
+    TAKE_PATCH,
+    TAKE_UPSTREAM,
+    Region,
+    absorbed,
+    region_choice,
+    regions_of,
+    suggest,
+)
+from sgpatch.series.hunks import carry_file
+from sgpatch.series.patch import parse_patch
+
+from .helpers import git
+from .reliability import first_error, record
+from .test_port_series import resolve, sg, slime_project, stopped  # noqa: F401  (fixtures shared at session scope)
+
+HEADER = b"Description: t\nOrigin: test\nUpstream-Status: Pending\n\n"
+
+BEFORE = b"""import os
+
+
+def load(path):
+    data = read(path)
+    size = len(data)
+    return data
+
+
+def other():
+    return 1
+"""
+
+
+def _diff(tmp: Path, before: bytes, after: bytes, name: str = "m.py") -> bytes:
+    """A git-style patch of one file (tmp: unused, kept for symmetry with the callers)."""
+    body = difflib.unified_diff(
+        before.decode().splitlines(keepends=True), after.decode().splitlines(keepends=True), f"a/{name}", f"b/{name}"
+    )
+    return f"diff --git a/{name} b/{name}\n".encode() + "".join(body).encode()
+
+
+@pytest.fixture
+def merger(tmp_path: Path) -> Any:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    g = Git(repo)
+
+    def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
+        return merge_file(g, current, base, other, ("the release", "the old base", "the patch"))
+
+    return merge
+
+
+def _carry(tmp: Path, after: bytes, new: bytes, merge: Any) -> Any:
+    fp = parse_patch(HEADER + _diff(tmp, BEFORE, after), tmp / "p.patch").files[0]
+    outcome = carry_file(fp, BEFORE, after, new, merge)
+    return fp, suggest(fp, outcome.verdict.hunks, BEFORE, new, merge)
+
+
+def test_take_upstream_when_the_release_does_it_reformatted(tmp_path: Path, merger: Any) -> None:
+    after = BEFORE.replace(b"    size = len(data)\n", b"    size = compute_size(data, strict=True)\n")
+    # The release made the same change, written over three lines, and renamed what stands around it.
+    new = BEFORE.replace(
+        b"    data = read(path)\n    size = len(data)\n",
+        b"    data = read_bytes(path)\n    size = compute_size(\n        data, strict=True\n    )\n",
+    )
+    _, (v,) = _carry(tmp_path, after, new, merger)
+    assert v.state == "conflict" and v.suggestion == TAKE_UPSTREAM
+    assert v.evidence.startswith("normalised:") and "in load" in v.evidence
+
+
+def test_no_take_upstream_while_a_removed_line_stands_or_the_definition_is_gone(tmp_path: Path, merger: Any) -> None:
+    after = BEFORE.replace(b"    size = len(data)\n", b"    size = compute_size(data, strict=True)\n")
+    fp = parse_patch(HEADER + _diff(tmp_path, BEFORE, after), tmp_path / "p.patch").files[0]
+    (hunk,) = fp.hunks
+    # The added line is there, but so is the line it replaces: the release does not do what the hunk does.
+    both = BEFORE.replace(
+        b"    size = len(data)\n", b"    size = len(data)\n    s2 = compute_size(data, strict=True)\n"
+    )
+    assert absorbed(hunk, BEFORE, both) is None
+    # The added line stands in another definition only: no proof.
+    elsewhere = BEFORE.replace(b"    size = len(data)\n", b"").replace(
+        b"    return 1\n", b"    size = compute_size(data, strict=True)\n    return 1\n"
+    )
+    assert absorbed(hunk, BEFORE, elsewhere) is None
+    # The definition is gone.
+    assert absorbed(hunk, BEFORE, b"import os\n\n\ndef other():\n    return 1\n") is None
+
+
+def test_lines_that_say_nothing_prove_nothing(tmp_path: Path) -> None:
+    after = BEFORE.replace(b"    return data\n", b"    pass\n    return data\n")
+    fp = parse_patch(HEADER + _diff(tmp_path, BEFORE, after), tmp_path / "p.patch").files[0]
+    new = BEFORE.replace(b"    size = len(data)\n", b"    pass\n")
+    assert absorbed(fp.hunks[0], BEFORE, new) is None
+
+
+def test_a_removal_the_release_made_too(tmp_path: Path) -> None:
+    after = BEFORE.replace(b"    size = len(data)\n", b"")
+    fp = parse_patch(HEADER + _diff(tmp_path, BEFORE, after), tmp_path / "p.patch").files[0]
+    new = BEFORE.replace(b"    data = read(path)\n    size = len(data)\n", b"    data = read_all(path)\n")
+    assert (absorbed(fp.hunks[0], BEFORE, new) or "").startswith("removed upstream:")
+
+
+def test_combine_when_both_sides_only_insert(tmp_path: Path, merger: Any) -> None:
+    after = BEFORE.replace(b"    size = len(data)\n", b"    size = len(data)\n    log_size(path, size)\n")
+    new = BEFORE.replace(b"    size = len(data)\n", b"    size = len(data)\n    check_size(path, size)\n")
+    _, (v,) = _carry(tmp_path, after, new, merger)
+    assert (v.state, v.suggestion) == ("conflict", COMBINE)
+
+
+def test_take_patch_when_the_patch_holds_the_release_change() -> None:
+    region = Region((b"    x = f(a, b, c)\n",), (b"    x = f(a, b)\n",), (b"    x = f(a, b, c)\n", b"    y = g(x)\n"))
+    assert region_choice(region).choice == TAKE_PATCH
+    formatting = Region((b"    x = f( a,b )\n",), (b"    x = f(a, b)\n",), (b"    x = f(a, b, d=1)\n",))
+    assert region_choice(formatting).choice == TAKE_PATCH
+    # The release removed a line the patch keeps: no suggestion.
+    removed = Region(
+        (b"    x = f(a, b, c)\n",),
+        (b"    x = f(a, b)\n", b"    z = h()\n"),
+        (b"    x = f(a, b, c)\n", b"    z = h()\n"),
+    )
+    assert region_choice(removed).choice == ""
+
+
+def test_an_incomplete_marker_triple_is_not_cut() -> None:
+    assert regions_of(b"a\n<<<<<<< x\nb\n=======\nc\n>>>>>>> y\n") is None  # no base section: not diff3
+    assert regions_of(b"title\n=======\n") == [b"title\n", b"=======\n"]  # an RST underline is text
+
+
+# --------------------------------------------------------------------------- slime's series, whole processes
+
+
+def test_slime_suggestions_are_in_the_json(stopped: tuple[Path, dict[str, Any], dict[str, bytes]]) -> None:
+    _, doc, _ = stopped
+    files = {f["file"]: f for p in doc["patches"] for f in p["files"]}
+    ups = {(p, h["index"]) for p, f in files.items() for h in f["hunks"] if h["suggestion"] == TAKE_UPSTREAM}
+    assert ("python/sglang/srt/models/deepseek_v2.py", 2) in ups
+    accessor = files["python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"]
+    assert accessor["suggestion"] == TAKE_UPSTREAM
+    assert all(h["evidence"].startswith("removed upstream") for h in accessor["hunks"] if h["state"] == "conflict")
+    assert files["python/sglang/srt/environ.py"]["suggestion"] == COMBINE
+    # Only conflicting hunks get a suggestion, and every suggestion has its evidence.
+    for f in files.values():
+        for h in f["hunks"]:
+            assert (h["suggestion"] is None) or (h["state"] == "conflict" and h["evidence"])
+
+
+def test_resolve_suggested_writes_choices_for_review(
+    tmp_path: Path, stopped: tuple[Path, dict[str, Any], dict[str, bytes]]
+) -> None:
+    import shutil
+
+    proj = tmp_path / "proj"
+    shutil.copytree(stopped[0], proj, symlinks=True)
+    co = proj / ".sgpatch/checkouts/0.5.12.post1-cu130"
+    before = {p: (co / p).read_bytes() for p in git(co, "diff", "--name-only").splitlines()}
+    done = sg("port", "--resolve", "suggested", "--json", "--config", str(proj / "VERSIONS.toml"))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    outcome = {f["file"]: f for f in out["files"]}
+    accessor = "python/sglang/srt/layers/attention/nsa/index_buf_accessor.py"
+    assert outcome[accessor]["outcome"] == "resolved" and outcome[accessor]["dropped_hunks"] == [1, 2]
+    # Both of its hunks conflicted and both are dropped: the file is the release's again.
+    assert (co / accessor).read_bytes() == subprocess.run(
+        ["git", "show", f"HEAD:{accessor}"], cwd=co, capture_output=True, check=True
+    ).stdout
+    for path, f in outcome.items():
+        text = (co / path).read_bytes() if (co / path).exists() else b""
+        if f["outcome"] == "resolved":
+            assert b"<<<<<<< " not in text and b">>>>>>> " not in text
+        elif f["outcome"] == "left":
+            assert text == before.get(path, text)  # nothing decided: the file as the stop left it
+    assert len(out["left"]) < len([f for f in out["files"]])
+    # A file edited since the stop is the person's: left untouched.
+    env = "python/sglang/srt/environ.py"
+    (co / env).write_bytes(before[env] + b"# mine\n")
+    again = sg("port", "--resolve", "patch", env, "--json", "--config", str(proj / "VERSIONS.toml"))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["files"][0]["outcome"] == "untouched"
+    assert (co / env).read_bytes() == before[env] + b"# mine\n"
+    record("port-resolve-edited-file", exit=again.returncode, shown=f"{env}: untouched", roots=(proj,))
+    # A path that is not a conflicting file is bad input: exit 2, one line; nothing written.
+    files = {p: (co / p).read_bytes() for p in git(co, "diff", "--name-only").splitlines() if (co / p).is_file()}
+    head = git(co, "rev-parse", "HEAD")
+    bad = sg("port", "--resolve", "upstream", "no/such.py", "--config", str(proj / "VERSIONS.toml"))
+    assert bad.returncode == 2 and "no/such.py" in bad.stderr and len(bad.stderr.strip().splitlines()) <= 2
+    assert {p: (co / p).read_bytes() for p in files} == files and git(co, "rev-parse", "HEAD") == head
+    record("port-resolve-not-a-conflict", exit=bad.returncode, shown=first_error(bad.stderr), roots=(proj,))
+
+
+def test_resolve_upstream_and_patch_take_one_side(
+    tmp_path: Path, stopped: tuple[Path, dict[str, Any], dict[str, bytes]]
+) -> None:
+    import shutil
+
+    proj = tmp_path / "proj"
+    shutil.copytree(stopped[0], proj, symlinks=True)
+    co = proj / ".sgpatch/checkouts/0.5.12.post1-cu130"
+    env = "python/sglang/srt/environ.py"
+    expected = co / "expected"
+    expected.write_bytes((co / env).read_bytes())
+    resolve(co, theirs=lambda path, n: True)  # the tests' own resolver: the patch's side everywhere
+    theirs = (co / env).read_bytes()
+    (co / env).write_bytes(expected.read_bytes())
+    expected.unlink()
+    done = sg("port", "--resolve", "patch", env, "--config", str(proj / "VERSIONS.toml"))
+    assert done.returncode == 0, done.stderr
+    assert (co / env).read_bytes() == theirs
+
+
+def test_markdown_report_for_a_bump_pull_request(stopped: tuple[Path, dict[str, Any], dict[str, bytes]]) -> None:
+    from sgpatch.port.report import render_bump
+    from sgpatch.port.result import PortResult
+    from sgpatch.port.verdict import PortedPatch
+
+    _, doc, _ = stopped
+    patches = tuple(PortedPatch.from_record(p) for p in doc["patches"])
+    result = PortResult(
+        old_stack=doc["from"],
+        new_stack=doc["stack"],
+        version=doc["version"],
+        source="pypi",
+        artifacts=(),
+        pypi_commit=None,
+        commit=None,
+        base=doc["base"],
+        checkout=None,
+        patches=patches,
+        anchors=(),
+        written=(),
+        dry_run=False,
+        strict=False,
+        stopped=doc["stopped"],
+    )
+    text = render_bump(result)
+    rows = {line.split(" | ")[1].strip("`"): line for line in text.splitlines() if line.startswith("| `0001")}
+    assert len(rows) == 49
+    assert "**dropped as upstream**" in rows["python/sglang/srt/configs/model_config.py"]
+    assert "reverse-apply" in rows["python/sglang/srt/configs/model_config.py"]
+    moved = rows["python/sglang/srt/metrics/collector.py"]  # named, not carried: a person moves it
+    assert "**needs a person**" in moved and "moved to python/sglang/srt/observability/metrics_collector.py?" in moved
+    assert (
+        "combine" in rows["python/sglang/srt/environ.py"]
+        and "**needs a person**" in rows["python/sglang/srt/environ.py"]
+    )
+    totals = text.split("files: ", 1)[1].splitlines()[0]
+    assert totals == "13 carried, 6 merged, 1 dropped as upstream, 29 needs a person"
+
+
+# --------------------------------------------------------------------------- moved code
+
+OLD_MODULE = b"""import os
+
+ONE = 1
+TWO = 2
+THREE = 3
+FOUR = 4
+FIVE = 5
+
+
+class Pool:
+    def alloc(self, n):
+        size = n * 2
+        total = size + 1
+        extra = total * 3
+        return size
+
+    def free(self, k):
+        return k
+
+
+def helper(x):
+    return x + 1
+"""
+
+
+def _follow(tmp_path: Path, after: bytes, release: dict[str, bytes], merge: Any) -> Any:
+    from sgpatch.port.moved import follow
+
+    fp = parse_patch(HEADER + _diff(tmp_path, OLD_MODULE, after, "pkg/mod.py"), tmp_path / "p.patch").files[0]
+
+    def read(paths: Any) -> dict[str, bytes | None]:
+        return {p: release.get(p) for p in paths}
+
+    return follow(fp, OLD_MODULE, sorted(release), read, {}, merge)
+
+
+def test_a_module_split_into_a_package_is_followed_by_definition(tmp_path: Path, merger: Any) -> None:
+    after = OLD_MODULE.replace(b"        size = n * 2\n", b"        size = n * 2\n        self.count += 1\n")
+    pool = OLD_MODULE.split(b"\n\n\ndef helper")[0].replace(b"        return size\n", b"        return int(size)\n")
+    release = {
+        "pkg/mod/__init__.py": b"from pkg.mod.pool import Pool\n",
+        "pkg/mod/pool.py": pool + b"\n",
+        "pkg/mod/helpers.py": b"def helper(x):\n    return x + 1\n",
+        "pkg/other.py": b"def alloc(n):\n    return n\n",
+    }
+    done = _follow(tmp_path, after, release, merger)
+    assert done.carried and list(done.texts) == ["pkg/mod/pool.py"]
+    text = done.texts["pkg/mod/pool.py"]
+    # The patch's line and the release's change, both; nothing else of the file moved.
+    assert b"        self.count += 1\n" in text and b"        return int(size)\n" in text
+    assert text.replace(b"        self.count += 1\n", b"") == release["pkg/mod/pool.py"]
+    assert "Pool.alloc merged three-way" in done.why[1]
+    # With an import the change needs: carried beside the release file's own imports.
+    both = after.replace(b"import os\n", b"import os\nimport sys\n")
+    done = _follow(tmp_path, both, release, merger)
+    assert done.carried and list(done.texts) == ["pkg/mod/pool.py"]
+    assert done.texts["pkg/mod/pool.py"].startswith(b"import os\nimport sys\n\nONE = 1\n")
+    assert "the imports it adds" in done.why[1]
+
+
+def test_moved_code_is_named_not_carried_when_in_doubt(tmp_path: Path, merger: Any) -> None:
+    # Two files define the method by its bare name alike: named, not carried.
+    after = OLD_MODULE.replace(b"        return k\n", b"        return k - 1\n")
+    twin = b"class Other:\n    def free(self, k):\n        return k\n"
+    done = _follow(tmp_path, after, {"pkg/a.py": twin, "pkg/b.py": twin}, merger)
+    assert not done.carried and "may be in pkg/a.py, pkg/b.py" in done.why[1]
+    # A hunk that only adds imports goes with the file's other hunks: alone, it is not carried.
+    imports = OLD_MODULE.replace(b"import os\n", b"import os\nimport sys\n")
+    done = _follow(tmp_path, imports, {"pkg/mod/pool.py": OLD_MODULE}, merger)
+    assert not done.carried and "imports only" in done.why[1]
+    # Other module-level code has no definition to follow: the file's hunks stay together in the reject file.
+    code = OLD_MODULE.replace(b"import os\n", b"import os\nLIMIT = 4\n")
+    done = _follow(tmp_path, code, {"pkg/mod/pool.py": OLD_MODULE}, merger)
+    assert not done.carried and "module level" in done.why[1]
+    # The release's definition conflicts with the change: named.
+    clash = OLD_MODULE.replace(b"        size = n * 2\n", b"        size = n * 3\n")
+    moved = OLD_MODULE.replace(b"        size = n * 2\n", b"        size = n * 4\n")
+    done = _follow(tmp_path, clash, {"pkg/new.py": moved}, merger)
+    assert not done.carried and done.where == {1: "pkg/new.py"} and "conflicts" in done.why[1]
+
+
+def test_slime_moved_files_name_where_their_definitions_went(
+    stopped: tuple[Path, dict[str, Any], dict[str, bytes]],
+) -> None:
+    _, doc, _ = stopped
+    files = {f["file"]: f for p in doc["patches"] for f in p["files"]}
+    comm = files["python/sglang/srt/managers/tokenizer_communicator_mixin.py"]
+    assert comm["gone"] and comm["renamed"] == "python/sglang/srt/managers/tokenizer_control_mixin.py"
+    assert (
+        "init_communicators is in python/sglang/srt/managers/tokenizer_control_mixin.py" in comm["hunks"][1]["detail"]
+    )
+
+
+# --------------------------------------------------------------------------- resolutions kept and reused
+
+STOPPED_TEXT = (
+    b"a = 1\n<<<<<<< the release\nb = 2\n||||||| the old base\nb = 1\n=======\nb = 3\n>>>>>>> the patch\n"
+    b"c = 1\n<<<<<<< the release\nd = 2\n||||||| the old base\nd = 1\n=======\nd = 3\n>>>>>>> the patch\ne = 1\n"
+)
+
+
+def test_each_conflict_is_kept_by_its_content_and_replayed(tmp_path: Path) -> None:
+    from sgpatch.port.reuse import STORE, learn, replay
+
+    resolved = b"a = 1\nb = 2 + 3\nc = 1\nd = 2\nd3 = 3\ne = 1\n"
+    assert learn(tmp_path, {"m.py": STOPPED_TEXT}, {"m.py": resolved}) == 2
+    entries = sorted((tmp_path / STORE).glob("*.json"))
+    assert len(entries) == 2 and all(len(e.stem) == 64 for e in entries)
+    # The same conflicts in another file, elsewhere in it: settled byte for byte.
+    moved = b"# header\n" + STOPPED_TEXT.replace(b"a = 1\n", b"")
+    out, cleared = replay(tmp_path, {"n.py": moved})
+    assert out["n.py"] == b"# header\nb = 2 + 3\nc = 1\nd = 2\nd3 = 3\ne = 1\n" and cleared == ("n.py",)
+    # A conflict with one side otherwise is not settled: its markers stay, the other conflict is settled.
+    other = STOPPED_TEXT.replace(b"d = 3\n", b"d = 4\n")
+    out, cleared = replay(tmp_path, {"m.py": other})
+    assert cleared == () and out["m.py"].count(b"<<<<<<< the release\n") == 1 and b"b = 2 + 3\n" in out["m.py"]
+
+
+def test_a_kept_resolution_that_is_not_what_its_name_says_is_a_miss(tmp_path: Path) -> None:
+    from sgpatch.port.reuse import STORE, learn, replay
+
+    learn(tmp_path, {"m.py": STOPPED_TEXT}, {"m.py": b"a = 1\nb = 9\nc = 1\nd = 9\ne = 1\n"})
+    for entry in (tmp_path / STORE).glob("*.json"):
+        doc = json.loads(entry.read_text())
+        doc["base"] = "something else\n"  # crafted: its sides no longer hash to its name
+        entry.write_text(json.dumps(doc))
+    out, cleared = replay(tmp_path, {"m.py": STOPPED_TEXT})
+    assert out["m.py"] == STOPPED_TEXT and cleared == ()
+    record("resolution-store-crafted", exit=None, shown="a miss: the conflict stays marked")
+    # A store that is a link is not read.
+    link = tmp_path / "linked"
+    link.mkdir()
+    (link / STORE).symlink_to(tmp_path / STORE)
+    assert replay(link, {"m.py": STOPPED_TEXT}) == ({"m.py": STOPPED_TEXT}, ())
+
+
+def test_slime_resolutions_made_at_continue_are_replayed_by_the_next_port(
+    tmp_path: Path,
+    stopped: tuple[Path, dict[str, Any], dict[str, bytes]],
+    slime_project: tuple[Path, Path],
+) -> None:
+    import shutil
+
+    from sgpatch.port.reuse import STORE, key
+
+    from .test_port_series import NEW, _resolve_by_hand
+
+    first = tmp_path / "first"
+    shutil.copytree(stopped[0], first, symlinks=True)
+    co = first / ".sgpatch/checkouts" / NEW
+    marked = sorted(f["file"] for p in stopped[1]["patches"] for f in p["files"] if f["regions"])
+    conflicts = {
+        path: {key(r) for r in regions_of((co / path).read_bytes()) or () if isinstance(r, Region)} for path in marked
+    }
+    _resolve_by_hand(co, slime_project[1])
+    done = sg("port", "--continue", "--config", str(first / "VERSIONS.toml"))
+    assert done.returncode == 0, done.stderr
+    # Each conflict kept once, by its content, where the text around it tells where it stood.
+    stored = {e.stem for e in (first / STORE).glob("*.json")}
+    every = set().union(*conflicts.values())
+    assert stored <= every and len(stored) > len(every) // 2
+    settled = sorted(path for path, keys in conflicts.items() if keys <= stored)
+    # A second project with the same series and the kept resolutions: the files whose every conflict was kept are
+    # settled as the person left them; the rest and the reject files are left for a person.
+    second = tmp_path / "second"
+    shutil.copytree(slime_project[0], second, symlinks=True)
+    shutil.copytree(first / STORE, second / STORE)
+    again = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(second / "VERSIONS.toml"))
+    assert again.returncode == 1, again.stderr
+    doc = json.loads(again.stdout)
+    assert sorted(doc["replayed"]) == settled and doc["rejects"]
+    co2 = second / ".sgpatch/checkouts" / NEW
+    for path in settled:
+        assert (co2 / path).read_bytes() == (co / path).read_bytes(), path
+
+
+def test_combine_around_lines_the_release_changed() -> None:
+    # The patch adds a name to an import list; the release dropped the name beside it.
+    imports = Region(
+        (), (b"    kv_to_page_indices,\n",), (b"    is_profiling_enabled,\n", b"    kv_to_page_indices,\n")
+    )
+    chosen = region_choice(imports)
+    assert chosen.choice == COMBINE and chosen.lines == (b"    is_profiling_enabled,\n",)
+    # The patch appends a name to a list whose names the release changed: the release's, then the patch's.
+    names = Region((b"    alpha_renamed,\n",), (b"    alpha,\n",), (b"    alpha,\n", b"    beta_value,\n"))
+    assert region_choice(names).lines == (b"    alpha_renamed,\n", b"    beta_value,\n")
+    # Code appended after lines the release rewrote is not offered: it may lean on what the release changed.
+    items = Region((b"    a[i].clone(),\n",), (b"    a[i],\n",), (b"    a[i],\n", b"    timing_of_prefill[i],\n"))
+    assert region_choice(items).choice == ""
+    # Where the release removed the old lines, code the patch added after them is not offered.
+    code = Region((), (b"    x = f(a)\n",), (b"    x = f(a)\n", b"    record_value(x, where)\n"))
+    assert region_choice(code).choice == ""
+    # Both insert, sharing a line that says something (the same code twice, reformatted perhaps): not combined.
+    ours = (b"    if isinstance(mlp, MoeBlock):\n", b"        h = mlp(h, batch)\n")
+    theirs = (b"    if isinstance(mlp, MoeBlock):\n", b"        h = mlp(\n", b"            h, batch\n", b"        )\n")
+    assert region_choice(Region(ours, (), theirs)).choice == ""
