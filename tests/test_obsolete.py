@@ -23,7 +23,7 @@ import pytest
 from packaging.version import Version
 
 from sgpatch.checkout.chain import dep3_header
-from sgpatch.cli.render import render_port
+from sgpatch.cli.render_port import render_port
 from sgpatch.config import Config
 from sgpatch.errors import PatchError
 from sgpatch.git.repo import Git

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sgpatch.cli.render import render_port
+from sgpatch.cli.render_port import render_port
 from sgpatch.config import load_config
 from sgpatch.port import port_stack
 from sgpatch.project import Project

@@ -65,7 +65,8 @@ def port(
     checkout, as git rebase does: resolve there, then 'sgpatch port --continue'
     (or 'sgpatch port --abort').
     """
-    from sgpatch.cli.render import dumps, render_abort, render_port
+    from sgpatch.cli.render import dumps
+    from sgpatch.cli.render_port import render_abort, render_port
     from sgpatch.errors import SgpatchError as Bad
 
     if sum(map(bool, (resume, abort, resolve is not None))) > 1:
@@ -147,7 +148,8 @@ def export(
     """
     from sgpatch.checkout.edit import edit_in_progress
     from sgpatch.checkout.export import export_fresh, export_series
-    from sgpatch.cli.render import dumps, render_export, render_port
+    from sgpatch.cli.render import dumps, render_export
+    from sgpatch.cli.render_port import render_port
     from sgpatch.errors import SgpatchError as Bad
     from sgpatch.port import continue_port, read_record
     from sgpatch.project import load_project
