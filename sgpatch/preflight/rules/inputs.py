@@ -4,9 +4,9 @@ the GPU when known, and the release's facts (read on demand, once)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sgpatch.errors import ConfigError
 from sgpatch.preflight.eagle3 import CaptureRule, read_capture_rule
@@ -17,6 +17,7 @@ from sgpatch.preflight.release import ReleaseRules
 from sgpatch.preflight.rules.spec_release import SpecRules, read_spec_rules
 from sgpatch.source.tree import DirTree
 
+T = TypeVar("T")
 DEFAULT_ENV_TRUE = ("true", "1", "yes", "y")
 DEFAULT_TEXT_ATTRS = ("text_config",)
 TARGET_LABEL = "target config.json"
@@ -82,20 +83,20 @@ class Inputs:
     def model(self, role: str) -> ModelFiles | None:
         return next((m for m in self.files if m.role == role), None)
 
-    def capture_rule(self, architecture: str) -> CaptureRule | None:
-        """The EAGLE-3 capture rule of ``architecture``'s class (read once; None: not registered)."""
-        key = "capture:" + architecture
+    def read_once(self, key: str, make: Callable[[], T]) -> T:
+        """``make()``, computed once per run for ``key`` (a fact of the release several rules read)."""
         if key not in self._memo:
-            self._memo[key] = read_capture_rule(self.release, architecture)
-        found: CaptureRule | None = self._memo[key]
+            self._memo[key] = make()
+        found: T = self._memo[key]
         return found
 
+    def capture_rule(self, architecture: str) -> CaptureRule | None:
+        """The EAGLE-3 capture rule of ``architecture``'s class (None: not registered)."""
+        return self.read_once("capture:" + architecture, lambda: read_capture_rule(self.release, architecture))
+
     def spec_rules(self) -> SpecRules | None:
-        """The speculative-decoding flag rules (read once; None: the release has no handler)."""
-        if "spec" not in self._memo:
-            self._memo["spec"] = read_spec_rules(DirTree(self.release.root, label=self.release.label))
-        found: SpecRules | None = self._memo["spec"]
-        return found
+        """The speculative-decoding flag rules (None: the release has no handler)."""
+        return self.read_once("spec", lambda: read_spec_rules(DirTree(self.release.root, label=self.release.label)))
 
 
 def make_inputs(

@@ -14,6 +14,7 @@ from sgpatch.preflight.findings import Finding
 from sgpatch.preflight.gpus import Gpus
 from sgpatch.preflight.models import ModelFiles
 from sgpatch.preflight.release import ReleaseRules
+from sgpatch.preflight.rules.allreduce import allreduce_findings
 from sgpatch.preflight.rules.context import context_findings
 from sgpatch.preflight.rules.files import file_findings
 from sgpatch.preflight.rules.inputs import Inputs, make_inputs
@@ -35,6 +36,7 @@ RULES: tuple[Rule, ...] = (
     Rule("model-splits", model_findings, ("target", "draft")),
     Rule("eagle3-and-backends", launch_findings, ("target", "draft")),
     Rule("speculative-flags", spec_findings, ("target",)),
+    Rule("eagle3-allreduce-capture", allreduce_findings, ("target",)),
     Rule("model-files", file_findings, ("target", "draft")),
 )
 
