@@ -33,7 +33,6 @@ LLAMA_DRAFT = MODELS / "draft__SafeAILab-EAGLE__traineagle3__config.json"
 SERVE = ("python", "-m", "sglang.launch_server")
 
 
-
 def safetensors(path: Path, tensors: Mapping[str, str]) -> None:
     """A real safetensors file: each tensor a 1-element one of its dtype (so the header is what matters)."""
     size = {"BF16": 2, "F16": 2, "F32": 4, "F8_E4M3": 1, "I64": 8}

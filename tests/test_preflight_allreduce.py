@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sgpatch.preflight.allreduce import COMMUNICATOR, read_fusion_rules
+from sgpatch.preflight.conditions import UNKNOWN
 from sgpatch.preflight.flags import SERVER_ARGS
 from sgpatch.preflight.gpus import KNOWN, Gpu, gpu_option, known_sm
 from sgpatch.preflight.release import read_release
@@ -162,3 +163,201 @@ def test_gpu_names_map_to_their_sm() -> None:
     assert known_sm("NVIDIA A100-SXM4-80GB") == 80 and known_sm("NVIDIA H100 80GB HBM3") == 90
     assert known_sm("NVIDIA B200") == 100 and known_sm("NVIDIA L40S") == 89 and known_sm("Voodoo") is None
     assert gpu_option("sm90").gpus[0].sm == 90 and gpu_option("10.0").gpus[0].sm == 100
+
+
+# ------------------------------------------------------------------ the mirror against upstream's own code
+
+ARCHS = ["KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM", "LlamaForCausalLM", "Qwen3MoeForCausalLM"]
+GPUS = [Gpu("NVIDIA " + name, sm) for name, sm in KNOWN.items()]
+launches = st.fixed_dictionaries(
+    {
+        "arch": st.sampled_from(ARCHS),
+        "tp_size": st.sampled_from([1, 2, 8]),
+        "dp_size": st.sampled_from([1, 2]),
+        "enable_dp_attention": st.booleans(),
+        "nnodes": st.sampled_from([1, 2]),
+        "moe_a2a_backend": st.sampled_from(["none", "deepep"]),
+        "explicit": st.booleans(),
+        "algo": st.sampled_from([None, "EAGLE", "EAGLE3"]),
+        "gpu": st.sampled_from(GPUS),
+        "batch": st.sampled_from([1, 64, 4096]),
+    }
+)
+
+
+class _Algo:
+    """SGLang's SpeculativeAlgorithm as the guard calls it (``is_eagle`` covers EAGLE3: spec_info.py)."""
+
+    def __init__(self, name: str | None) -> None:
+        self.name = name
+
+    def is_eagle(self) -> bool:
+        return self.name in ("EAGLE", "EAGLE3")
+
+    def is_eagle3(self) -> bool:
+        return self.name == "EAGLE3"
+
+
+def _gpu_stubs(gpu: Gpu) -> dict[str, Any]:
+    return {
+        "is_sm90_supported": lambda: gpu.sm // 10 == 9,
+        "is_sm100_supported": lambda: gpu.sm // 10 == 10,
+        "is_blackwell_supported": lambda: gpu.sm >= 100,
+        "get_device_name": lambda *a: gpu.name,
+        "is_cuda": lambda: True,
+        "is_hip": lambda: False,
+        "is_flashinfer_available": lambda: True,
+        "is_flashinfer_allreduce_unavailable": lambda: False,
+        "get_bool_env_var": lambda *a, **k: False,
+        "logger": SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None),
+    }
+
+
+def _args(rules: Any, launch: dict[str, Any]) -> dict[str, Any]:
+    args = {k: launch[k] for k in ("tp_size", "dp_size", "enable_dp_attention", "nnodes", "moe_a2a_backend")}
+    if launch["explicit"]:
+        args[rules.field] = True if rules.defaults.get(rules.field) is False else "trtllm"
+    if launch["algo"]:
+        args["speculative_algorithm"] = launch["algo"]
+    return args
+
+
+def _upstream_switch(root: Path, rules: Any) -> str:
+    """Upstream's automatic switch as a function: the locals its test reads, in source order, then the ``if``."""
+    module = ast.parse((root / SERVER_ARGS).read_text())
+    auto = rules.auto
+    line = int(auto.at.rpartition(":")[2])
+    node = next(n for n in ast.walk(module) if isinstance(n, ast.If) and n.lineno == line)
+    used = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} - {"model_arch"}
+    for _ in range(4):
+        used |= {
+            n.id for k in list(used) if k in auto.names for n in ast.walk(auto.names[k]) if isinstance(n, ast.Name)
+        }
+    locals_ = [f"    {k} = {ast.unparse(v)}" for k, v in auto.names.items() if k in used and k != "model_arch"]
+    body = textwrap.indent(ast.unparse(node), "    ")
+    return "def switch(self, model_arch):\n" + "\n".join(locals_) + "\n" + body + "\n"
+
+
+@pytest.fixture(scope="module")
+def diff_trees(template_checkout: Path, fixed: Path, release_tree: Callable[[str], Path]) -> dict[str, Path]:
+    return {
+        "0.5.9": template_checkout,
+        "0.5.9-fixed": fixed,
+        "0.5.14": release_tree("0.5.14"),
+        "0.5.13": release_tree("0.5.13"),
+    }
+
+
+@pytest.mark.parametrize("name", ["0.5.9", "0.5.13", "0.5.14"])
+def test_the_fusion_switch_matches_upstream(diff_trees: dict[str, Path], name: str) -> None:
+    root = diff_trees[name]
+    release = read_release(root)
+    rules = read_fusion_rules(DirTree(root))
+    assert rules.auto is not None and rules.field is not None
+    scope: dict[str, Any] = {}
+    source = _upstream_switch(root, rules)
+
+    @given(launch=launches)
+    @SETTINGS
+    def check(launch: dict[str, Any]) -> None:
+        args = _args(rules, launch)
+        glob = _gpu_stubs(launch["gpu"])
+        exec(compile(source, f"{name}:{SERVER_ARGS}", "exec"), glob, scope)  # upstream's code, in the test only
+        server = SimpleNamespace(**{**rules.defaults, **args})
+        scope["switch"].__globals__.update(glob)
+        scope["switch"](server, launch["arch"])
+        target = {"architectures": [launch["arch"]]}
+        inp = make_inputs(release, target=target, draft=target, args=args, env={})
+        mine, why = fusion_on(_World(inp, rules, launch["gpu"]))
+        assert mine is not UNKNOWN, why
+        assert bool(mine) == bool(getattr(server, rules.field)), (launch, why)
+
+    check()
+
+
+def _upstream_guard(root: Path) -> tuple[str, list[str]]:
+    """The guard method and the module's helper functions, and the module-level assignments they read."""
+    text = (root / COMMUNICATOR).read_text()
+    module = ast.parse(text)
+    guard = next(
+        fn
+        for cls in module.body
+        if isinstance(cls, ast.ClassDef)
+        for fn in cls.body
+        if isinstance(fn, ast.FunctionDef) and fn.name == "should_fuse_mlp_allreduce_with_next_layer"
+    )
+    helpers = [
+        n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "apply_flashinfer_allreduce_fusion"
+    ]
+    assigns = [
+        ast.unparse(n)
+        for n in module.body
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and n.targets[0].id
+        in (
+            "_is_cuda",
+            "_is_hip",
+            "_is_flashinfer_available",
+            "_is_sm90_supported",
+            "_is_sm100_supported",
+            "_use_aiter",
+            "FUSE_ALLREDUCE_MAX_BATCH_SIZE",
+        )
+    ]
+    return "\n".join(ast.unparse(f) for f in [*helpers, guard]), assigns
+
+
+@pytest.mark.parametrize("name", ["0.5.9", "0.5.9-fixed", "0.5.13", "0.5.14"])
+def test_the_guard_matches_upstream(diff_trees: dict[str, Path], name: str) -> None:
+    root = diff_trees[name]
+    release = read_release(root)
+    rules = read_fusion_rules(DirTree(root))
+    assert rules.guard is not None
+    source, assigns = _upstream_guard(root)
+
+    @given(launch=launches, fusion=st.booleans())
+    @SETTINGS
+    def check(launch: dict[str, Any], fusion: bool) -> None:
+        args = _args(rules, launch)
+        glob: dict[str, Any] = _gpu_stubs(launch["gpu"])
+        server = SimpleNamespace(
+            **{
+                **rules.defaults,
+                **args,
+                rules.field: fusion if rules.defaults.get(rules.field) is False else ("auto" if fusion else None),
+            }
+        )
+        dp_attention = bool(launch["enable_dp_attention"])
+        glob.update(
+            is_dp_attention_enabled=lambda: dp_attention,
+            get_attn_tp_context=lambda: SimpleNamespace(input_scattered=False),
+            get_global_server_args=lambda: server,
+            is_enable_moe_cp_allgather=lambda: False,
+            ScatterMode=SimpleNamespace(SCATTERED="scattered"),
+        )
+        for line in assigns:
+            exec(line, glob)  # upstream's module-level flags, on the stubs
+        exec(compile(source, f"{name}:{COMMUNICATOR}", "exec"), glob)  # upstream's code, in the test only
+        attn_tp = launch["tp_size"] // launch["dp_size"] if dp_attention else launch["tp_size"]
+        layer = SimpleNamespace(
+            _speculative_algo=_Algo(launch["algo"]),
+            _context=SimpleNamespace(tp_size=attn_tp),
+            is_last_layer=False,
+            layer_scatter_modes=SimpleNamespace(mlp_mode="scattered" if dp_attention else "full"),
+        )
+        upstream = glob["should_fuse_mlp_allreduce_with_next_layer"](
+            layer, SimpleNamespace(input_ids=SimpleNamespace(shape=[launch["batch"]]))
+        )
+        target = {"architectures": [launch["arch"]]}
+        inp = make_inputs(release, target=target, draft=target, args=args, env={})
+        mine, why = deferred(_World(inp, rules, launch["gpu"], getattr(server, rules.field)), rules.guard)
+        if launch["batch"] > 2048:
+            return  # the mirror reads a decode batch, within FUSE_ALLREDUCE_MAX_BATCH_SIZE
+        if mine is UNKNOWN:
+            assert dp_attention or launch["moe_a2a_backend"] != "none", why  # these leave the scatter mode open
+            return
+        assert mine == bool(upstream), (launch, fusion, why)
+
+    check()

@@ -55,6 +55,8 @@ class Guard:
 class FusionRules:
     field: str | None
     """The ServerArgs field the fusion hangs on (``enable_flashinfer_allreduce_fusion``)."""
+    on: tuple[Switch, ...]
+    """What turns it on from other flags first (0.5.14: the deprecated ``--enable-flashinfer-allreduce-fusion``)."""
     auto: Switch | None
     off: tuple[Switch, ...]
     defaults: Mapping[str, object]
@@ -86,24 +88,32 @@ def _is_fusion_field(node: ast.expr) -> str | None:
 
 
 def _switches(path: str, cls: ast.ClassDef) -> list[Switch]:
-    out = []
+    """Every ``self.<fusion field> = CONSTANT`` under an ``if`` in ``ServerArgs``'s methods, its test joined
+    with the tests of the ``if`` statements around it."""
+    out: list[Switch] = []
+
+    def visit(body: list[ast.stmt], outer: list[ast.expr], locals_: dict[str, ast.expr]) -> None:
+        for st in body:
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                locals_[st.targets[0].id] = st.value
+            if isinstance(st, ast.If):
+                tests = [*outer, st.test]
+                for inner in st.body:
+                    if (
+                        isinstance(inner, ast.Assign)
+                        and len(inner.targets) == 1
+                        and (name := _is_fusion_field(inner.targets[0])) is not None
+                        and isinstance(inner.value, ast.Constant)
+                    ):
+                        test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
+                        out.append(Switch(name, inner.value.value, test, dict(locals_), f"{path}:{st.lineno}"))
+                visit(st.body, tests, locals_)
+            elif isinstance(st, ast.For | ast.With | ast.Try):
+                visit(st.body, outer, locals_)
+
     for fn in cls.body:
-        if not isinstance(fn, ast.FunctionDef):
-            continue
-        locals_: dict[str, ast.expr] = {}
-        for node in walk_in_order(fn):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                locals_[node.targets[0].id] = node.value
-            if not isinstance(node, ast.If):
-                continue
-            for st in node.body:
-                if (
-                    isinstance(st, ast.Assign)
-                    and len(st.targets) == 1
-                    and (name := _is_fusion_field(st.targets[0])) is not None
-                    and isinstance(st.value, ast.Constant)
-                ):
-                    out.append(Switch(name, st.value.value, node.test, dict(locals_), f"{path}:{node.lineno}"))
+        if isinstance(fn, ast.FunctionDef):
+            visit(fn.body, [], {})
     return out
 
 
@@ -169,8 +179,9 @@ def read_fusion_rules(tree: DirTree) -> FusionRules:
     switches = _switches(SERVER_ARGS, cls) if cls is not None else []
     auto = next((s for s in switches if s.value and _lists_architectures(s.test)), None)
     field = auto.field if auto is not None else None
+    on = tuple(s for s in switches if s.field == field and s is not auto and s.value)
     off = tuple(s for s in switches if s.field == field and s is not auto and not s.value)
-    return FusionRules(field, auto, off, _defaults(cls) if cls is not None else {}, _guard(tree))
+    return FusionRules(field, on, auto, off, _defaults(cls) if cls is not None else {}, _guard(tree))
 
 
 def _appends_aux(node: ast.AST) -> bool:

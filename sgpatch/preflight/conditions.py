@@ -30,6 +30,14 @@ class _Unknown:
 UNKNOWN: Any = _Unknown()
 """A value preflight cannot know for this launch."""
 
+
+class _NotMine:
+    __slots__ = ()
+
+
+NOT_MINE: Any = _NotMine()
+"""What a ``term`` hook answers for a term it does not understand (``None`` is a value like any other)."""
+
 _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
@@ -47,7 +55,7 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
 @dataclass
 class Scope:
     """What an expression's names mean: ``names`` (assigned earlier in the function: the expression it was
-    given), and ``term`` for everything else (None from it: not understood)."""
+    given), and ``term`` for everything else (:data:`NOT_MINE` from it: not understood)."""
 
     term: Callable[[ast.expr], Any]
     names: Mapping[str, ast.expr] = field(default_factory=dict)
@@ -78,7 +86,7 @@ def evaluate(node: ast.expr, scope: Scope, depth: int = 0) -> Any:
         return UNKNOWN if value is UNKNOWN else not value
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
         hooked = scope.term(node)
-        if hooked is not None:
+        if hooked is not NOT_MINE:
             return hooked if hooked is not UNKNOWN else scope._miss(node)
         left, right = evaluate(node.left, scope, nxt), evaluate(node.comparators[0], scope, nxt)
         if left is UNKNOWN or right is UNKNOWN:
@@ -94,7 +102,7 @@ def evaluate(node: ast.expr, scope: Scope, depth: int = 0) -> Any:
         held = ast.Attribute(value=scope.names[node.value.id], attr=node.attr, ctx=ast.Load())
         return evaluate(ast.copy_location(held, node), scope, nxt)
     hooked = scope.term(node)
-    if hooked is None or hooked is UNKNOWN:
+    if hooked is NOT_MINE or hooked is UNKNOWN:
         return scope._miss(node)
     return hooked
 

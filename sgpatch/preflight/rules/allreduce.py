@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sgpatch.preflight.allreduce import (
@@ -26,7 +26,7 @@ from sgpatch.preflight.allreduce import (
     read_fusion_rules,
 )
 from sgpatch.preflight.classes import entry_class
-from sgpatch.preflight.conditions import UNKNOWN, Scope, evaluate
+from sgpatch.preflight.conditions import NOT_MINE, UNKNOWN, Scope, evaluate
 from sgpatch.preflight.findings import Finding
 from sgpatch.preflight.gpus import KNOWN, Gpu
 from sgpatch.preflight.rules.inputs import Inputs
@@ -107,20 +107,20 @@ def _common(node: ast.expr, w: _World) -> Any:
         and node.value.func.id == "get_global_server_args"
     ):
         return w.fusion if node.attr == w.rules.field else w.arg(node.attr)
-    return None
+    return NOT_MINE
 
 
 def _server_term(w: _World) -> Callable[[ast.expr], Any]:
     def term(node: ast.expr) -> Any:
         found = _common(node, w)
-        if found is not None:
+        if found is not NOT_MINE:
             return found
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-            return w.arg(node.attr)
+            return w.fusion if node.attr == w.rules.field else w.arg(node.attr)
         if (isinstance(node, ast.Name) and node.id == "model_arch") or ast.unparse(node).endswith("architectures[0]"):
             archs = architectures(w.inp.target, "target config.json") or []
             return archs[0] if archs else UNKNOWN
-        return None
+        return NOT_MINE
 
     return term
 
@@ -128,7 +128,7 @@ def _server_term(w: _World) -> Callable[[ast.expr], Any]:
 def _guard_term(w: _World, guard: Guard, scope_of: Callable[[], Scope]) -> Callable[[ast.expr], Any]:
     def term(node: ast.expr) -> Any:
         found = _common(node, w)
-        if found is not None:
+        if found is not NOT_MINE:
             return found
         text = ast.unparse(node)
         if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == DECODE_BATCH:
@@ -147,10 +147,10 @@ def _guard_term(w: _World, guard: Guard, scope_of: Callable[[], Scope]) -> Calla
             return False  # a captured layer's previous layer is never the last
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args:
             owner = evaluate(node.func.value, scope_of())
-            return owner.call(node.func.attr) if isinstance(owner, _Spec) else None
+            return owner.call(node.func.attr) if isinstance(owner, _Spec) else NOT_MINE
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in guard.functions:
             return _inline(guard.functions[node.func.id], scope_of())
-        return None
+        return NOT_MINE
 
     return term
 
@@ -166,38 +166,32 @@ def _inline(fn: ast.FunctionDef, scope: Scope) -> Any:
             continue
         if isinstance(st, ast.Return) and st.value is not None:
             return evaluate(st.value, local)
-        return None
-    return None
+        return NOT_MINE
+    return NOT_MINE
 
 
 def fusion_on(w: _World) -> tuple[Any, str]:
-    """The fusion's state for this launch on this GPU, and why."""
+    """The fusion field's value for this launch on this GPU, and why: the launch's own value, then what turns it on
+    from other flags, the automatic switch, and what turns it off again (each test reads the value so far)."""
     rules = w.rules
     if rules.field is None:
         return UNKNOWN, "the release has no automatic fusion switch sgpatch reads"
     value = w.arg(rules.field)
     why = f"--{rules.field.replace('_', '-')}" if rules.field in w.inp.args and value else ""
-    scope = Scope(_server_term(w))
-    if rules.auto is not None and not value:
-        scope.names = rules.auto.names
-        test = evaluate(rules.auto.test, scope)
+    for switch in (*rules.on, *((rules.auto,) if rules.auto else ()), *rules.off):
+        scope = Scope(_server_term(replace(w, fusion=value)), switch.names)
+        test = evaluate(switch.test, scope)
         if test is UNKNOWN:
-            return UNKNOWN, f"{rules.auto.at}: " + ", ".join(scope.unknown)
+            return UNKNOWN, f"{switch.at}: " + ", ".join(scope.unknown)
         if test:
-            value, why = rules.auto.value, f"turned on by itself ({rules.auto.at})"
-    for off in rules.off:
-        scope.names = off.names
-        test = evaluate(off.test, scope)
-        if test is UNKNOWN:
-            return UNKNOWN, f"{off.at}: " + ", ".join(scope.unknown)
-        if test:
-            value, why = off.value, f"turned off ({off.at})"
-    return bool(value), why or "off for this launch"
+            kind = "turned on by itself" if switch is rules.auto else "turned on" if switch.value else "turned off"
+            value, why = switch.value, f"{kind} ({switch.at})"
+    return value, why or ("on" if value else "off for this launch")
 
 
 def deferred(w: _World, guard: Guard) -> tuple[Any, str]:
     """Whether a layer defers its MLP all-reduce to the next one (the guard's value), and why."""
-    scope = Scope(lambda n: None, dict(guard.module_names))
+    scope = Scope(lambda n: NOT_MINE, dict(guard.module_names))
     scope.term = _guard_term(w, guard, lambda: scope)
     for st in guard.body:
         if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
@@ -299,7 +293,7 @@ def allreduce_findings(inp: Inputs) -> list[Finding]:
         defers, why = deferred(_World(inp, rules, gpu, on), rules.guard)
         (bad if defers is True else good if defers is False else unknown).append(gpu)
         kind = "bad" if defers is True else "good" if defers is False else "unknown"
-        if kind not in whys or on is True:  # say why on a GPU where the fusion is on, when there is one
+        if kind not in whys or (on is not UNKNOWN and on):  # say why on a GPU where the fusion is on, when there is one
             whys[kind] = f"{why}; fusion {why_on}"
     where = f"{cls} captures each aux layer's input before the layer runs ({site.at})"
     if bad:
