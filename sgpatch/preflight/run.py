@@ -16,9 +16,10 @@ from sgpatch.interface.model import ClassRef, InterfaceReport
 from sgpatch.preflight.classes import entry_class
 from sgpatch.preflight.findings import VERDICTS, Finding
 from sgpatch.preflight.flags import read_flags
-from sgpatch.preflight.gpus import Gpus
+from sgpatch.preflight.gpus import Gpus, gpus_answer
 from sgpatch.preflight.launch import Launch, parse_launch
 from sgpatch.preflight.models import ModelFiles, architectures, read_models
+from sgpatch.preflight.overrides import apply_overrides, model_specs, override_args, override_row
 from sgpatch.preflight.release import ReleaseRules, read_release
 from sgpatch.preflight.rules.inputs import make_inputs
 from sgpatch.preflight.rules.registry import run_rules
@@ -173,12 +174,18 @@ def preflight(
         return PreflightReport(
             str(checkout), launch, (), tuple(findings), None, (*notes, "no --model-path: nothing else checked")
         )
-    draft_path = launch.args.get("speculative_draft_model_path")
-    specs = [("target", target_path)]
-    if isinstance(draft_path, str):
-        specs.append(("draft", draft_path))
     hf_env = {k: v for k, v in environ.items() if k in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HOME")}
-    models = read_models(specs, {**({} if host else hf_env), **launch.environ}, host=host, python=python)
+    read = read_models(
+        model_specs(launch.args), {**({} if host else hf_env), **launch.environ}, host=host, python=python
+    )
+    gpus = gpus if gpus is not None or host is None else gpus_answer(read.gpus, host)
+    override, bad = override_args(launch.args)
+    if bad is not None:
+        findings.append(bad)
+    models = apply_overrides(read.models, override)
+    applied = override_row(models, override)
+    if applied is not None:
+        findings.append(applied)
     target = models[0]
     draft = models[1] if len(models) > 1 else None
     release = read_release(checkout)

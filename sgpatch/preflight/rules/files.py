@@ -188,6 +188,26 @@ def quantization_finding(tree: SourceTree, args: Mapping[str, object], draft: Mo
     )
 
 
+def unread_findings(inp: Inputs) -> list[Finding]:
+    """A model whose weight files could not all be read (a dangling link, no permission): said, not refused."""
+    out = []
+    for m in inp.files:
+        if m.unread:
+            shown = "; ".join(m.unread[:3]) + (f"; and {len(m.unread) - 3} more" if len(m.unread) > 3 else "")
+            out.append(
+                Finding(
+                    "model-files",
+                    "unchecked",
+                    m.role,
+                    f"not checked: {len(m.unread)} weight file(s) could not be read: {shown}"
+                    + ("; tensor names from the index" if "index" in m.weights else ""),
+                    m.where,
+                    "make the files readable where the launch runs (the rules on tensor dtypes read their headers)",
+                )
+            )
+    return out
+
+
 def file_findings(inp: Inputs) -> list[Finding]:
     """The model-file rules for this launch (none without a draft, or without the files read)."""
     target, draft = inp.model("target"), inp.model("draft")

@@ -15,8 +15,9 @@ from sgpatch.preflight.gpus import Gpus
 from sgpatch.preflight.models import ModelFiles
 from sgpatch.preflight.release import ReleaseRules
 from sgpatch.preflight.rules.allreduce import allreduce_findings
+from sgpatch.preflight.rules.architecture import architecture_findings
 from sgpatch.preflight.rules.context import context_findings
-from sgpatch.preflight.rules.files import file_findings
+from sgpatch.preflight.rules.files import file_findings, unread_findings
 from sgpatch.preflight.rules.inputs import Inputs, make_inputs
 from sgpatch.preflight.rules.launch import launch_findings
 from sgpatch.preflight.rules.model import model_findings
@@ -32,12 +33,14 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
+    Rule("architecture", architecture_findings, ("target", "draft")),
     Rule("context-length", context_findings, ("target", "draft")),
     Rule("model-splits", model_findings, ("target", "draft")),
     Rule("eagle3-and-backends", launch_findings, ("target", "draft")),
     Rule("speculative-flags", spec_findings, ("target",)),
     Rule("eagle3-allreduce-capture", allreduce_findings, ("target",)),
     Rule("model-files", file_findings, ("target", "draft")),
+    Rule("weights-read", unread_findings, ()),
 )
 
 
