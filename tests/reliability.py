@@ -1452,6 +1452,14 @@ case(
     "a 'not checked' row names the file and why; the other rules still checked; never exit 2",
 )
 case(
+    "preflight-gpus-hostile",
+    PREFLIGHT,
+    "`sgpatch preflight --ssh HOST`: the host's `nvidia-smi` prints without end, with control characters, or hangs",
+    0,
+    "GPUs kept",
+    "the probe reads at most 64 KiB and 64 GPUs and kills it after its deadline; names are kept printable",
+)
+case(
     "preflight-index-outside",
     PREFLIGHT,
     "`sgpatch preflight -- …launch_server …`: the target's `model.safetensors.index.json` maps a tensor to "

@@ -6,9 +6,12 @@ files and run on generated launches (the test executes upstream's code, the tool
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
+import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,13 +24,15 @@ from hypothesis import strategies as st
 from sgpatch.preflight.allreduce import COMMUNICATOR, read_fusion_rules
 from sgpatch.preflight.conditions import UNKNOWN
 from sgpatch.preflight.flags import SERVER_ARGS
-from sgpatch.preflight.gpus import KNOWN, Gpu, gpu_option, known_sm
+from sgpatch.preflight.gpus import KNOWN, Gpu, gpu_option, gpus_answer, known_sm
 from sgpatch.preflight.release import read_release
 from sgpatch.preflight.rules.allreduce import RULE, _World, deferred, fusion_on
 from sgpatch.preflight.rules.inputs import make_inputs
 from sgpatch.source.tree import DirTree
 
 from .helpers import REPO, json_out
+from .reliability import record
+from .sshd import Sshd
 from .test_preflight import DRAFT_OK, KIMI, KIMI_DRAFT, TARGET_SHARDS, model_dir, preflight, rows, team_launch
 from .test_preflight_release import SETTINGS
 
@@ -361,3 +366,58 @@ def test_the_guard_matches_upstream(diff_trees: dict[str, Path], name: str) -> N
         assert mine == bool(upstream), (launch, fusion, why)
 
     check()
+
+
+# ------------------------------------------------------------------------------ the host's GPUs (--ssh)
+
+
+def _fake_smi(bindir: Path, body: str) -> None:
+    bindir.mkdir(parents=True, exist_ok=True)
+    smi = bindir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + body + "\n")
+    smi.chmod(0o755)
+
+
+def test_over_ssh_the_hosts_gpus_decide(
+    sshd: Sshd, two_patch: Path, kimi: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe asks the host's nvidia-smi (here a stand-in printing eight H200s, on the host's PATH through
+    the interpreter given with --python), in the same connection as the model files."""
+    _fake_smi(tmp_path / "bin", "i=0; while [ $i -lt 8 ]; do echo 'NVIDIA H200, 9.0'; i=$((i+1)); done")
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPATH={tmp_path / "bin"}:$PATH exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    monkeypatch.setenv("SGPATCH_SSH_CONFIG", str(sshd.client_config))
+    before = sshd.accepted()
+    words = (ENV, *team_launch(*kimi)[1:])
+    doc = json_out(preflight(two_patch, *words, opts=("--ssh", sshd.alias, "--python", str(python))))
+    assert sshd.accepted() - before == 1
+    assert doc["gpus"] == [{"name": "NVIDIA H200", "sm": 90}] * 8
+    assert doc["gpus_from"] == f"{sshd.alias}: nvidia-smi"
+    row = _row(doc)
+    assert row["verdict"] == "silent" and "on NVIDIA H200 (SM90) [" in row["compared"]
+    # --gpu wins over the host's answer
+    doc = json_out(preflight(two_patch, *words, opts=("--ssh", sshd.alias, "--python", str(python), "--gpu", "A100")))
+    assert _row(doc)["verdict"] == "ok"
+
+
+def test_a_hostile_nvidia_smi_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sgpatch.deployed import probe
+
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    _fake_smi(tmp_path / "bin", "while :; do printf 'NVIDIA H200\\033[31m%02000d, 9.0\\n' 1; done")
+    answer = probe.read_gpus()
+    assert len(answer["gpus"]) <= probe.GPU_CAPS["gpus"] and all(len(g["name"]) <= 200 for g in answer["gpus"])
+    found = gpus_answer(answer, "h")
+    assert found is not None and all(g.name.isprintable() and g.sm == 90 for g in found.gpus)
+    monkeypatch.setitem(probe.GPU_CAPS, "seconds", 1)
+    _fake_smi(tmp_path / "bin", "sleep 30")
+    start = time.monotonic()
+    assert probe.read_gpus()["gpus"] == [] and time.monotonic() - start < 10
+    assert gpus_answer({"gpus": [{"name": 3}]}, "h") is None and gpus_answer("junk", "h") is None
+    assert gpus_answer({"gpus": [{"name": "Mystery GPU", "compute_cap": "x"}]}, "h") is None
+    record(
+        "preflight-gpus-hostile",
+        exit=0,
+        shown=f"{len(answer['gpus'])} GPUs kept of an endless nvidia-smi; a hung one killed after 1 s",
+    )

@@ -32,6 +32,7 @@ if __name__ == "__main__" and sys.path and sys.path[0] in ("", "."):
     del sys.path[0]
 
 import base64
+import contextlib
 import csv
 import hashlib
 import json
@@ -237,17 +238,14 @@ def _locate(spec: str, env: dict[str, str], revision: str | None = None) -> dict
         if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) and os.path.isdir(snap) and not os.path.islink(snap):
             real = os.path.realpath(repo)
             return {"how": "hf-repo", "dir": os.path.join(real, "snapshots", rev), "within": real, "rev": rev}
-        named = ref or f"revision {wanted}"
-        return {"error": f"{named}: names {rev[:64]!r}, not a snapshot in {os.path.join(repo, 'snapshots')}"}
+        return {"error": f"{ref or wanted}: names {rev[:64]!r}, not a snapshot in {os.path.join(repo, 'snapshots')}"}
     return {"error": "not a directory, nor a Hugging Face repo id"}
 
 
 def _open_within(path: str, within: str) -> Any:
-    """``path`` opened for reading when it is a regular file.  A link out of ``within`` is followed: the user's
-    model directory made it (``huggingface-cli --local-dir`` links into the hub cache; weights on another
-    volume), and every read stays bounded; the answer says where it led (``_outside``)."""
-    real = os.path.realpath(path)
-    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    """``path`` opened for reading when it is a regular file; a link out of ``within`` is followed (the user's
+    directory made it: ``--local-dir`` links, another volume), bounded; ``_outside`` says where it led."""
+    fd = os.open(os.path.realpath(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     fh = os.fdopen(fd, "rb")
     import stat
 
@@ -338,69 +336,36 @@ def read_model(
     return out
 
 
-GPU_CAPS = {"output": 64 << 10, "seconds": 10, "gpus": 64, "proc": 4096}
+GPU_CAPS = {"output": 64 << 10, "seconds": 10, "gpus": 64}
 
 
-def _nvidia_smi() -> list[dict[str, str]] | None:
-    """``nvidia-smi --query-gpu=name,compute_cap``: at most GPU_CAPS output bytes and seconds (None: no such
-    program, or it failed)."""
+def read_gpus() -> dict[str, Any]:
+    """The host's GPUs as launch preflight needs them: ``nvidia-smi --query-gpu=name,compute_cap``, at most
+    GPU_CAPS output bytes and seconds (no GPUs: no such program, or it failed)."""
     import subprocess
     import threading
 
-    try:
-        proc = subprocess.Popen(
-            ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-    except OSError:
-        return None
-    timer = threading.Timer(GPU_CAPS["seconds"], proc.kill)
+    argv = ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"]
+    pipe, quiet = subprocess.PIPE, subprocess.DEVNULL
+    try:  # its own session, so the deadline kills whatever it started too
+        proc = subprocess.Popen(argv, stdin=quiet, stdout=pipe, stderr=quiet, start_new_session=True)
+    except OSError as exc:
+        return {"gpus": [], "source": f"nvidia-smi: {exc.strerror or exc}"}
+    timer = threading.Timer(GPU_CAPS["seconds"], os.killpg, (proc.pid, 9))
     timer.start()
     try:
         data = proc.stdout.read(GPU_CAPS["output"]) if proc.stdout is not None else b""
     finally:
-        proc.kill()
-        proc.wait()
         timer.cancel()
-    if proc.returncode not in (0, -9) or not data:
-        return None
-    out = []
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
+    gpus = []
     for line in data.decode("utf-8", "replace").splitlines()[: GPU_CAPS["gpus"]]:
         name, _, cap = line.rpartition(",")
         if name.strip():
-            out.append({"name": name.strip()[:200], "compute_cap": cap.strip()[:16]})
-    return out or None
-
-
-def _proc_gpus() -> list[dict[str, str]]:
-    """The driver's ``/proc/driver/nvidia/gpus/*/information`` ``Model:`` lines (no compute capability)."""
-    root = "/proc/driver/nvidia/gpus"
-    out = []
-    try:
-        entries = sorted(os.listdir(root))[: GPU_CAPS["gpus"]]
-    except OSError:
-        return []
-    for entry in entries:
-        try:
-            with open(os.path.join(root, entry, "information"), "rb") as fh:
-                text = fh.read(GPU_CAPS["proc"]).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "Model" and value.strip():
-                out.append({"name": value.strip()[:200]})
-    return out
-
-
-def read_gpus() -> dict[str, Any]:
-    """The host's GPUs as launch preflight needs them: name and compute capability."""
-    found = _nvidia_smi()
-    if found is not None:
-        return {"gpus": found, "source": "nvidia-smi"}
-    return {"gpus": _proc_gpus(), "source": "/proc/driver/nvidia"}
+            gpus.append({"name": name.strip()[:200], "compute_cap": cap.strip()[:16]})
+    return {"gpus": gpus, "source": "nvidia-smi"}
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
