@@ -23,6 +23,7 @@ from sgpatch.preflight.overrides import apply_overrides, model_specs, override_a
 from sgpatch.preflight.release import ReleaseRules, read_release
 from sgpatch.preflight.rules.inputs import make_inputs
 from sgpatch.preflight.rules.registry import run_rules
+from sgpatch.pyast import parses_shared
 from sgpatch.source.tree import DirTree
 
 ALGORITHMS = {"EAGLE3": "eagle3", "EAGLE": "eagle"}
@@ -138,6 +139,22 @@ def preflight(
     cache: Cache | None = None,
     environ: Mapping[str, str] | None = None,
     gpus: Gpus | None = None,
+) -> PreflightReport:
+    """Everything the launch ``words`` would hit after its weights load, from the stack at ``checkout``;
+    each SGLang file parsed once between the rules, the fused all-reduce reading and the interface check."""
+    with parses_shared():
+        return _preflight(checkout, words, host=host, python=python, cache=cache, environ=environ, gpus=gpus)
+
+
+def _preflight(
+    checkout: Path,
+    words: Sequence[str],
+    *,
+    host: str | None,
+    python: str | None,
+    cache: Cache | None,
+    environ: Mapping[str, str] | None,
+    gpus: Gpus | None,
 ) -> PreflightReport:
     """Everything the launch ``words`` would hit after its weights load, from the stack at ``checkout``.
 
