@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .helpers import json_out
+from .helpers import REPO, json_out, run_cli
 from .reliability import record
 from .test_preflight import (
     DRAFT_OK,
@@ -197,4 +197,18 @@ def test_a_weight_file_that_cannot_be_read_is_a_row_not_a_refusal(template_patch
     )
     assert doc["counts"]["unchecked"] >= 1
     assert preflight(template_patched, *words, opts=("--strict",)).exit_code == 1
+    human = run_cli(  # on an A100 (no fused all-reduce there), so the unread file is all that is left to say
+        "preflight",
+        "--config",
+        str(REPO / "VERSIONS.toml"),
+        "--checkout",
+        str(template_patched),
+        "--gpu",
+        "A100",
+        "--",
+        *words,
+    )
+    last = human.stdout.rstrip().splitlines()[-1]
+    assert human.exit_code == 0 and last.startswith("preflight: no crash predicted, not ok: 1 rule(s) not checked")
+    assert "1 not checked" in last
     record("preflight-weights-unreadable", exit=result.exit_code, shown=found["compared"][:200], roots=(tmp_path,))

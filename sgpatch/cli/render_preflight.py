@@ -25,6 +25,11 @@ def render_preflight(report: PreflightReport, *, strict: bool) -> str:
     for m in report.models:
         arch = ",".join(m.as_dict()["architectures"]) or "-"  # type: ignore[arg-type]
         lines.append(f"{m.role:<10} {m.where} ({m.how}; {arch}; {len(m.tensors)} tensors from {m.weights})")
+        if m.config_file != "config.json":
+            lines.append(f"{'':<10} config read: {m.config_file}")
+        lines.extend(f"{'':<10} linked: {link}" for link in m.linked[:4])
+        if len(m.linked) > 4:
+            lines.append(f"{'':<10} linked: ... and {len(m.linked) - 4} more out of the directory")
     lines.append("")
     rows = [(f.rule, _SHOWN[f.verdict], f.subject, f.compared, _short(f.predicts)) for f in report.findings]
     lines.extend(_table(rows, ("rule", "verdict", "subject", "values compared", "predicts")))
