@@ -212,3 +212,18 @@ def test_a_weight_file_that_cannot_be_read_is_a_row_not_a_refusal(template_patch
     assert human.exit_code == 0 and last.startswith("preflight: no crash predicted, not ok: 1 rule(s) not checked")
     assert "1 not checked" in last
     record("preflight-weights-unreadable", exit=result.exit_code, shown=found["compared"][:200], roots=(tmp_path,))
+
+
+def test_a_config_sgpatch_cannot_read_makes_its_rules_unchecked(template_patched: Path, tmp_path: Path) -> None:
+    """``--load-format gguf``: SGLang takes the config from the GGUF file; the rules comparing the target's
+    values say so instead of answering from config.json."""
+    target, _ = _llama(tmp_path)
+    words = (*SERVE, "--model-path", str(target), "--context-length", "262144")
+    assert json_out(preflight(template_patched, *words)).get("counts", {}).get("crash", 0) >= 1
+    result = preflight(template_patched, *words, "--load-format", "gguf")
+    doc = json_out(result)
+    found = rows(doc, "context-length")[0]
+    assert found["verdict"] == "unchecked" and found["compared"].startswith("not checked: --load-format gguf")
+    assert "from the files as read: --context-length 262144 >" in found["compared"]
+    assert result.exit_code == 0 and doc["ok"] is False
+    assert preflight(template_patched, *words, "--load-format", "gguf", opts=("--strict",)).exit_code == 1

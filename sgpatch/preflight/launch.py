@@ -55,6 +55,8 @@ CHECKED = frozenset(
         "decrypted_config_file",
         "decrypted_draft_config_file",
         "json_model_override_args",
+        "load_format",
+        "speculative_draft_load_format",
         "nnodes",
         "enable_flashinfer_allreduce_fusion",
         "flashinfer_allreduce_fusion_backend",

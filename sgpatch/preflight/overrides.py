@@ -89,3 +89,15 @@ def override_row(models: Sequence[ModelFiles], override: Mapping[str, Any]) -> F
     return Finding(
         "model-override", "ok", "launch", f"--json-model-override-args applied to the {roles}: {keys}", MODEL_CONFIG
     )
+
+
+def not_applied(args: Mapping[str, object]) -> dict[str, str]:
+    """The models whose config SGLang will not take from the files sgpatch read, and why: a GGUF checkpoint
+    (``--load-format gguf``) carries its own config, which sgpatch does not parse."""
+    out: dict[str, str] = {}
+    if args.get("load_format") == "gguf":
+        out["target"] = "--load-format gguf: SGLang reads the config inside the GGUF file, which sgpatch does not"
+    draft_format = args.get("speculative_draft_load_format") or args.get("load_format")
+    if draft_format == "gguf" and isinstance(args.get("speculative_draft_model_path"), str):
+        out["draft"] = "the draft loads as GGUF: its config comes from the GGUF file, which sgpatch does not read"
+    return out

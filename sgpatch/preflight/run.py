@@ -19,7 +19,7 @@ from sgpatch.preflight.flags import read_flags
 from sgpatch.preflight.gpus import Gpus, gpus_answer
 from sgpatch.preflight.launch import Launch, parse_launch
 from sgpatch.preflight.models import ModelFiles, architectures, read_models
-from sgpatch.preflight.overrides import apply_overrides, model_specs, override_args, override_row
+from sgpatch.preflight.overrides import apply_overrides, model_specs, not_applied, override_args, override_row
 from sgpatch.preflight.release import ReleaseRules, read_release
 from sgpatch.preflight.rules.inputs import make_inputs
 from sgpatch.preflight.rules.registry import run_rules
@@ -214,6 +214,7 @@ def _preflight(
         env=launch.environ,
         files=models,
         gpus=gpus,
+        not_applied=not_applied(launch.args),
     )
     findings += run_rules(inp)
     target_class = _class_ref(release, target)
