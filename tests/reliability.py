@@ -1441,7 +1441,6 @@ for _id, _fault, _expect in [
     ("preflight-config-list", "the draft's `config.json` is a JSON list", "config.json: a JSON list, not an object"),
     ("preflight-config-wrong-type", 'the draft\'s `config.json` has `"architectures": "Llama"`', "key 'architectures'"),
     ("preflight-config-huge", "the draft's `config.json` is 5 MiB", "config.json: over"),
-    ("preflight-config-link-out", "the draft's `config.json` is a symlink out of the model directory", "links out of"),
     (
         "preflight-safetensors-huge-header",
         "the draft's `model.safetensors` claims a header of 1 TiB",
@@ -1459,6 +1458,31 @@ for _id, _fault, _expect in [
     ),
 ]:
     case(_id, PREFLIGHT, f"`sgpatch preflight -- …launch_server …`: {_fault}", 2, _expect, _MODEL)
+case(
+    "preflight-weights-link-out",
+    PREFLIGHT,
+    "`sgpatch preflight -- …launch_server …`: the draft's `config.json` and `model.safetensors` are symlinks out of "
+    "the model directory (the old `huggingface-cli --local-dir` layout, weights on another volume)",
+    0,
+    "linked",
+    "read through the links, bounded as any model file; the report names where each link led; every rule checked",
+)
+case(
+    "preflight-weights-unreadable",
+    PREFLIGHT,
+    "`sgpatch preflight -- …launch_server …`: a safetensors file the target's index names is a dangling link",
+    0,
+    "could not be read",
+    "a 'not checked' row names the file and why; the other rules still checked; never exit 2",
+)
+case(
+    "preflight-gpus-hostile",
+    PREFLIGHT,
+    "`sgpatch preflight --ssh HOST`: the host's `nvidia-smi` prints without end, with control characters, or hangs",
+    0,
+    "GPUs kept",
+    "the probe reads at most 64 KiB and 64 GPUs and kills it after its deadline; names are kept printable",
+)
 case(
     "preflight-index-outside",
     PREFLIGHT,

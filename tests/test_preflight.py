@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,7 +31,6 @@ DSV3_DRAFT = MODELS / "example-draft__specforge__deepseek-v3-671b-eagle3.json"
 LLAMA = MODELS / "target__meta-llama__Meta-Llama-3.1-8B-BASE__config.json"
 LLAMA_DRAFT = MODELS / "draft__SafeAILab-EAGLE__traineagle3__config.json"
 SERVE = ("python", "-m", "sglang.launch_server")
-
 
 
 def safetensors(path: Path, tensors: Mapping[str, str]) -> None:
@@ -170,9 +170,9 @@ def test_human_output_is_one_table_with_the_fixes(pristine: Path, kimi: tuple[Pa
     )
     assert result.exit_code == 1
     out = result.stdout
-    assert "context-length      CRASH    draft" in out
+    assert re.search(r"^context-length +CRASH +draft ", out, re.MULTILINE)
     assert "lacks get_embed_and_head" in out and "lacks set_eagle3_layers_to_capture" in out
-    assert "not checked: --trust-remote-code" in out
+    assert "flags preflight does not read: --trust-remote-code" in out
     assert "fix context-length (draft): " in out
     assert out.rstrip().splitlines()[-1].startswith("preflight: the launch would fail (3 crash")
 
@@ -336,9 +336,8 @@ def test_a_repo_id_and_a_snapshot_in_the_hf_cache(patched: Path, tmp_path: Path)
         (lambda d: (d / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 40)), "safetensors header of"),
         (lambda d: (d / "model.safetensors").write_bytes(struct.pack("<Q", 64) + b"{}"), "header says 64 bytes"),
         (lambda d: (d / "model.safetensors").write_bytes(struct.pack("<Q", 8) + b'{"a": 1}'), "has no dtype"),
-        (lambda d: _link_out(d), "links out of"),
     ],
-    ids=["malformed", "list", "wrong-type", "huge", "huge-header", "short-header", "bad-entry", "symlink-out"],
+    ids=["malformed", "list", "wrong-type", "huge", "huge-header", "short-header", "bad-entry"],
 )
 def test_hostile_model_files_are_exit_2_naming_the_file(
     patched: Path, tmp_path: Path, damage: Callable[[Path], object], named: str, request: pytest.FixtureRequest
@@ -364,15 +363,7 @@ HOSTILE_CASES = {
     "huge-header": "preflight-safetensors-huge-header",
     "short-header": "preflight-safetensors-short-header",
     "bad-entry": "preflight-safetensors-bad-entry",
-    "symlink-out": "preflight-config-link-out",
 }
-
-
-def _link_out(d: Path) -> None:
-    outside = d.parent / "secret.json"
-    outside.write_text("{}")
-    (d / "config.json").unlink()
-    (d / "config.json").symlink_to(outside)
 
 
 def test_an_index_naming_a_path_outside_is_refused(patched: Path, tmp_path: Path) -> None:

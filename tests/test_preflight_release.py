@@ -18,14 +18,16 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sgpatch.errors import ConfigError
+from sgpatch.preflight.classes import entry_class
+from sgpatch.preflight.eagle3 import read_capture_rule
 from sgpatch.preflight.mirror import (
     attention_split,
     capture_layers,
     default_layers,
     derived_context_length,
 )
-from sgpatch.preflight.release import ReleaseRules, entry_class, read_release
-from sgpatch.preflight.rules import release_findings
+from sgpatch.preflight.release import ReleaseRules, read_release
+from sgpatch.preflight.rules.registry import release_findings
 
 from .helpers import DATA
 from .reliability import CASES, record
@@ -102,22 +104,22 @@ def test_registry_and_capture_rules(releases: dict[str, ReleaseRules], trees: di
             "KimiK25ForConditionalGeneration",
         )
         assert entry_class(release, "NoSuchArchitecture") is None
-        llama = release.capture_rule("LlamaForCausalLM")
+        llama = read_capture_rule(release, "LlamaForCausalLM")
         assert llama is not None and (llama.offset, llama.only_if_first) == (1, None), name
         assert llama.default == "[2, num_layers // 2, num_layers - 3]"
         assert llama.method_at is not None
         assert "def set_eagle3_layers_to_capture" in _line(trees[name], llama.method_at)
     # DeepSeek: +1 always in pristine 0.5.9; only when ids[0] == 1 after patch 0002 (and in 0.5.23)
-    rules = {n: r.capture_rule("DeepseekV3ForCausalLM") for n, r in releases.items()}
+    rules = {n: read_capture_rule(r, "DeepseekV3ForCausalLM") for n, r in releases.items()}
     assert {n: (r.offset, r.only_if_first) for n, r in rules.items() if r} == {
         "0.5.9": (1, None),
         "0.5.9-patched": (1, 1),
         "0.5.23": (1, 1),
     }
     # Kimi-K2.5: no method in pristine 0.5.9 (the interface check's gap); delegated to DeepSeek after 0001
-    kimi = releases["0.5.9"].capture_rule("KimiK25ForConditionalGeneration")
+    kimi = read_capture_rule(releases["0.5.9"], "KimiK25ForConditionalGeneration")
     assert kimi is not None and kimi.method_at is None
-    kimi = releases["0.5.9-patched"].capture_rule("KimiK25ForConditionalGeneration")
+    kimi = read_capture_rule(releases["0.5.9-patched"], "KimiK25ForConditionalGeneration")
     assert kimi is not None and kimi.delegated == ("self.language_model -> DeepseekV3ForCausalLM",)
     assert kimi.method_at == "python/sglang/srt/models/deepseek_v2.py:2963"
 
@@ -241,7 +243,7 @@ def test_context_length_matches_upstream(releases: dict[str, ReleaseRules], tree
 def test_capture_layers_match_upstream(
     releases: dict[str, ReleaseRules], trees: dict[str, Path], name: str, cls: str, arch: str
 ) -> None:
-    rule = releases[name].capture_rule(arch)
+    rule = read_capture_rule(releases[name], arch)
     assert rule is not None and rule.method_at is not None and rule.offset is not None
     assert rule.default is not None and rule.default_var is not None
     space: dict[str, Any] = {"Optional": Optional, "List": list}

@@ -18,7 +18,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sgpatch.preflight.release import ReleaseRules, read_release
-from sgpatch.preflight.rules import release_findings
+from sgpatch.preflight.rules.registry import release_findings
+from sgpatch.preflight.rules.spec_release import read_spec_rules
+from sgpatch.source.tree import DirTree
 
 from .test_preflight_release import EAGLE3_TP8, KIMI, KIMI_DRAFT, SETTINGS, _line, _model, _upstream_function
 
@@ -191,7 +193,7 @@ def test_draft_moe_and_fp8_rules(releases: dict[str, ReleaseRules], trees: dict[
 def test_speculative_facts_come_from_the_release(
     releases: dict[str, ReleaseRules], trees: dict[str, Path], name: str, facts: dict[str, str | None]
 ) -> None:
-    rules = releases[name].spec_rules()
+    rules = read_spec_rules(DirTree(releases[name].root))
     assert rules is not None
     for key, where in facts.items():
         assert getattr(rules, key) == (f"python/sglang/srt/{where}" if where else None), key
@@ -234,7 +236,7 @@ class Record(SimpleNamespace):
 
 def _upstream_speculative(name: str, root: Path, rules: Any) -> Any:
     """A callable (args, arch, env) -> the stub record after upstream's page rewrites and handler ran."""
-    from sgpatch.preflight.spec_release import HANDLERS, PAGE_REWRITERS
+    from sgpatch.preflight.rules.spec_release import HANDLERS, PAGE_REWRITERS
 
     logger = SimpleNamespace(warning=lambda *a, **k: None, info=lambda *a, **k: None)
     space: dict[str, Any] = {"logger": logger, "Optional": Optional, "Any": Any}
@@ -321,9 +323,9 @@ small = st.one_of(st.none(), st.integers(1, 9), st.integers(1, 9), st.integers(1
 
 @pytest.mark.parametrize("name", ["0.5.9", "0.5.23"])
 def test_speculative_flags_match_upstream(releases: dict[str, ReleaseRules], trees: dict[str, Path], name: str) -> None:
-    from sgpatch.preflight.rules_spec import SpecArgs, resolve_speculative
+    from sgpatch.preflight.rules.spec import SpecArgs, resolve_speculative
 
-    rules = releases[name].spec_rules()
+    rules = read_spec_rules(DirTree(releases[name].root))
     assert rules is not None
     upstream = _upstream_speculative(name, trees[name], rules)
 

@@ -36,7 +36,13 @@ def preflight(
         str | None, typer.Option("--ssh", metavar="[USER@]HOST", help="read the model files on the serving host")
     ] = None,
     python: Annotated[str | None, typer.Option("--python", help="the host's interpreter for --ssh")] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="fail on silent findings too")] = False,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu", metavar="NAME", help="the serving GPU (H200, B200, A100, sm90...) when --ssh does not read it"
+        ),
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="fail on silent and unchecked findings too")] = False,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
     no_cache: NoCacheOpt = False,
@@ -45,6 +51,7 @@ def preflight(
     from sgpatch.cli.render import dumps
     from sgpatch.cli.render_preflight import render_preflight
     from sgpatch.errors import SgpatchError
+    from sgpatch.preflight.gpus import gpu_option
     from sgpatch.preflight.run import preflight as run_preflight
 
     cfg = _config(config)
@@ -56,11 +63,13 @@ def preflight(
         )
     st = cfg.stack(stack)
     root = _checkout(cfg, st, checkout)
-    report = run_preflight(root, rest, host=ssh, python=python, cache=_cache(no_cache))
+    gpus = gpu_option(gpu) if gpu is not None else None
+    report = run_preflight(root, rest, host=ssh, python=python, cache=_cache(no_cache), gpus=gpus)
     if json_out:
         doc = report.as_dict()
         doc["stack"] = st.name
-        doc["ok"] = report.exit_code(strict=strict) == 0
+        doc["ok"] = report.ok
+        doc["exit_code"] = report.exit_code(strict=strict)
         echo_json(dumps(doc))
     else:
         echo(render_preflight(report, strict=strict))

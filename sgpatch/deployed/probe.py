@@ -12,7 +12,8 @@ installed metadata (``importlib.metadata``) and its package directory through
 executing it.  Every answer reports the watched modules in ``sys.modules``,
 so the checking side can prove that.
 
-Requests: ``model`` (what launch preflight reads of a model: ``read_model``),
+Requests: ``model`` (what launch preflight reads of a model: ``read_model``), ``gpus`` (the host's GPUs:
+``read_gpus``),
 ``inspect`` (versions, site-packages directory, import root, chosen
 files and ``.dist-info`` files, the names of the package's files, and the
 RECORD: its paths and every row whose file no longer has the recorded sha256,
@@ -31,6 +32,7 @@ if __name__ == "__main__" and sys.path and sys.path[0] in ("", "."):
     del sys.path[0]
 
 import base64
+import contextlib
 import csv
 import hashlib
 import json
@@ -203,8 +205,10 @@ def _hub_dir(env: dict[str, str]) -> str:
     return os.path.join(os.path.expanduser(home), "hub")
 
 
-def _locate(spec: str, env: dict[str, str]) -> dict[str, Any]:
-    """A model path as SGLang takes it: a directory (maybe a hub snapshot), or a repo id found in the hub cache."""
+def _locate(spec: str, env: dict[str, str], revision: str | None = None) -> dict[str, Any]:
+    """A model path as SGLang takes it: a directory (maybe a hub snapshot), or a repo id found in the hub cache
+    at ``revision`` (a branch or tag under ``refs/``, or a commit's snapshot; default ``main``), as
+    huggingface_hub resolves it offline.  A directory ignores the revision, as transformers does."""
     if os.path.isdir(spec):
         real = os.path.realpath(spec)
         parts = real.split(os.sep)
@@ -214,25 +218,34 @@ def _locate(spec: str, env: dict[str, str]) -> dict[str, Any]:
     hub = _hub_dir(env)
     if re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}", spec) and ".." not in spec:
         repo = os.path.join(hub, "models--" + spec.replace("/", "--"))
-        ref = os.path.join(repo, "refs", "main")
-        if os.path.isfile(ref) and not os.path.islink(ref):
+        wanted = revision or "main"
+        if not re.fullmatch(r"[\w.-]{1,128}(/[\w.-]{1,128}){0,2}", wanted) or ".." in wanted:
+            return {"error": f"revision {wanted[:80]!r} is not a branch, tag or commit name"}
+        if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", wanted):
+            rev, ref = wanted, None
+        else:
+            ref = os.path.join(repo, "refs", *wanted.split("/"))
+            if not (os.path.isfile(ref) and not os.path.islink(ref)):
+                if not os.path.isdir(repo):
+                    return {
+                        "error": f"not a directory, and no {spec} in the Hugging Face cache {hub} (preflight never "
+                        "downloads)"
+                    }
+                return {"error": f"revision {wanted!r} of {spec} is not in the Hugging Face cache ({ref} missing)"}
             with open(ref, "rb") as fh:
                 rev = fh.read(128).decode("ascii", "replace").strip()
-            snap = os.path.join(repo, "snapshots", rev)
-            if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) and os.path.isdir(snap) and not os.path.islink(snap):
-                real = os.path.realpath(repo)
-                return {"how": "hf-repo", "dir": os.path.join(real, "snapshots", rev), "within": real, "rev": rev}
-            return {"error": f"{ref}: names {rev[:64]!r}, not a snapshot in {os.path.join(repo, 'snapshots')}"}
-        return {"error": f"not a directory, and no {spec} in the Hugging Face cache {hub} (preflight never downloads)"}
+        snap = os.path.join(repo, "snapshots", rev)
+        if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) and os.path.isdir(snap) and not os.path.islink(snap):
+            real = os.path.realpath(repo)
+            return {"how": "hf-repo", "dir": os.path.join(real, "snapshots", rev), "within": real, "rev": rev}
+        return {"error": f"{ref or wanted}: names {rev[:64]!r}, not a snapshot in {os.path.join(repo, 'snapshots')}"}
     return {"error": "not a directory, nor a Hugging Face repo id"}
 
 
 def _open_within(path: str, within: str) -> Any:
-    """``path`` opened for reading when it is a regular file whose real path stays below ``within``."""
-    real = os.path.realpath(path)
-    if not real.startswith(within.rstrip(os.sep) + os.sep):
-        raise ValueError(f"{path}: links out of {within} (to {real})")
-    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    """``path`` opened for reading when it is a regular file; a link out of ``within`` is followed (the user's
+    directory made it: ``--local-dir`` links, another volume), bounded; ``_outside`` says where it led."""
+    fd = os.open(os.path.realpath(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     fh = os.fdopen(fd, "rb")
     import stat
 
@@ -242,6 +255,11 @@ def _open_within(path: str, within: str) -> Any:
     return fh
 
 
+def _outside(path: str, within: str) -> dict[str, str]:
+    real = os.path.realpath(path)
+    return {} if real.startswith(within.rstrip(os.sep) + os.sep) else {"via": real}
+
+
 def _blob(path: str, within: str, cap: int) -> dict[str, Any]:
     if not os.path.lexists(path):
         return {"missing": True}
@@ -249,10 +267,12 @@ def _blob(path: str, within: str, cap: int) -> dict[str, Any]:
         with _open_within(path, within) as fh:
             data = fh.read(cap + 1)
     except (OSError, ValueError) as exc:
+        if isinstance(exc, OSError):  # could not be read (missing, a dangling link, no permission): not malformed
+            return {"unreadable": f"{path}: {exc.strerror or exc}"}
         return {"error": str(exc)}
     if len(data) > cap:
         return {"error": f"{path}: over {cap} bytes"}
-    return {"data": base64.b64encode(data).decode("ascii")}
+    return {"data": base64.b64encode(data).decode("ascii"), **_outside(path, within)}
 
 
 def _header(path: str, within: str, cap: int) -> dict[str, Any]:
@@ -267,21 +287,31 @@ def _header(path: str, within: str, cap: int) -> dict[str, Any]:
                 return {"error": f"{path}: safetensors header of {size} bytes, over {cap}"}
             data = fh.read(size)
     except (OSError, ValueError) as exc:
+        if isinstance(exc, OSError):  # could not be read (missing, a dangling link, no permission): not malformed
+            return {"unreadable": f"{path}: {exc.strerror or exc}"}
         return {"error": str(exc)}
     if len(data) < size:
         return {"error": f"{path}: header says {size} bytes, the file holds {len(data)}"}
-    return {"data": base64.b64encode(data).decode("ascii"), "size": size}
+    return {"data": base64.b64encode(data).decode("ascii"), "size": size, **_outside(path, within)}
 
 
-def read_model(spec: str, env: dict[str, str]) -> dict[str, Any]:
-    """What launch preflight reads of a model: its config, index and safetensors headers (bounded, raw)."""
+def read_model(
+    spec: str, env: dict[str, str], revision: str | None = None, config_file: str | None = None
+) -> dict[str, Any]:
+    """What launch preflight reads of a model: its config, index and safetensors headers (bounded, raw).
+    ``revision``: the launch's ``--revision`` for a repo id; ``config_file``: its ``--decrypted-config-file``,
+    read instead of ``config.json`` (relative to the model directory, as transformers joins it)."""
     merged = {k: os.environ[k] for k in HF_VARS if os.environ.get(k)}
     merged.update({k: v for k, v in env.items() if k in HF_VARS})
-    out = _locate(spec, merged)
+    out = _locate(spec, merged, revision)
     if "error" in out:
         return out
     where, within = out["dir"], out["within"]
     out["files"] = {name: _blob(os.path.join(where, name), within, MODEL_CAPS["file"]) for name in MODEL_FILES}
+    if config_file:
+        chosen = os.path.join(where, config_file)
+        out["files"]["config.json"] = _blob(chosen, where, MODEL_CAPS["file"])
+        out["config_file"] = chosen
     shards: list[str] = []
     index = out["files"]["model.safetensors.index.json"]
     if "data" in index:
@@ -306,6 +336,38 @@ def read_model(spec: str, env: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+GPU_CAPS = {"output": 64 << 10, "seconds": 10, "gpus": 64}
+
+
+def read_gpus() -> dict[str, Any]:
+    """The host's GPUs as launch preflight needs them: ``nvidia-smi --query-gpu=name,compute_cap``, at most
+    GPU_CAPS output bytes and seconds (no GPUs: no such program, or it failed)."""
+    import subprocess
+    import threading
+
+    argv = ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"]
+    pipe, quiet = subprocess.PIPE, subprocess.DEVNULL
+    try:  # its own session, so the deadline kills whatever it started too
+        proc = subprocess.Popen(argv, stdin=quiet, stdout=pipe, stderr=quiet, start_new_session=True)
+    except OSError as exc:
+        return {"gpus": [], "source": f"nvidia-smi: {exc.strerror or exc}"}
+    timer = threading.Timer(GPU_CAPS["seconds"], os.killpg, (proc.pid, 9))
+    timer.start()
+    try:
+        data = proc.stdout.read(GPU_CAPS["output"]) if proc.stdout is not None else b""
+    finally:
+        timer.cancel()
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
+    gpus = []
+    for line in data.decode("utf-8", "replace").splitlines()[: GPU_CAPS["gpus"]]:
+        name, _, cap = line.rpartition(",")
+        if name.strip():
+            gpus.append({"name": name.strip()[:200], "compute_cap": cap.strip()[:16]})
+    return {"gpus": gpus, "source": "nvidia-smi"}
+
+
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     """The answer to one request: ``inspect`` distributions, ``read`` or ``list`` below one's package root."""
     op = request.get("op")
@@ -325,7 +387,16 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{name} was not inspected")
         return {"files": {rel: _read(ROOTS[name], _safe(rel)) for rel in request["files"]}}
     if op == "model":
-        return {"models": [read_model(str(spec), dict(request.get("env") or {})) for spec in request["specs"]]}
+        extra = request.get("options") or []
+        models = []
+        for i, spec in enumerate(request["specs"]):
+            opts = extra[i] if i < len(extra) and isinstance(extra[i], dict) else {}
+            models.append(
+                read_model(str(spec), dict(request.get("env") or {}), opts.get("revision"), opts.get("config_file"))
+            )
+        return {"models": models}
+    if op == "gpus":
+        return read_gpus()
     raise ValueError(f"unknown request {op!r}")
 
 

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sgpatch.interface.modules import ClassNode, Modules, base_chain, delegates_of
+from sgpatch.preflight.classes import release_modules
+from sgpatch.preflight.release import ReleaseRules
 from sgpatch.preflight.sources import method
-from sgpatch.source.tree import DirTree
-
-if TYPE_CHECKING:
-    from sgpatch.preflight.release import RegistryEntry, ReleaseRules
 
 METHOD = "set_eagle3_layers_to_capture"
 MAX_DELEGATION = 4
@@ -46,21 +43,11 @@ class CaptureRule:
     """The delegation followed: ``self.language_model -> DeepseekV3ForCausalLM``."""
 
 
-def _modules(release: ReleaseRules) -> Modules:
-    return Modules(DirTree(release.root, label=release.label))
-
-
-def defining_class(release: ReleaseRules, entry: RegistryEntry) -> ClassNode | None:
-    """The class ``entry`` names, followed through the file's imports (None: not a class of the tree)."""
-    found = _modules(release).resolve(entry.file, entry.name)
-    return found if isinstance(found, ClassNode) else None
-
-
 def read_capture_rule(release: ReleaseRules, architecture: str) -> CaptureRule | None:
     entry = release.registry.get(architecture)
     if entry is None:
         return None
-    mods = _modules(release)
+    mods = release_modules(release)
     start = mods.resolve(entry.file, entry.name)
     if not isinstance(start, ClassNode):
         return None

@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Verdict = Literal["crash", "silent", "warn", "ok"]
+Verdict = Literal["crash", "silent", "unchecked", "warn", "ok"]
 """``crash``: SGLang would raise (exit 1); ``silent``: it would run, worse than the team expects (exit 1 only
-with ``--strict``); ``warn``: allowed by a flag or environment variable the launch sets, with a stated risk, or a
-rule that could not be checked, saying why (``compared`` starts with ``not checked:``); ``ok``: checked, nothing
-to say but the values."""
+with ``--strict``); ``unchecked``: the rule could not be checked for this exact launch, saying why
+(``compared`` starts with ``not checked:``; exit 1 only with ``--strict``, and the report is never ``ok``);
+``warn``: allowed by a flag or environment variable the launch sets, with a stated risk; ``ok``: checked,
+nothing to say but the values."""
 
-VERDICTS: tuple[Verdict, ...] = ("crash", "silent", "warn", "ok")
+VERDICTS: tuple[Verdict, ...] = ("crash", "silent", "unchecked", "warn", "ok")
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,18 @@ CHECKED = frozenset(
         "moe_a2a_backend",
         "quantization",
         "dtype",
+        "revision",
+        "speculative_draft_model_revision",
+        "decrypted_config_file",
+        "decrypted_draft_config_file",
+        "json_model_override_args",
+        "load_format",
+        "speculative_draft_load_format",
+        "nnodes",
+        "enable_flashinfer_allreduce_fusion",
+        "flashinfer_allreduce_fusion_backend",
+        "enforce_disable_flashinfer_allreduce_fusion",
+        "enable_attn_tp_input_scattered",
     }
 )
 

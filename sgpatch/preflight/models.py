@@ -41,6 +41,12 @@ class ModelFiles:
     """Tensor name -> dtype (``?`` when only the index names it)."""
     weights: str
     """How the tensor names were learnt: ``index+headers``, ``headers``, ``index``, or ``none`` (no safetensors)."""
+    unread: tuple[str, ...] = ()
+    """The weight files that could not be read, each with why (a dangling link, no permission, ...)."""
+    linked: tuple[str, ...] = ()
+    """Files read through a link out of the model directory: ``name -> real path``."""
+    config_file: str = "config.json"
+    """The config read: ``config.json``, or the launch's decrypted config file."""
 
     def has_tensor(self, suffix: str) -> bool:
         return any(name == suffix or name.endswith("." + suffix) for name in self.tensors)
@@ -56,6 +62,9 @@ class ModelFiles:
             "tensors": len(self.tensors),
             "dtypes": dtypes,
             "weights": self.weights,
+            "config_file": self.config_file,
+            "unread": list(self.unread),
+            "linked": list(self.linked),
         }
 
 
@@ -69,8 +78,8 @@ def _decode(entry: Any, path: str) -> bytes | None:
         raise ModelFileError(f"{path}: malformed answer from the probe")
     if entry.get("missing"):
         return None
-    if "error" in entry:
-        raise ModelFileError(str(entry["error"])[:500])
+    if "error" in entry or "unreadable" in entry:
+        raise ModelFileError(str(entry.get("error", entry.get("unreadable")))[:500])
     try:
         return base64.b64decode(str(entry.get("data", "")), validate=True)
     except (binascii.Error, ValueError):
@@ -112,10 +121,12 @@ def model_files(role: str, spec: str, answer: Mapping[str, Any], *, host: str | 
     headers = answer.get("headers")
     if not isinstance(files, dict) or not isinstance(headers, dict):
         raise ModelFileError(f"{role} model {at}{where}: malformed answer from the probe")
-    config_path = f"{at}{where}/{CONFIG}"
+    chosen = answer.get("config_file")
+    config_path = f"{at}{chosen}" if isinstance(chosen, str) else f"{at}{where}/{CONFIG}"
     data = _decode(files.get(CONFIG), config_path)
     if data is None:
         raise ModelFileError(f"{config_path}: no such file", hint=f"is {spec} a model directory?")
+    linked = [f"{CONFIG} -> {files[CONFIG]['via']}"] if isinstance(files[CONFIG].get("via"), str) else []
     config = _json_object(data, config_path)
     for key in ("architectures",):
         if key in config and not (isinstance(config[key], list) and all(isinstance(a, str) for a in config[key])):
@@ -130,40 +141,78 @@ def model_files(role: str, spec: str, answer: Mapping[str, Any], *, host: str | 
             raise ModelFileError(f"{index_path}: key 'weight_map' is not an object of file names")
         tensors.update(dict.fromkeys(weight_map, "?"))
         sources.append("index")
+    unread: list[str] = []
     for name, entry in sorted(headers.items()):
         shard = f"{at}{where}/{name}"
         if isinstance(entry, dict) and "error" in entry and ("/" in name or "\\" in name or name in ("", ".", "..")):
             raise ModelFileError(f"{index_path}: weight_map names {name[:120]!r}, not a file in the model directory")
+        if isinstance(entry, dict) and ("unreadable" in entry or entry.get("missing")):
+            unread.append(str(entry.get("unreadable", f"{shard}: named by {INDEX} but missing"))[:300])
+            continue
         raw = _decode(entry, shard)
         if raw is None:
-            raise ModelFileError(f"{shard}: named by {INDEX} but missing")
+            unread.append(f"{shard}: named by {INDEX} but missing")
+            continue
         tensors.update(_header_tensors(raw, shard))
+        if isinstance(entry, dict) and isinstance(entry.get("via"), str):
+            linked.append(f"{name} -> {entry['via'][:300]}")
     if headers:
         sources.append("headers")
     return ModelFiles(
-        role, spec, f"{at}{where}", str(answer.get("how", "directory")), config, tensors, "+".join(sources) or "none"
+        role,
+        spec,
+        f"{at}{where}",
+        str(answer.get("how", "directory")),
+        config,
+        tensors,
+        "+".join(sources) or "none",
+        tuple(unread),
+        tuple(linked),
+        chosen if isinstance(chosen, str) else CONFIG,
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One model as the launch names it, with the flags that change which files SGLang reads."""
+
+    role: str
+    path: str
+    revision: str | None = None
+    config_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostRead:
+    models: tuple[ModelFiles, ...]
+    gpus: Any
+    """The probe's raw ``gpus`` answer over ssh (hostile: read by :func:`sgpatch.preflight.gpus.gpus_answer`);
+    None when reading here."""
+
+
 def read_models(
-    specs: Sequence[tuple[str, str]], env: Mapping[str, str], *, host: str | None = None, python: str | None = None
-) -> tuple[ModelFiles, ...]:
-    """Each (role, path) model, read here or on ``host`` through the probe (one ssh connection for all)."""
+    specs: Sequence[ModelSpec], env: Mapping[str, str], *, host: str | None = None, python: str | None = None
+) -> HostRead:
+    """Each model, read here or on ``host`` through the probe (one ssh connection for all, the GPUs asked too)."""
     from sgpatch.deployed import probe
 
     wanted = {k: v for k, v in env.items() if k in probe.HF_VARS}
+    gpus: Any = None
     if host is None:
-        answers: list[Any] = [probe.read_model(spec, dict(wanted)) for _, spec in specs]
+        answers: list[Any] = [probe.read_model(m.path, dict(wanted), m.revision, m.config_file) for m in specs]
     else:
         from sgpatch.deployed.remote import ProbeSession, target_for
 
+        options = [{"revision": m.revision, "config_file": m.config_file} for m in specs]
         with ProbeSession(target_for(python=python, host=host)) as session:
-            doc = session.ask({"op": "model", "specs": [spec for _, spec in specs], "env": wanted})
+            doc = session.ask({"op": "model", "specs": [m.path for m in specs], "env": wanted, "options": options})
+            gpus = session.ask({"op": "gpus"})
         found = doc.get("models")
         answers = found if isinstance(found, list) else []
         if len(answers) != len(specs):
             raise ModelFileError(f"{host}: malformed answer from the probe (models)")
-    return tuple(
-        model_files(role, spec, a if isinstance(a, dict) else {}, host=host)
-        for (role, spec), a in zip(specs, answers, strict=True)
+    models = tuple(
+        model_files(m.role, m.path, a if isinstance(a, dict) else {}, host=host)
+        for m, a in zip(specs, answers, strict=True)
     )
+    return HostRead(models, gpus)

@@ -2,7 +2,9 @@
 
 ``read_release(checkout)`` reads what every launch needs (context-length keys, the text-config choice, the
 context raise and its environment variable, the model registry, the attention backends that raise for a
-model kind); the EAGLE-3 capture rule of a model class is read on demand (:mod:`sgpatch.preflight.eagle3`).
+model kind).  What is read on demand builds on this module: a model class's EAGLE-3 capture rule
+(:mod:`sgpatch.preflight.eagle3`), the speculative flag handler (:mod:`sgpatch.preflight.rules.spec_release`),
+the fused all-reduce rules (:mod:`sgpatch.preflight.allreduce`).
 Every fact carries the ``python/sglang/...:LINE`` it came from; a fact the release does not have is None.
 """
 
@@ -10,10 +12,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from sgpatch.preflight.backend_reads import mla_attribute_read
 from sgpatch.preflight.sources import (
@@ -28,10 +29,6 @@ from sgpatch.preflight.sources import (
     walk_in_order,
 )
 from sgpatch.source.tree import DirTree
-
-if TYPE_CHECKING:
-    from sgpatch.preflight.eagle3 import CaptureRule
-    from sgpatch.preflight.spec_release import SpecRules
 
 # Where releases keep each fact (oldest layout last); the first file the checkout has is read.
 HF_UTILS = (
@@ -111,24 +108,6 @@ class ReleaseRules:
     registry: Mapping[str, RegistryEntry]
     registry_at: str
     backends: Mapping[str, BackendRule]
-    _capture: dict[str, CaptureRule | None] = field(default_factory=dict, compare=False, repr=False)
-    _spec: list[SpecRules | None] = field(default_factory=list, compare=False, repr=False)
-
-    def spec_rules(self) -> SpecRules | None:
-        """The speculative-decoding flag rules (read once, on demand; None: the release has no handler)."""
-        if not self._spec:
-            from sgpatch.preflight.spec_release import read_spec_rules
-
-            self._spec.append(read_spec_rules(DirTree(self.root, label=self.label)))
-        return self._spec[0]
-
-    def capture_rule(self, architecture: str) -> CaptureRule | None:
-        """The EAGLE-3 capture rule of ``architecture``'s class (None: not registered, or it has none)."""
-        if architecture not in self._capture:
-            from sgpatch.preflight.eagle3 import read_capture_rule
-
-            self._capture[architecture] = read_capture_rule(self, architecture)
-        return self._capture[architecture]
 
 
 def read_release(checkout: Path) -> ReleaseRules:
@@ -143,18 +122,6 @@ def read_release(checkout: Path) -> ReleaseRules:
         registry_at=MODELS_DIR,
         backends=MappingProxyType(_backends(tree)),
     )
-
-
-def entry_class(release: ReleaseRules, architecture: str) -> tuple[str, str] | None:
-    """``(relative model file, class name)`` for an ``architectures`` entry, through the release's registry:
-    the file that defines the class (followed through an import), or None when no ``EntryClass`` lists it."""
-    entry = release.registry.get(architecture)
-    if entry is None:
-        return None
-    from sgpatch.preflight.eagle3 import defining_class
-
-    found = defining_class(release, entry)
-    return (found.path, found.name) if found is not None else (entry.file, entry.name)
 
 
 # ------------------------------------------------------------------------------------------- context

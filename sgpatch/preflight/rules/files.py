@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sgpatch.preflight.classes import entry_class
 from sgpatch.preflight.findings import Finding
 from sgpatch.preflight.flags import SERVER_ARGS
 from sgpatch.preflight.models import ModelFiles
+from sgpatch.preflight.rules.inputs import Inputs
 from sgpatch.pyast import parse_python
-from sgpatch.source.tree import SourceTree
+from sgpatch.source.tree import DirTree, SourceTree
 
 LM_HEAD = "lm_head.weight"
 D2T = "d2t"
@@ -90,7 +92,7 @@ def head_finding(draft: ModelFiles, head: DraftHead) -> Finding:
     if draft.weights == "none":
         return Finding(
             "draft-lm-head",
-            "warn",
+            "unchecked",
             "draft",
             "not checked: the draft has no safetensors index or header to read its tensor names from",
             head.own,
@@ -186,19 +188,37 @@ def quantization_finding(tree: SourceTree, args: Mapping[str, object], draft: Mo
     )
 
 
-def file_findings(
-    tree: SourceTree,
-    target: ModelFiles,
-    draft: ModelFiles | None,
-    draft_class: tuple[str, str] | None,
-    args: Mapping[str, object],
-) -> tuple[Finding, ...]:
-    """The model-file rules for this launch (none without a draft)."""
-    if draft is None:
-        return ()
+def unread_findings(inp: Inputs) -> list[Finding]:
+    """A model whose weight files could not all be read (a dangling link, no permission): said, not refused."""
+    out = []
+    for m in inp.files:
+        if m.unread:
+            shown = "; ".join(m.unread[:3]) + (f"; and {len(m.unread) - 3} more" if len(m.unread) > 3 else "")
+            out.append(
+                Finding(
+                    "model-files",
+                    "unchecked",
+                    m.role,
+                    f"not checked: {len(m.unread)} weight file(s) could not be read: {shown}"
+                    + ("; tensor names from the index" if "index" in m.weights else ""),
+                    m.where,
+                    "make the files readable where the launch runs (the rules on tensor dtypes read their headers)",
+                )
+            )
+    return out
+
+
+def file_findings(inp: Inputs) -> list[Finding]:
+    """The model-file rules for this launch (none without a draft, or without the files read)."""
+    target, draft = inp.model("target"), inp.model("draft")
+    if target is None or draft is None or not inp.has_draft:
+        return []
+    tree = DirTree(inp.release.root, label=inp.release.label)
+    archs = [a for a in draft.config.get("architectures") or () if isinstance(a, str)]
+    draft_class = next((found for a in archs if (found := entry_class(inp.release, a)) is not None), None)
     head = draft_head(tree, *draft_class) if draft_class else DraftHead("", "", "", "")
     out = [head_finding(draft, head), *vocab_findings(target, draft, head)]
-    quant = quantization_finding(tree, args, draft)
+    quant = quantization_finding(tree, inp.args, draft)
     if quant is not None:
         out.append(quant)
-    return tuple(out)
+    return out

@@ -3,37 +3,33 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from sgpatch.preflight.eagle3 import CaptureRule
 from sgpatch.preflight.findings import Finding
 from sgpatch.preflight.mirror import capture_layers, capture_problems, default_layers
+from sgpatch.preflight.release import BackendRule
+from sgpatch.preflight.rules.inputs import Inputs
 from sgpatch.preflight.values import architectures, opt_int, opt_int_list, sub
-
-if TYPE_CHECKING:
-    from sgpatch.preflight.eagle3 import CaptureRule
-    from sgpatch.preflight.release import BackendRule
-    from sgpatch.preflight.rules import Launch
 
 EAGLE3 = "EAGLE3"
 
 
-def launch_findings(launch: Launch) -> list[Finding]:
-    out = _eagle3(launch) if launch.speculative == EAGLE3 and launch.draft is not None else []
-    return out + _backend(launch)
+def launch_findings(inp: Inputs) -> list[Finding]:
+    out = _eagle3(inp) if inp.speculative == EAGLE3 and inp.draft is not None else []
+    return out + _backend(inp)
 
 
-def _eagle3(launch: Launch) -> list[Finding]:
-    assert launch.draft is not None
-    n = opt_int(launch.target_text.config, "num_hidden_layers", "target config.json", minimum=1)
-    archs = architectures(launch.target, "target config.json") or []
-    rule = next((r for a in archs if (r := launch.release.capture_rule(a)) is not None), None)
+def _eagle3(inp: Inputs) -> list[Finding]:
+    assert inp.draft is not None
+    n = opt_int(inp.target_text.config, "num_hidden_layers", "target config.json", minimum=1)
+    archs = architectures(inp.target, "target config.json") or []
+    rule = next((r for a in archs if (r := inp.capture_rule(a)) is not None), None)
     if n is None:
         return [_unchecked("the target's config.json has no num_hidden_layers")]
     if rule is None or rule.method_at is None:
         # the interface rows say which method is missing; here only that the layers could not be checked
         name = rule.cls if rule is not None else " / ".join(archs) or "the target's class"
         return [_unchecked(f"{name} has no set_eagle3_layers_to_capture to read the offset rule from")]
-    eagle = sub(launch.draft, "eagle_config", "draft config.json")
+    eagle = sub(inp.draft, "eagle_config", "draft config.json")
     ids = opt_int_list(eagle, "eagle_aux_hidden_state_layer_ids", "draft eagle_config") if eagle else None
     if ids is None:
         if rule.default is None or rule.default_var is None:
@@ -87,7 +83,7 @@ def _unchecked(why: str, rule: CaptureRule | None = None) -> Finding:
     """A capture-layer check that could not be made: said, never left out (a person checks it by hand)."""
     return Finding(
         "eagle3-aux-layers",
-        "warn",
+        "unchecked",
         "target",
         f"not checked: {why}",
         (rule.offset_at or rule.method_at or "") if rule is not None else "",
@@ -105,13 +101,13 @@ def _how(rule: BackendRule, whose: str) -> str:
     )
 
 
-def _backend(launch: Launch) -> list[Finding]:
+def _backend(inp: Inputs) -> list[Finding]:
     """An MLA-only backend the draft inherits (no ``--speculative-draft-attention-backend``) raises for an MHA
     draft after the target loads (upstream #20298); a backend for the wrong kind of target raises at once."""
     out: list[Finding] = []
-    backend = launch.arg_str("attention_backend") or launch.arg_str("decode_attention_backend")
-    target_mla = launch.target_text.config.get("kv_lora_rank") is not None
-    rule = launch.release.backends.get(backend) if backend else None
+    backend = inp.arg_str("attention_backend") or inp.arg_str("decode_attention_backend")
+    target_mla = inp.target_text.config.get("kv_lora_rank") is not None
+    rule = inp.release.backends.get(backend) if backend else None
     if rule is not None and rule.needs_mla != target_mla:
         kind = "an MLA" if rule.needs_mla else "a non-MLA"
         out.append(
@@ -123,13 +119,13 @@ def _backend(launch: Launch) -> list[Finding]:
                 rule.where,
             )
         )
-    if launch.draft is None or launch.draft_text is None or launch.speculative is None:
+    if inp.draft is None or inp.draft_text is None or inp.speculative is None:
         return out
-    draft_backend = launch.arg_str("speculative_draft_attention_backend") or backend
-    draft_mla = launch.draft_text.config.get("kv_lora_rank") is not None
-    rule = launch.release.backends.get(draft_backend) if draft_backend else None
+    draft_backend = inp.arg_str("speculative_draft_attention_backend") or backend
+    draft_mla = inp.draft_text.config.get("kv_lora_rank") is not None
+    rule = inp.release.backends.get(draft_backend) if draft_backend else None
     if rule is not None and rule.needs_mla != draft_mla:
-        inherited = draft_backend == backend and not launch.arg_str("speculative_draft_attention_backend")
+        inherited = draft_backend == backend and not inp.arg_str("speculative_draft_attention_backend")
         out.append(
             Finding(
                 "mla-backend",

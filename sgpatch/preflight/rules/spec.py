@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from sgpatch.preflight.findings import Finding, Verdict
-from sgpatch.preflight.spec_release import BACKEND_FIELDS, SpecRules
+from sgpatch.preflight.rules.inputs import Inputs
+from sgpatch.preflight.rules.spec_release import BACKEND_FIELDS, SpecRules
 from sgpatch.preflight.values import architectures
-
-if TYPE_CHECKING:
-    from sgpatch.preflight.rules import Launch
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN")
 BEFORE_LOAD = " (in argument handling, before any weight loads)"
@@ -147,22 +145,22 @@ def _none_topk() -> str:
 # -------------------------------------------------------------------------------------------- findings
 
 
-def spec_findings(launch: Launch) -> list[Finding]:
-    if launch.speculative not in EAGLE_FAMILY:
+def spec_findings(inp: Inputs) -> list[Finding]:
+    if inp.speculative not in EAGLE_FAMILY:
         return []
-    rules = launch.release.spec_rules()
+    rules = inp.spec_rules()
     if rules is None:
         return []
     a = SpecArgs(
-        launch.arg_int("speculative_num_steps", None),
-        launch.arg_int("speculative_eagle_topk", None),
-        launch.arg_int("speculative_num_draft_tokens", None),
-        launch.arg_int("page_size", None),
-        launch.arg_int("max_running_requests", None),
-        {f: launch.arg_str(f) for f in BACKEND_FIELDS},
+        inp.arg_int("speculative_num_steps", None),
+        inp.arg_int("speculative_eagle_topk", None),
+        inp.arg_int("speculative_num_draft_tokens", None),
+        inp.arg_int("page_size", None),
+        inp.arg_int("max_running_requests", None),
+        {f: inp.arg_str(f) for f in BACKEND_FIELDS},
     )
-    archs = architectures(launch.target, "target config.json") or []
-    out = resolve_speculative(rules, a, launch.env_set, archs[0] if archs else None)
+    archs = architectures(inp.target, "target config.json") or []
+    out = resolve_speculative(rules, a, inp.env_set, archs[0] if archs else None)
     findings = [_finding(e) for e in out.events]
     if out.raised is None:
         used = f"num_steps {out.steps}, topk {out.topk}, num_draft_tokens {out.draft_tokens}, page_size {out.page_size}"
