@@ -272,11 +272,13 @@ def test_a_killed_write_back_is_finished_by_continue(tiny: Tiny) -> None:
 
 
 def test_edit_on_the_real_checkout(patched_checkout: Callable[[], Path], tmp_path: Path) -> None:
-    """On the 0.5.9 checkout: edit 0001 (the Kimi delegation), write it back; 0002 keeps its bytes."""
+    """On the 0.5.9 checkout: edit 0001 (the Kimi delegation), write it back; the later patches keep their bytes."""
     proj = copy_project(tmp_path / "proj", {})
     config, co = proj / "VERSIONS.toml", patched_checkout()
-    p1, p2 = (proj / "patches/0.5.9" / n for n in sorted(os.listdir(proj / "patches/0.5.9")) if n.endswith(".patch"))
-    old2 = p2.read_bytes()
+    series = proj / "patches/0.5.9"
+    p1, *later = (series / n for n in sorted(os.listdir(series)) if n.endswith(".patch"))
+    assert len(later) == 2  # 0002 and 0003
+    old_later = [p.read_bytes() for p in later]
     args = ("--checkout", str(co), "--config", str(config))
     assert run_cli("edit", "0.5.9-cu130", "0001", *args).exit_code == 0
     kimi = co / "python/sglang/srt/models/kimi_k25.py"
@@ -286,7 +288,7 @@ def test_edit_on_the_real_checkout(patched_checkout: Callable[[], Path], tmp_pat
     assert written.exit_code == 0, written.stderr
     assert json.loads(written.stdout)["last_update_bumped"] == [p1.name]
     assert b"Tuple[torch.Tensor, torch.Tensor]:  # for EAGLE-3\n" in p1.read_bytes()
-    assert p2.read_bytes() == old2
+    assert [p.read_bytes() for p in later] == old_later
     verify = run_cli("verify", *args, "--json")
     assert verify.exit_code == 0, json_out(verify)["failures"]
     assert (REPO / "patches/0.5.9").is_dir()

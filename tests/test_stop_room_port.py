@@ -74,7 +74,7 @@ def force_stopped(
     template_patched: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
-    """A project whose 0.5.10 stack is being replaced by a ``port --force`` stopped at 0003's conflict."""
+    """A project whose 0.5.10 stack is being replaced by a ``port --force`` stopped at 0004's conflict."""
     where = tmp_path_factory.mktemp("forcestop")
     proj, co = where / "proj", where / "checkout"
     shutil.copytree(ported_0510[0], proj, symlinks=True)
@@ -84,7 +84,7 @@ def force_stopped(
     assert export(proj / "VERSIONS.toml", "--checkout", str(co)).exit_code == 0
     stopped = sg(proj, "port", "--to", "0.5.10", "--force", "--json")
     assert stopped.returncode == 1, stopped.stderr
-    assert json.loads(stopped.stdout)["stopped"].startswith("0003-")
+    assert json.loads(stopped.stdout)["stopped"].startswith("0004-")
     return proj
 
 
