@@ -1407,6 +1407,57 @@ case(
     "no interpreter /opt/nope/bin/python",
     "the host's row is an error (exit 3), never 'not installed'; the other hosts still checked",
 )
+_ENDLESS = (
+    "the host's row is an error with the reason (exit 3); the process stays under a 3 GiB address-space cap; "
+    "nothing written"
+)
+for _id, _fault, _expect in [
+    (
+        "host-endless-answer",
+        "a host's answer line never ends (`sgpatch-probe-answer {` then /dev/zero)",
+        "an answer line longer than",
+    ),
+    (
+        "host-endless-noline",
+        "a host writes /dev/zero to stdout: no line, no answer",
+        "bytes of other output before its answer",
+    ),
+    (
+        "host-endless-noise",
+        "a host writes an endless banner (`yes`) before any answer",
+        "bytes of other output before its answer",
+    ),
+    (
+        "host-endless-stderr",
+        "a host writes 64 MiB to stderr on one line, then its last word, and exits 1",
+        "the last word",
+    ),
+]:
+    case(_id, FLEET, f"`verify --hosts FILE` over ssh: {_fault}", 3, _expect, _ENDLESS)
+_CONTRADICTS = (
+    "the host is an error (exit 3), never ok; the unspoiled answer of the same fake host is ok; nothing written"
+)
+for _id, _fault, _expect in [
+    (
+        "answer-root-null-files-read",
+        "`package_root: null`, yet the files below it are sent",
+        "files were read below it",
+    ),
+    ("answer-no-dist-info-yet-record", "`dist_info: null`, yet its RECORD is sent", "yet its RECORD or metadata"),
+    ("answer-record-absent-yet-rows", "RECORD `present: false`, yet rows listed", "no RECORD, yet lists its rows"),
+    ("answer-record-stray-row", "a RECORD row `missing` that RECORD does not list", "not a row of RECORD"),
+    ("answer-other-name", "sglang's answer names `torch`", "but sglang was asked for"),
+    ("answer-read-not-listed", "a file sent that the package's file list leaves out", "not among the package's files"),
+    ("answer-dist-left-out", "the answer leaves sglang out (neither null nor a distribution)", "dists.sglang: missing"),
+]:
+    case(
+        _id,
+        FLEET,
+        f"`verify --hosts FILE`, a host's probe answer contradicts itself: {_fault}",
+        3,
+        _expect,
+        _CONTRADICTS,
+    )
 
 # --------------------------------------------------------------------------- preflight: model files and launches
 

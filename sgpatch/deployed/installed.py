@@ -208,6 +208,7 @@ def examine_install(
     tree = InstalledTree(session, dist, label)
     notes = [f"python: {result.executable} (Python {result.python_version})"]
     notes.append(f"distribution: sglang {dist.version} at {dist.dist_info or dist.location}")
+    broken = dist.package_root is None  # nothing the server imports could be checked: a failure, never an ok
     if dist.package_root is None:
         notes.append("import: sglang's package cannot be found by the import system (a broken install)")
     elif Path(dist.package_root) != Path(dist.location):
@@ -233,6 +234,8 @@ def examine_install(
     notes.extend(report.notes)
     if (imported := imported_failure(session.imported)) is not None:  # every answer's, the reads' too
         failures.append(imported)
+    if broken:
+        failures.insert(0, "import: sglang's package cannot be found by the import system (a broken install)")
     report = dataclasses.replace(report, anchors=tuple(anchors), notes=tuple(notes), failures=tuple(failures))
     return report, dist
 

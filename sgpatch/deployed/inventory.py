@@ -15,6 +15,7 @@ reads is checked (a host name, a user name, a port, a path) and anything else en
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import re
 import shlex
 import string
@@ -155,38 +156,62 @@ def shown(text: str, limit: int = 80) -> str:
 
 
 def expand(pattern: str, raw: _Raw, line: int) -> list[str]:
-    """``gpu[01:03]`` -> gpu01, gpu02, gpu03 (Ansible's ranges: numbers keep their width, or letters)."""
-    match = RANGE.match(pattern)
-    if not match:
-        return [pattern]
-    head, start, end, step_s, tail = match.groups()
+    """``gpu[01:03]`` -> gpu01, gpu02, gpu03 (Ansible's ranges: numbers keep their width, or letters).
+
+    Every range of the pattern is read and the names counted before one is made: ``a[0:99]b[0:99]...``
+    is refused for its count, never expanded."""
+    parts: list[list[str]] = []  # literal text and each range's items, in order
+    count = 1
+    rest = pattern
+    while (match := RANGE.match(rest)) is not None:
+        head, start, end, step_s, rest = match.groups()
+        parts.append([head])
+        items = _range_items(pattern, start, end, step_s, raw, line)
+        count *= len(items)
+        if count > MAX_HOSTS:
+            raise raw.error(line, f"{shown(pattern)}: more than {MAX_HOSTS} hosts")
+        parts.append(items)
+    parts.append([rest])
+    return ["".join(chosen) for chosen in itertools.product(*parts)]
+
+
+def _range_items(pattern: str, start: str, end: str, step_s: str | None, raw: _Raw, line: int) -> list[str]:
+    """One range's items, refused before they are made when there are too many."""
+    if max(len(start), len(end), len(step_s or "")) > 9:
+        raise raw.error(line, f"{shown(pattern)}: a range bound of more than 9 digits")
     step = int(step_s or 1)
     if step < 1:
         raise raw.error(line, f"{shown(pattern)}: a range step must be 1 or more")
     if start.isdigit() != end.isdigit():
         raise raw.error(line, f"{shown(pattern)}: a range goes from a number to a number or a letter to a letter")
     if start.isdigit():
-        lo, hi = int(start), int(end)
-        if hi - lo > MAX_HOSTS:
+        numbers = range(int(start), int(end) + 1, step)
+        if len(numbers) > MAX_HOSTS:
             raise raw.error(line, f"{shown(pattern)}: more than {MAX_HOSTS} hosts")
         width = len(start) if start.startswith("0") else 0
-        items = [str(i).zfill(width) for i in range(lo, hi + 1, step)]
+        items: list[str] = [str(i).zfill(width) for i in numbers]
     else:
         letters = string.ascii_lowercase
         items = list(letters[letters.index(start) : letters.index(end) + 1 : step])
     if not items:
         raise raw.error(line, f"{shown(pattern)}: an empty range")
-    return [name for item in items for name in expand(head + item + tail, raw, line)]
+    return items
 
 
-def split_port(pattern: str) -> tuple[str, int | None]:
-    """``host:2222`` -> (host, 2222); ``[::1]:22`` -> (::1, 22); anything else as it is."""
+def _digits(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` takes ``²`` and ``٣`` too, which ``int`` then refuses)."""
+    return text.isascii() and text.isdigit()
+
+
+def split_port(pattern: str) -> tuple[str, str | None]:
+    """``host:2222`` -> (host, "2222"); ``[::1]:22`` -> (::1, "22"); anything else as it is.  The port (any
+    digits, ``²`` too) is checked where every ``ansible_port`` is, and refused there unless ASCII."""
     if pattern.startswith("[") and "]:" in pattern:
         host, _, port = pattern[1:].partition("]:")
-        return (host, int(port)) if port.isdigit() else (pattern, None)
+        return (host, port) if port.isdigit() else (pattern, None)
     head, sep, port = pattern.rpartition(":")
     if sep and port.isdigit() and ":" not in head and head:
-        return head, int(port)
+        return head, port
     return pattern, None
 
 
@@ -233,7 +258,7 @@ def parse_ini(text: str, path: str) -> _Raw:
                 variables[key] = (value, number)
             name, port = split_port(words[0])
             if port is not None:
-                variables.setdefault("ansible_port", (str(port), number))
+                variables.setdefault("ansible_port", (port, number))
             for host in expand(name, raw, number):
                 raw.add_host(host, number, group, variables)
     return raw
@@ -331,7 +356,8 @@ def _host(raw: _Raw, name: str, line: int, merged: Mapping[str, tuple[object, in
             continue
         if not isinstance(value, str | int) or isinstance(value, bool):
             raise raw.error(where, f"{key} of {shown(name)}: expected a string")
-        fields[VARS[key]] = _checked(raw, VARS[key], key, str(value), where)
+        text = value if isinstance(value, str) else str(value) if abs(value) < 10**18 else "(a number of 19+ digits)"
+        fields[VARS[key]] = _checked(raw, VARS[key], key, text, where)
     connection = fields.pop("connection", "ssh")
     return Host(name=name, groups=groups, where=f"{raw.path}:{line}", local=connection == "local", **fields)  # type: ignore[arg-type]
 
@@ -340,7 +366,7 @@ def _checked(raw: _Raw, what: str, key: str, value: str, line: int) -> object:
     """A variable's value, checked for what it becomes on ssh's command line."""
     bad = f"{key}={shown(value)}"
     if what == "port":
-        if not value.isdigit() or not 0 < int(value) < 65536:
+        if not _digits(value) or len(value) > 5 or not 0 < int(value) < 65536:
             raise raw.error(line, f"{bad}: not a port number (1-65535)")
         return int(value)
     if what == "hostname" and not (HOSTNAME.fullmatch(value) and len(value) <= 255):
