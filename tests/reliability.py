@@ -1459,6 +1459,22 @@ for _id, _fault, _expect in [
         _CONTRADICTS,
     )
 
+case(
+    "text-newline-config",
+    CLI,
+    "a draft's config.json: `architectures` holds a line feed and a forged `preflight: ok (...)` line",
+    1,
+    "preflight: the launch would fail",
+    "the line feed shown as `\\x0a` inside the models' line: no line starts with the forged verdict",
+)
+case(
+    "text-newline-host-file",
+    CLI,
+    "`verify --installed`: a host's file name holds a line feed and a forged `verify: ok (patched)` line",
+    1,
+    "\\x0averify: ok (patched): modified after install",
+    "the line feed shown as `\\x0a` in the failure line: no line starts with the forged verdict",
+)
 # --------------------------------------------------------------------------- preflight: model files and launches
 
 PREFLIGHT = "preflight"

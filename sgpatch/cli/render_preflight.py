@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sgpatch.cli.render import _table
+from sgpatch.cli.render import _table, joined
 
 if TYPE_CHECKING:
     from sgpatch.preflight.run import PreflightReport
@@ -46,4 +46,4 @@ def render_preflight(report: PreflightReport, *, strict: bool) -> str:
         lines.append(f"preflight: {verdict} ({tally})")
     else:
         lines.append(f"preflight: ok ({tally})")
-    return "\n".join(lines)
+    return joined(lines)
