@@ -46,18 +46,9 @@ def test_a_line_feed_from_outside_never_starts_a_line(template_patched: Path, tm
     record("text-newline-config", exit=preflight.returncode, shown=preflight.stdout.splitlines()[-1])
     # a host's file name: a RECORD row the probe says was modified after install
     name = "sglang/srt/models/llama.py\nverify: ok (patched)"
-    fake = make_fake_python(
-        tmp_path / "python",
-        {
-            "answer": 0,
-            "op": "sglang",
-            "value": {
-                "record": {"present": True, "paths": ["sglang/__init__.py", name], "modified": [{"path": name}], "missing": [],
-                           "unhashed": 0},
-            },
-        },
-        root=template_patched,
-    )  # fmt: skip
+    row = {"present": True, "paths": ["sglang/__init__.py", name], "modified": [{"path": name}], "missing": []}
+    mutation = {"answer": 0, "op": "sglang", "value": {"record": {**row, "unhashed": 0}}}
+    fake = make_fake_python(tmp_path / "python", mutation, root=template_patched)
     verify = sgpatch("verify", "--config", CONFIG, "--installed", "--python", str(fake), cwd=tmp_path)
     assert verify.returncode == 1, verify.stderr
     assert _forged(verify, "verify: ok") == [], verify.stdout
