@@ -1459,6 +1459,39 @@ for _id, _fault, _expect in [
         _CONTRADICTS,
     )
 
+_DOWNLOADS = "nothing downloaded into or read from a folder others can change; no checkout left by a refusal"
+case(
+    "cache-downloads-shared",
+    CACHED,
+    "`sgpatch fetch` with `$XDG_CACHE_HOME/sgpatch` mode 0777 (the folder verify already refuses for its results)",
+    3,
+    "writable by group or others",
+    "the index never asked; nothing created in the shared folder; " + _DOWNLOADS,
+)
+case(
+    "cache-downloads-link",
+    CACHED,
+    "`sgpatch fetch`: a symbolic link planted at `artifacts/<sha256>/<file>` (to a file with the pinned bytes)",
+    0,
+    "the link replaced by the downloaded file",
+    "the link's target byte for byte; the entry a regular file downloaded again",
+)
+case(
+    "cache-downloads-mode",
+    CACHED,
+    "`sgpatch fetch` into a fresh cache",
+    0,
+    "0700",
+    "`sgpatch/`, `artifacts/` and `<sha256>/` created 0700, as the docs say",
+)
+case(
+    "cache-pin-on-bytes-used",
+    CACHED,
+    "the pinned file replaced on disk after its sha256 was checked, before its members are read",
+    None,
+    "the members read come from the descriptor that was hashed",
+    "the archive read is the one checked; a link at the path is refused",
+)
 case(
     "text-newline-config",
     CLI,
