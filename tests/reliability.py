@@ -1434,6 +1434,26 @@ for _id, _fault, _expect in [
     ),
 ]:
     case(_id, FLEET, f"`verify --hosts FILE` over ssh: {_fault}", 3, _expect, _ENDLESS)
+for _id, _fault, _expect in [
+    (
+        "fleet-range-explodes",
+        "INI inventory: `a[0:99]b[0:99]c[0:99]d[0:99]` (30 bytes, 10^8 names)",
+        "more than 10000 hosts",
+    ),
+    ("fleet-range-huge-bound", "INI inventory: a range bound of 5,000 digits", "a range bound of more than 9 digits"),
+    ("fleet-port-superscript", "INI inventory: `ansible_port=²` (a digit to `str.isdigit`)", "not a port number"),
+    ("fleet-port-arabic-digits", "INI inventory: `h:٣٣` (Arabic-Indic digits as the port)", "not a port number"),
+    ("fleet-yaml-port-huge", "YAML inventory: `ansible_port:` a number of 5,000 digits", "not a port"),
+]:
+    case(_id, FLEET, f"`verify --hosts FILE`: {_fault}", 2, _expect, _INV + "; no MemoryError under a 3 GiB cap")
+case(
+    "fleet-timeout-infinite",
+    FLEET,
+    "`verify --hosts FILE --timeout` 1e10, inf, nan, -1 or 86401 (a timer would die of OverflowError)",
+    2,
+    "at most 86400",
+    "one line, no host asked, nothing written",
+)
 _CONTRADICTS = (
     "the host is an error (exit 3), never ok; the unspoiled answer of the same fake host is ok; nothing written"
 )
@@ -1491,6 +1511,14 @@ case(
     None,
     "the members read come from the descriptor that was hashed",
     "the archive read is the one checked; a link at the path is refused",
+)
+case(
+    "index-url-port-out-of-range",
+    NET,
+    "an index given credentials lists the file at port 65536 + its own port (or `²`, or 0)",
+    3,
+    "its port is not a port number (1-65535)",
+    "no request for the file; the credentials never shown; no checkout",
 )
 case(
     "text-newline-config",
@@ -1755,6 +1783,22 @@ case(
     3,
     "malformed answer",
     "one error line, no traceback",
+)
+case(
+    "watch-versions-equal",
+    WATCH,
+    "the index lists `0.5.10` and `0.5.10.0` (equal under PEP 440)",
+    10,
+    "(once)",
+    "one new release, named by its longest spelling; `--release 0.5.10.0` finds it; the project byte for byte",
+)
+case(
+    "watch-local-version",
+    WATCH,
+    "the index lists `0.5.11+mirror.1` (a local version: a rebuild)",
+    10,
+    "a local version",
+    "left out with one line, never ported; `--release 0.5.11+mirror.1` refused (exit 2)",
 )
 case(
     "watch-release-unlisted",

@@ -107,3 +107,22 @@ def test_the_pin_is_checked_on_the_bytes_then_read(tmp_path: Path, sdist: tuple[
     with pytest.raises(Exception, match="symbolic link"):
         open_archive(link, "sdist", sha256=sha)
     record("cache-pin-on-bytes-used", exit=None, shown="the members read come from the descriptor that was hashed")
+
+
+def test_a_listed_url_with_a_port_out_of_range_is_refused(tmp_path: Path, sdist: tuple[str, str, bytes]) -> None:
+    """An index (given credentials) lists the file at ``:<its port + 65536>``: the socket would connect to the
+    index's own port, so the credentials' origin check would be fooled.  Refused before any request for it."""
+    name, _, data = sdist
+    with crafted_index() as index:
+        port = int(index.url.rsplit(":", 1)[1])
+        for bad in (str(port + 65536), "\u00b2", "0"):
+            url = f"http://127.0.0.1:{bad}/files/{name}"
+            index.serve_files({name: data}, extra={name: {"url": url}})
+            creds = index.url.replace("http://", "http://user:secret@")
+            result = fetch(tmp_path, tmp_path / "cache", creds)
+            assert result.returncode == 3, result.stderr
+            assert "its port is not a port number (1-65535)" in result.stderr and "secret" not in result.stderr
+            assert all(not s.path.startswith("/files/") for s in index.seen)
+            assert not (tmp_path / "checkout").exists()
+    line = first_error(result.stderr).replace(str(port), "PORT")
+    record("index-url-port-out-of-range", exit=result.returncode, shown=line, roots=(tmp_path,))

@@ -146,3 +146,43 @@ def test_an_answer_that_contradicts_itself_is_an_error_never_ok(template_patched
     )  # fmt: skip
     assert alone.returncode == 3 and "package_root" in alone.stderr and "ok" not in alone.stdout, alone.stderr
     assert listing(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- numbers from outside
+
+NUMBERS = {
+    # case id: (inventory file name, its text, what the one line says); each refused before any host is asked
+    "fleet-range-explodes": ("hosts", "a[0:99]b[0:99]c[0:99]d[0:99]\n", "more than 10000 hosts"),
+    "fleet-range-huge-bound": ("hosts", "gpu[1:" + "9" * 5000 + "]\n", "a range bound of more than 9 digits"),
+    "fleet-port-superscript": ("hosts", "h ansible_port=\u00b2\n", "not a port number"),
+    "fleet-port-arabic-digits": ("hosts", "h:\u0663\u0663\n", "not a port number"),
+    "fleet-yaml-port-huge": (
+        "hosts.yml",
+        "all:\n  hosts:\n    a:\n      ansible_port: " + "9" * 5000 + "\n",
+        "not a port",
+    ),
+}
+TIMEOUTS = ("1e10", "inf", "nan", "-1", "86401")
+
+
+def test_numbers_from_outside_are_refused_before_anything_uses_them(tmp_path: Path) -> None:
+    """Ranges counted before they expand, ports ASCII digits in range, timeouts finite and at most a day:
+    one line, exit 2, no host asked (no ssh configured: an asked host would be unreachable, exit 3)."""
+    for case_id, (name, text, expect) in NUMBERS.items():
+        inventory = tmp_path / name
+        inventory.write_text(text)
+        result = sgpatch("verify", "--config", CONFIG, "--hosts", str(inventory), cwd=tmp_path, timeout=60)
+        assert result.returncode == 2, (case_id, result.stderr[-500:])
+        assert expect in result.stderr and CASES[case_id].expect in result.stderr, (case_id, result.stderr)
+        assert result.stderr.startswith(f"sgpatch: error: {inventory}:") and result.stdout == ""
+        record(case_id, exit=result.returncode, shown=result.stderr.splitlines()[0], roots=(tmp_path,))
+        inventory.unlink()
+    (tmp_path / "hosts").write_text("a\nb\n")
+    for value in TIMEOUTS:
+        result = sgpatch(
+            "verify", "--config", CONFIG, "--hosts", str(tmp_path / "hosts"), "--timeout", value, cwd=tmp_path
+        )
+        assert result.returncode == 2 and "at most 86400" in result.stderr, (value, result.stderr)
+        assert result.stdout == ""
+    record("fleet-timeout-infinite", exit=2, shown=result.stderr.splitlines()[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts"]

@@ -329,3 +329,32 @@ def test_the_watch_workflow_is_valid_pinned_and_least_privilege(tmp_path: Path) 
     )
     assert refused.returncode != 0  # the check can fail
     assert not PINNED.fullmatch("actions/checkout@v5") and not PINNED.fullmatch("actions/checkout@" + "f" * 39)
+
+
+def test_versions_are_compared_as_pep440_and_local_versions_are_not_releases(
+    tmp_path: Path, use_index: Callable[[CraftedIndex], None]
+) -> None:
+    """``0.5.10`` and ``0.5.10.0`` are one release; ``0.5.11+mirror.1`` (a rebuild) is left out, never ported."""
+    proj = newest_059(copy_project(tmp_path / "proj", {}))
+    before = tree(proj)
+    files = {
+        "sglang-0.5.10.tar.gz": b"x",
+        "sglang-0.5.10.0-py3-none-any.whl": b"y",
+        "sglang-0.5.11+mirror.1-py3-none-any.whl": b"z",
+    }
+    with crafted_index() as index:
+        index.serve_files(files)
+        use_index(index)
+        result = watch(proj, "--dry-run", "--json")
+        same = watch(proj, "--release", "0.5.10.0", "--dry-run", "--json")
+        local = watch(proj, "--release", "0.5.11+mirror.1", "--dry-run")
+    assert result.exit_code == 10, result.stderr
+    doc = json_out(result)
+    assert [r["version"] for r in doc["releases"]] == ["0.5.10.0"]  # one release, by its longest spelling
+    assert doc["skipped"] == ["0.5.11+mirror.1: a local version (a rebuild, not a release of sglang); left out"]
+    assert same.exit_code == 10 and [r["version"] for r in json_out(same)["releases"]] == ["0.5.10.0"]
+    assert local.exit_code == 2 and "a local version (a rebuild), not a release" in local.stderr
+    assert all(s.path == "/simple/sglang/" for s in index.seen)  # nothing downloaded
+    assert tree(proj) == before
+    record("watch-versions-equal", exit=result.exit_code, shown=f"releases: {doc['releases'][0]['version']} (once)")
+    record("watch-local-version", exit=result.exit_code, shown=doc["skipped"][0])
