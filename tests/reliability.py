@@ -1758,6 +1758,31 @@ case(
     "VERSIONS.toml byte for byte; no git repository made; with --force the series kept byte for byte",
 )
 
+_PLACE = (
+    "the directory's every path and byte as before (no VERSIONS.toml, patches/, .git, .sgpatch/); the index never asked"
+)
+for _id, _fault, _expect in [
+    ("init-dangling-dir", "`sgpatch init DIR`: DIR a symbolic link to nothing", "a symbolic link to nothing"),
+    ("init-gitignore-dir", "`sgpatch init DIR`: `DIR/.gitignore` a directory", "exists and is not a file"),
+    ("init-patches-file", "`sgpatch init DIR`: `DIR/patches` a file", "patches: not a directory"),
+    ("init-parent-file", "`sgpatch init FILE/team`: a file where a parent directory goes", "is not a directory"),
+    (
+        "init-force-dangling-config",
+        "`sgpatch init DIR --force`: `DIR/VERSIONS.toml` a dangling symbolic link",
+        "sgpatch writes no file through a link",
+    ),
+    ("init-sgpatch-file", "`sgpatch init DIR`: `DIR/.sgpatch` a file", ".sgpatch: not a directory"),
+]:
+    case(_id, ADOPT, _fault, 2, _expect, _PLACE)
+case(
+    "init-release-spelling",
+    ADOPT,
+    "`sgpatch init DIR --release 0.5.9.0` (0.5.9 to PEP 440; the files and the sdist's top directory say 0.5.9)",
+    2,
+    "the index names this release 0.5.9",
+    "DIR never created; nothing downloaded; the hint gives the release's spelling",
+)
+
 # --------------------------------------------------------------------------- the release watch
 
 WATCH = "release watch"

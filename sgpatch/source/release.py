@@ -114,11 +114,18 @@ def find_release(version: str, *, progress: Progress | None = None) -> Release:
     wheel, else the first one) downloaded by the index's sha256 and checked against it."""
     if progress:
         progress(f"asking the package index for the files of {PACKAGE} {version}")
-    artifacts = as_artifacts(release_files(PACKAGE, version))
+    files = release_files(PACKAGE, version)
+    artifacts = as_artifacts(files)
     if not artifacts:
         raise SourceError(
             f"{PACKAGE} {version}: the package index has no sdist or wheel for it",
             hint="check the version (pip index versions sglang)",
+        )
+    spelled = sorted({f.version for f in files if f.version and f.version != version})
+    if spelled:  # 0.5.9.0 is 0.5.9 to PEP 440, but the files (and the sdist's top directory) say 0.5.9
+        raise SourceError(
+            f"{PACKAGE} {version}: the index names this release {spelled[0]} ({artifacts[0].filename}, ...)",
+            hint=f"give the version as the release spells it: {spelled[0]}",
         )
     return pinned_release(version, artifacts, progress=progress)
 
