@@ -1520,6 +1520,15 @@ case(
     "its port is not a port number (1-65535)",
     "no request for the file; the credentials never shown; no checkout",
 )
+BUILDS = "builds"
+case(
+    "build-failed-keeps-good",
+    BUILDS,
+    "`sgpatch build` again after a patched line was amended into the series commit (same wheel name, checks fail)",
+    1,
+    "sha256 unchanged",
+    "the verified wheel in dist/ byte for byte under its name; the failed one kept beside it as `NAME.failed`",
+)
 case(
     "text-newline-config",
     CLI,
@@ -1824,6 +1833,15 @@ case(
     10,
     "a local version",
     "left out with one line, never ported; `--release 0.5.11+mirror.1` refused (exit 2)",
+)
+case(
+    "watch-keeps-a-persons-commits",
+    WATCH,
+    "the scheduled workflow runs again after a person pushed `port --continue` commits to `watch/sglang-<v>`",
+    0,
+    "has commits by a person",
+    "the branch's tip is the person's commit (no force-push over it); its pull request untouched; a branch of the "
+    "workflow's own commits is made anew, pushed with --force-with-lease",
 )
 case(
     "watch-release-unlisted",

@@ -1,0 +1,35 @@
+"""Where a built wheel waits for its checks: it takes its name in the out directory only once they pass.
+
+``build`` writes each wheel (built, repacked or reused from the cache) to ``OUT/.unchecked/NAME`` and checks
+it there; then one rename makes it ``OUT/NAME`` (replacing an older wheel of that name), or, when a check
+failed, ``OUT/NAME.failed`` (pip installs no ``*.whl.failed``): a verified wheel already at ``OUT/NAME`` is
+never replaced by one that failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from pathlib import Path
+
+from sgpatch.wheel.results import WheelReport
+
+UNCHECKED = ".unchecked"  # in the out directory: where a wheel waits for its checks
+FAILED_SUFFIX = ".failed"  # a wheel whose checks failed: kept beside, never under the wheel's own name
+
+
+def unchecked_dir(out_dir: Path) -> Path:
+    where = out_dir / UNCHECKED
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def named_if_checked(candidate: Path, wheel: Path, report: WheelReport) -> tuple[Path, WheelReport]:
+    """A wheel takes its name only after its checks pass: ``candidate`` becomes ``wheel`` (replacing an older
+    one in one rename); a failed one becomes ``wheel.failed``, and a good wheel already at ``wheel`` stays."""
+    target = wheel if report.ok else wheel.with_name(wheel.name + FAILED_SUFFIX)
+    os.replace(candidate, target)
+    with contextlib.suppress(OSError):
+        candidate.parent.rmdir()  # empty unless another build is checking its own
+    return target, dataclasses.replace(report, wheel=target)
