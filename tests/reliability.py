@@ -734,6 +734,15 @@ case(
     "doctor and verify --installed fail alike, with the same line",
 )
 case(
+    "fuzz-host-answers",
+    FUZZ,
+    "sglang's answer with 1-4 fields replaced (any JSON, 3 MiB strings, contradicting RECORDs, null roots) or left "
+    "out, through the real session and parser of `verify --installed`",
+    None,
+    "exit 0, 1, 2 or 3",
+    _CLEAN + "; nothing written; a null package_root or a missing distribution never exit 0",
+)
+case(
     "fuzz-probe",
     FUZZ,
     "mutated probe answers (fields set to any JSON, deleted, lines cut or replaced) to doctor and verify --installed",
