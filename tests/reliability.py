@@ -1478,6 +1478,8 @@ for _id, _fault, _expect in [
     ("answer-other-name", "sglang's answer names `torch`", "but sglang was asked for"),
     ("answer-read-not-listed", "a file sent that the package's file list leaves out", "not among the package's files"),
     ("answer-dist-left-out", "the answer leaves sglang out (neither null nor a distribution)", "dists.sglang: missing"),
+    ("answer-tree-left-out", "the package's file list asked for, answered null", "tree: missing, yet asked for"),
+    ("answer-record-left-out", "the RECORD check asked for, answered null", "record: missing, yet asked for"),
 ]:
     case(
         _id,

@@ -114,6 +114,8 @@ CONTRADICTIONS: dict[str, dict[str, Any]] = {
     "answer-other-name": {"name": "torch"},
     "answer-read-not-listed": {"tree": ["sglang/__init__.py"]},
     "answer-dist-left-out": {"drop": True},
+    "answer-tree-left-out": {"tree": None},
+    "answer-record-left-out": {"record": None},
 }
 
 

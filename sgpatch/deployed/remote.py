@@ -354,7 +354,7 @@ class ProbeSession:
             found = object_field(field_of(doc, "dists", "answer"), "answer.dists")
             for name in dists:  # each one asked for is answered: null (not installed) or a distribution
                 field_of(found, name, "answer.dists")
-            return ProbeResult(
+            result = ProbeResult(
                 target=self.target,
                 executable=text_field(field_of(python, "executable", "answer.python"), "answer.python.executable"),
                 python_version=text_field(field_of(python, "version", "answer.python"), "answer.python.version"),
@@ -366,6 +366,15 @@ class ProbeSession:
                 },
                 imported=self.imported,
             )
+            for name, want in dists.items():  # what was asked for is answered (the probe always does)
+                found_dist = result.dists.get(name)
+                if found_dist is None:
+                    continue
+                if want.get("record") and found_dist.record is None:
+                    raise BadField(f"answer.dists.{name}.record", "missing, yet asked for")
+                if want.get("tree") and want.get("package") and found_dist.tree is None:
+                    raise BadField(f"answer.dists.{name}.tree", "missing, yet asked for")
+            return result
         except BadField as exc:
             raise self._malformed(exc) from None
 
