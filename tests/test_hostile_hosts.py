@@ -187,4 +187,7 @@ def test_numbers_from_outside_are_refused_before_anything_uses_them(tmp_path: Pa
         assert result.returncode == 2 and "at most 86400" in result.stderr, (value, result.stderr)
         assert result.stdout == ""
     record("fleet-timeout-infinite", exit=2, shown=result.stderr.splitlines()[0])
+    for span in ("deepseek_v2.py:\u00b2", "deepseek_v2.py:1-\u0663"):  # digits to str.isdigit, not to int()
+        shown = sgpatch("show", "--config", CONFIG, span, cwd=tmp_path)
+        assert shown.returncode == 2 and "cannot read" in shown.stderr and "internal error" not in shown.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts"]

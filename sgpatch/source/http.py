@@ -329,7 +329,7 @@ class Client:
         with opener.open(request, timeout=min(IDLE_TIMEOUT, dog.remaining())) as answer:
             final = shown(answer.geturl())
             length = (answer.headers.get("Content-Length") or "").strip()
-            expected = int(length) if length.isdigit() and len(length) < 20 else None
+            expected = int(length) if length.isascii() and length.isdigit() and len(length) < 20 else None
             if expected is not None and expected > max_bytes:
                 raise _too_big(final, what, max_bytes)
             kind = (answer.headers.get("Content-Type") or "").split(";")[0].strip()
