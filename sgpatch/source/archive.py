@@ -81,10 +81,12 @@ def open_archive(path: Path, kind: Kind | None = None, *, sha256: str | None = N
     return Archive(path, kind or archive_kind(path), sha256=sha256)
 
 
-def _open_regular(path: Path) -> IO[bytes]:
-    """``path`` opened for reading: a regular file, never through a link at its last component."""
+def _open_regular(path: Path, *, follow: bool) -> IO[bytes]:
+    """``path`` opened for reading: a regular file (never a FIFO or device); through a link at its last
+    component only with ``follow`` (a wheel a user names may be a link; a cached pinned file may not)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as exc:
         why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
         raise ArchiveError(f"{path}: cannot read: {why}") from None
@@ -253,7 +255,7 @@ class Archive:
         self._gz: gzip.GzipFile | None = None
         self._infos: dict[str, zipfile.ZipInfo | tarfile.TarInfo] = {}
         self.newest = 0
-        self._raw = _open_regular(path)
+        self._raw = _open_regular(path, follow=sha256 is None)
         try:
             if sha256 is not None:
                 _check_sha256(self._raw, path, sha256)
