@@ -71,7 +71,7 @@ class Release:
             assert sdist is not None
             artifact, path = sdist
             name = "PKG-INFO"
-        data = _member(path, name)
+        data = _member(path, name, artifact.sha256)
         if data is None:
             raise SourceError(f"{self.source[0].filename}: has no core metadata (METADATA or PKG-INFO)")
         return f"{artifact.filename}: {name}", data
@@ -81,7 +81,7 @@ class Release:
         sdist = self.file("sdist")
         if sdist is None:
             return None
-        data = _member(sdist[1], "pyproject.toml")
+        data = _member(sdist[1], "pyproject.toml", sdist[0].sha256)
         if data is None:
             return ()
         try:
@@ -101,10 +101,10 @@ class Release:
 MAX_METADATA_BYTES = 4 << 20  # METADATA, PKG-INFO or pyproject.toml (sglang's are a few KB)
 
 
-def _member(path: Path, name: str) -> bytes | None:
+def _member(path: Path, name: str, sha256: str) -> bytes | None:
     """One small member of a wheel, or of an sdist (named below its top directory), read through the archive
-    reader (at most MAX_METADATA_BYTES)."""
-    with open_archive(path) as archive:
+    reader (at most MAX_METADATA_BYTES), from the bytes its pin ``sha256`` was checked on."""
+    with open_archive(path, sha256=sha256) as archive:
         return archive.read(name, limit=MAX_METADATA_BYTES) if name in archive else None
 
 
