@@ -27,9 +27,14 @@ def unchecked_dir(out_dir: Path) -> Path:
 
 def named_if_checked(candidate: Path, wheel: Path, report: WheelReport) -> tuple[Path, WheelReport]:
     """A wheel takes its name only after its checks pass: ``candidate`` becomes ``wheel`` (replacing an older
-    one in one rename); a failed one becomes ``wheel.failed``, and a good wheel already at ``wheel`` stays."""
-    target = wheel if report.ok else wheel.with_name(wheel.name + FAILED_SUFFIX)
+    one in one rename, and removing an older ``wheel.failed``); a failed one becomes ``wheel.failed``, and a
+    good wheel already at ``wheel`` stays."""
+    failed = wheel.with_name(wheel.name + FAILED_SUFFIX)
+    target = wheel if report.ok else failed
     os.replace(candidate, target)
+    if report.ok:
+        with contextlib.suppress(FileNotFoundError):
+            failed.unlink()  # an older failed build of this name: what it said no longer holds
     with contextlib.suppress(OSError):
         candidate.parent.rmdir()  # empty unless another build is checking its own
     return target, dataclasses.replace(report, wheel=target)
