@@ -42,6 +42,12 @@ TESTS = (
     "tests/test_cli_errors.py",
     "tests/test_workspace.py",
     "tests/test_watch.py",
+    "tests/test_hostile_hosts.py",
+    "tests/test_hostile_text.py",
+    "tests/test_hostile_cache.py",
+    "tests/test_hostile_init.py",
+    "tests/test_hostile_build.py",
+    "tests/test_fuzz_hosts.py",
 )
 sys.path.insert(0, str(ROOT))
 
