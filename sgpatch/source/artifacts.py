@@ -62,14 +62,17 @@ def _cached_sha256(path: Path) -> str | None:
 
 def trusted_dir(*names: str) -> Path:
     """``cache_root()/names...``, each level (``sgpatch/``, then each name) created 0700 and trusted as the
-    result cache's is: not a link, the user's own, not writable by others.  Else an EnvironmentFailure
-    (exit 3): nothing is downloaded into, read from or locked in a directory others can change."""
+    result cache's is: not a link, the user's own, not writable by others.  Else SourceError (exit 2) for a
+    link, EnvironmentFailure (exit 3) otherwise: nothing is downloaded into, read from or locked in a
+    directory others can change."""
     path = cache_root()
     for name in ("", *names):
         path = path / name if name else path
         why = refused_dir(path)
         if why is not None:
-            raise EnvironmentFailure(
+            # a link planted there is hostile input (exit 2, as for a lock); the rest is the environment (exit 3)
+            error = SourceError if why == "is a symbolic link" else EnvironmentFailure
+            raise error(
                 f"the cache folder {path} {why}: sgpatch keeps no download or lock there",
                 hint=f"make it yours alone (chmod 700 {path}; no link), or set XDG_CACHE_HOME to a directory that is",
             )
