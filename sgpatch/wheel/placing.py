@@ -20,9 +20,9 @@ FAILED_SUFFIX = ".failed"  # a wheel whose checks failed: kept beside, never und
 
 
 def unchecked_dir(out_dir: Path) -> Path:
-    where = out_dir / UNCHECKED
-    where.mkdir(parents=True, exist_ok=True)
-    return where
+    """Where a wheel waits for its checks (made when the wheel is written there: a build that fails before
+    leaves the out directory as it was)."""
+    return out_dir / UNCHECKED
 
 
 def named_if_checked(candidate: Path, wheel: Path, report: WheelReport) -> tuple[Path, WheelReport]:
