@@ -1538,7 +1538,7 @@ case(
     "`sgpatch build` again after a patched line was amended into the series commit (same wheel name, checks fail)",
     1,
     "sha256 unchanged",
-    "the verified wheel in dist/ byte for byte under its name; the failed one kept beside it as `NAME.failed`",
+    "the verified wheel in dist/ byte for byte under its name; the failed one kept beside it in `dist/failed/`",
 )
 case(
     "text-newline-config",

@@ -48,12 +48,12 @@ def test_a_failed_build_never_takes_the_good_wheels_name(tmp_path: Path, patched
     assert failed.returncode == 1, failed.stderr[-2000:]
     doc = json.loads(failed.stdout)
     assert sha(wheel) == verified  # the verified wheel, byte for byte, under its name
-    assert doc["wheel"] == str(wheel) + ".failed" and Path(doc["wheel"]).is_file()
-    assert sorted(p.name for p in dist.iterdir()) == sorted([wheel.name, wheel.name + ".failed", *_recipes(dist)])
-    shown = f"{wheel.name}: sha256 unchanged; the failed build kept as {wheel.name}.failed"
+    assert doc["wheel"] == str(dist / "failed" / wheel.name) and Path(doc["wheel"]).is_file()
+    assert sorted(p.name for p in dist.iterdir()) == sorted([wheel.name, "failed", *_recipes(dist)])
+    shown = f"{wheel.name}: sha256 unchanged; the failed build kept as failed/{wheel.name}"
     assert CASES["build-failed-keeps-good"].expect in shown
     record("build-failed-keeps-good", exit=failed.returncode, shown=shown)
 
 
 def _recipes(dist: Path) -> list[str]:
-    return [p.name for p in dist.iterdir() if not p.name.endswith((".whl", ".failed"))]
+    return [p.name for p in dist.iterdir() if p.is_file() and not p.name.endswith(".whl")]

@@ -2,8 +2,8 @@
 
 ``build`` writes each wheel (built, repacked or reused from the cache) to ``OUT/.unchecked/NAME`` and checks
 it there; then one rename makes it ``OUT/NAME`` (replacing an older wheel of that name), or, when a check
-failed, ``OUT/NAME.failed`` (pip installs no ``*.whl.failed``): a verified wheel already at ``OUT/NAME`` is
-never replaced by one that failed.
+failed, ``OUT/failed/NAME`` (beside, under its own name, so ``verify --wheel`` reads it as built; ``pip install
+OUT/*.whl`` never sees it): a verified wheel already at ``OUT/NAME`` is never replaced by one that failed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from sgpatch.wheel.results import WheelReport
 
 UNCHECKED = ".unchecked"  # in the out directory: where a wheel waits for its checks
-FAILED_SUFFIX = ".failed"  # a wheel whose checks failed: kept beside, never under the wheel's own name
+FAILED = "failed"  # in the out directory: a wheel whose checks failed, never where a good one goes
 
 
 def unchecked_dir(out_dir: Path) -> Path:
@@ -27,14 +27,18 @@ def unchecked_dir(out_dir: Path) -> Path:
 
 def named_if_checked(candidate: Path, wheel: Path, report: WheelReport) -> tuple[Path, WheelReport]:
     """A wheel takes its name only after its checks pass: ``candidate`` becomes ``wheel`` (replacing an older
-    one in one rename, and removing an older ``wheel.failed``); a failed one becomes ``wheel.failed``, and a
+    one in one rename, and removing an older failed one); a failed one goes to ``failed/`` beside it, and a
     good wheel already at ``wheel`` stays."""
-    failed = wheel.with_name(wheel.name + FAILED_SUFFIX)
+    failed = wheel.parent / FAILED / wheel.name
     target = wheel if report.ok else failed
+    if not report.ok:
+        failed.parent.mkdir(exist_ok=True)
     os.replace(candidate, target)
     if report.ok:
         with contextlib.suppress(FileNotFoundError):
             failed.unlink()  # an older failed build of this name: what it said no longer holds
+        with contextlib.suppress(OSError):
+            failed.parent.rmdir()  # empty now, unless other wheels failed
     with contextlib.suppress(OSError):
         candidate.parent.rmdir()  # empty unless another build is checking its own
     return target, dataclasses.replace(report, wheel=target)
