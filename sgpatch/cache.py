@@ -294,6 +294,14 @@ def _untrusted(path: Path) -> tuple[str, bool] | None:
     return None
 
 
+def refused_dir(path: Path) -> str | None:
+    """Why the directory ``path`` must not hold cached data (a link, not the user's, writable by others,
+    not a directory, cannot be made), or None; created 0700 if missing.  The downloads use it as the
+    result cache does (:func:`open_cache`)."""
+    refused = _untrusted(path)
+    return refused[0] if refused is not None else None
+
+
 def open_cache(*, warn: Callable[[str], None], root: Path | None = None) -> Cache | None:
     """The result cache at ``root`` (default :func:`results_root`), or None when it must not be used.
 

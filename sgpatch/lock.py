@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import errno
 import json
+import math
 import os
 import signal
 import socket
@@ -106,7 +107,9 @@ def lock_timeout() -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise EnvironmentFailure(f"{LOCK_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+        value = math.nan
+    if not math.isfinite(value) or value > 86400:  # nan, inf and 1e10 too: a wait has an end
+        raise EnvironmentFailure(f"{LOCK_TIMEOUT_ENV}={raw[:40]!r} is not a number of seconds (at most a day)")
     return max(value, 0.0)
 
 

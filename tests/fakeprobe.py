@@ -12,9 +12,10 @@ A mutation (JSON): ``{"answer": N, "op": OP, "path": [i, ...], "value": V}``;
 object or list it walks into), so every mutation hits a real field.  OPs: ``set``
 (the field becomes V), ``del`` (the field is removed), ``truncate`` (the
 answer line cut to V bytes), ``raw`` (the line replaced by V, a latin-1 string),
-``none`` (no mutation).  After a ``truncate`` or ``raw`` line the fake exits: the
-line may not be an answer at all, and a probe that says nothing more would only
-meet sgpatch's answer timeout.
+``none`` (no mutation), ``sglang`` (fields of sglang's answer replaced by name
+from V, an object; with ``"drop": true`` the distribution left out of the answer).  After a
+``truncate`` or ``raw`` line the fake exits: the line may not be an answer at all, and a probe that
+says nothing more would only meet sgpatch's answer timeout.
 """
 
 from __future__ import annotations
@@ -121,6 +122,10 @@ for line in stdin:
         break
     doc = answer(request)
     op = MUT.get("op", "none") if MUT.get("answer", 0) == n else "none"
+    if op == "sglang" and (doc.get("dists") or {}).get("sglang"):
+        doc["dists"]["sglang"].update(MUT.get("value"))  # fields of sglang's answer replaced by name
+        if MUT.get("drop"):
+            del doc["dists"]["sglang"]
     if op in ("set", "del"):
         parent, key = pick(doc, MUT.get("path", []))
         if parent is None:

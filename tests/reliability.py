@@ -734,6 +734,15 @@ case(
     "doctor and verify --installed fail alike, with the same line",
 )
 case(
+    "fuzz-host-answers",
+    FUZZ,
+    "sglang's answer with 1-4 fields replaced (any JSON, 3 MiB strings, contradicting RECORDs, null roots) or left "
+    "out, through the real session and parser of `verify --installed`",
+    None,
+    "exit 0, 1, 2 or 3",
+    _CLEAN + "; nothing written; a null package_root or a missing distribution never exit 0",
+)
+case(
     "fuzz-probe",
     FUZZ,
     "mutated probe answers (fields set to any JSON, deleted, lines cut or replaced) to doctor and verify --installed",
@@ -1431,7 +1440,146 @@ case(
     "no interpreter /opt/nope/bin/python",
     "the host's row is an error (exit 3), never 'not installed'; the other hosts still checked",
 )
+_ENDLESS = (
+    "the host's row is an error with the reason (exit 3); the process stays under a 3 GiB address-space cap; "
+    "nothing written"
+)
+for _id, _fault, _expect in [
+    (
+        "host-endless-answer",
+        "a host's answer line never ends (`sgpatch-probe-answer {` then /dev/zero)",
+        "an answer line longer than",
+    ),
+    (
+        "host-endless-noline",
+        "a host writes /dev/zero to stdout: no line, no answer",
+        "bytes of other output before its answer",
+    ),
+    (
+        "host-endless-noise",
+        "a host writes an endless banner (`yes`) before any answer",
+        "bytes of other output before its answer",
+    ),
+    (
+        "host-endless-stderr",
+        "a host writes 64 MiB to stderr on one line, then its last word, and exits 1",
+        "the last word",
+    ),
+]:
+    case(_id, FLEET, f"`verify --hosts FILE` over ssh: {_fault}", 3, _expect, _ENDLESS)
+for _id, _fault, _expect in [
+    (
+        "fleet-range-explodes",
+        "INI inventory: `a[0:99]b[0:99]c[0:99]d[0:99]` (30 bytes, 10^8 names)",
+        "more than 10000 hosts",
+    ),
+    ("fleet-range-huge-bound", "INI inventory: a range bound of 5,000 digits", "a range bound of more than 9 digits"),
+    ("fleet-port-superscript", "INI inventory: `ansible_port=²` (a digit to `str.isdigit`)", "not a port number"),
+    ("fleet-port-arabic-digits", "INI inventory: `h:٣٣` (Arabic-Indic digits as the port)", "not a port number"),
+    ("fleet-yaml-port-huge", "YAML inventory: `ansible_port:` a number of 5,000 digits", "not a port"),
+]:
+    case(_id, FLEET, f"`verify --hosts FILE`: {_fault}", 2, _expect, _INV + "; no MemoryError under a 3 GiB cap")
+case(
+    "fleet-timeout-infinite",
+    FLEET,
+    "`verify --hosts FILE --timeout` 1e10, inf, nan, -1 or 86401 (a timer would die of OverflowError)",
+    2,
+    "at most 86400",
+    "one line, no host asked, nothing written",
+)
+_CONTRADICTS = (
+    "the host is an error (exit 3), never ok; the unspoiled answer of the same fake host is ok; nothing written"
+)
+for _id, _fault, _expect in [
+    (
+        "answer-root-null-files-read",
+        "`package_root: null`, yet the files below it are sent",
+        "files were read below it",
+    ),
+    ("answer-no-dist-info-yet-record", "`dist_info: null`, yet its RECORD is sent", "yet its RECORD or metadata"),
+    ("answer-record-absent-yet-rows", "RECORD `present: false`, yet rows listed", "no RECORD, yet lists its rows"),
+    ("answer-record-stray-row", "a RECORD row `missing` that RECORD does not list", "not a row of RECORD"),
+    ("answer-other-name", "sglang's answer names `torch`", "but sglang was asked for"),
+    ("answer-read-not-listed", "a file sent that the package's file list leaves out", "not among the package's files"),
+    ("answer-dist-left-out", "the answer leaves sglang out (neither null nor a distribution)", "dists.sglang: missing"),
+    ("answer-tree-left-out", "the package's file list asked for, answered null", "tree: missing, yet asked for"),
+    ("answer-record-left-out", "the RECORD check asked for, answered null", "record: missing, yet asked for"),
+]:
+    case(
+        _id,
+        FLEET,
+        f"`verify --hosts FILE`, a host's probe answer contradicts itself: {_fault}",
+        3,
+        _expect,
+        _CONTRADICTS,
+    )
 
+_DOWNLOADS = "nothing downloaded into or read from a folder others can change; no checkout left by a refusal"
+case(
+    "cache-downloads-shared",
+    CACHED,
+    "`sgpatch fetch` with `$XDG_CACHE_HOME/sgpatch` mode 0777 (the folder verify already refuses for its results)",
+    3,
+    "writable by group or others",
+    "the index never asked; nothing created in the shared folder; " + _DOWNLOADS,
+)
+case(
+    "cache-downloads-link",
+    CACHED,
+    "`sgpatch fetch`: a symbolic link planted at `artifacts/<sha256>/<file>` (to a file with the pinned bytes)",
+    0,
+    "the link replaced by the downloaded file",
+    "the link's target byte for byte; the entry a regular file downloaded again",
+)
+case(
+    "cache-downloads-mode",
+    CACHED,
+    "`sgpatch fetch` into a fresh cache",
+    0,
+    "0700",
+    "`sgpatch/`, `artifacts/` and `<sha256>/` created 0700, as the docs say",
+)
+case(
+    "cache-pin-on-bytes-used",
+    CACHED,
+    "the pinned file replaced on disk after its sha256 was checked, before its members are read",
+    None,
+    "the members read come from the descriptor that was hashed",
+    "the archive read is the one checked; a link at the path is refused",
+)
+case(
+    "index-url-port-out-of-range",
+    NET,
+    "an index given credentials lists the file at port 65536 + its own port (or `²`, or 0)",
+    3,
+    "its port is not a port number (1-65535)",
+    "no request for the file; the credentials never shown; no checkout",
+)
+BUILDS = "builds"
+case(
+    "build-failed-keeps-good",
+    BUILDS,
+    "`sgpatch build` again after a patched line was amended into the series commit (same wheel name, checks fail)",
+    1,
+    "sha256 unchanged",
+    "the verified wheel in dist/ byte for byte under its name; the failed one kept beside it in `dist/failed/`",
+)
+case(
+    "text-newline-config",
+    CLI,
+    "a draft's config.json: `architectures` holds a line feed and a forged `preflight: ok (...)` line",
+    1,
+    "preflight: the launch would fail",
+    "the line feed shown as `\\x0a` inside the models' line: no line starts with the forged verdict",
+)
+case(
+    "text-newline-host-file",
+    CLI,
+    "`verify --installed`: a host's file name holds a line feed and a forged `verify: ok (patched)` line",
+    1,
+    "\\x0averify: ok (patched): modified after install",
+    "the line feed shown as `\\x0a` in the failure line: no line starts with the forged verdict",
+)
 # --------------------------------------------------------------------------- preflight: model files and launches
 
 PREFLIGHT = "preflight"
@@ -1678,6 +1826,31 @@ case(
     "VERSIONS.toml byte for byte; no git repository made; with --force the series kept byte for byte",
 )
 
+_PLACE = (
+    "the directory's every path and byte as before (no VERSIONS.toml, patches/, .git, .sgpatch/); the index never asked"
+)
+for _id, _fault, _expect in [
+    ("init-dangling-dir", "`sgpatch init DIR`: DIR a symbolic link to nothing", "a symbolic link to nothing"),
+    ("init-gitignore-dir", "`sgpatch init DIR`: `DIR/.gitignore` a directory", "exists and is not a file"),
+    ("init-patches-file", "`sgpatch init DIR`: `DIR/patches` a file", "patches: not a directory"),
+    ("init-parent-file", "`sgpatch init FILE/team`: a file where a parent directory goes", "is not a directory"),
+    (
+        "init-force-dangling-config",
+        "`sgpatch init DIR --force`: `DIR/VERSIONS.toml` a dangling symbolic link",
+        "sgpatch writes no file through a link",
+    ),
+    ("init-sgpatch-file", "`sgpatch init DIR`: `DIR/.sgpatch` a file", ".sgpatch: not a directory"),
+]:
+    case(_id, ADOPT, _fault, 2, _expect, _PLACE)
+case(
+    "init-release-spelling",
+    ADOPT,
+    "`sgpatch init DIR --release 0.5.9.0` (0.5.9 to PEP 440; the files and the sdist's top directory say 0.5.9)",
+    2,
+    "the index names this release 0.5.9",
+    "DIR never created; nothing downloaded; the hint gives the release's spelling",
+)
+
 # --------------------------------------------------------------------------- the release watch
 
 WATCH = "release watch"
@@ -1703,6 +1876,31 @@ case(
     3,
     "malformed answer",
     "one error line, no traceback",
+)
+case(
+    "watch-versions-equal",
+    WATCH,
+    "the index lists `0.5.10` and `0.5.10.0` (equal under PEP 440)",
+    10,
+    "(once)",
+    "one new release, named by its longest spelling; `--release 0.5.10.0` finds it; the project byte for byte",
+)
+case(
+    "watch-local-version",
+    WATCH,
+    "the index lists `0.5.11+mirror.1` (a local version: a rebuild)",
+    10,
+    "a local version",
+    "left out with one line, never ported; `--release 0.5.11+mirror.1` refused (exit 2)",
+)
+case(
+    "watch-keeps-a-persons-commits",
+    WATCH,
+    "the scheduled workflow runs again after a person pushed `port --continue` commits to `watch/sglang-<v>`",
+    0,
+    "has commits by a person",
+    "the branch's tip is the person's commit (no force-push over it); its pull request untouched; a branch of the "
+    "workflow's own commits is made anew, pushed with --force-with-lease",
 )
 case(
     "watch-release-unlisted",

@@ -333,3 +333,124 @@ def test_the_watch_workflow_is_valid_pinned_and_least_privilege(tmp_path: Path) 
     )
     assert refused.returncode != 0  # the check can fail
     assert not PINNED.fullmatch("actions/checkout@v5") and not PINNED.fullmatch("actions/checkout@" + "f" * 39)
+
+
+def test_versions_are_compared_as_pep440_and_local_versions_are_not_releases(
+    tmp_path: Path, use_index: Callable[[CraftedIndex], None]
+) -> None:
+    """``0.5.10`` and ``0.5.10.0`` are one release; ``0.5.11+mirror.1`` (a rebuild) is left out, never ported."""
+    proj = newest_059(copy_project(tmp_path / "proj", {}))
+    before = tree(proj)
+    files = {
+        "sglang-0.5.10.tar.gz": b"x",
+        "sglang-0.5.10.0-py3-none-any.whl": b"y",
+        "sglang-0.5.11+mirror.1-py3-none-any.whl": b"z",
+    }
+    with crafted_index() as index:
+        index.serve_files(files)
+        use_index(index)
+        result = watch(proj, "--dry-run", "--json")
+        same = watch(proj, "--release", "0.5.10.0", "--dry-run", "--json")
+        local = watch(proj, "--release", "0.5.11+mirror.1", "--dry-run")
+    assert result.exit_code == 10, result.stderr
+    doc = json_out(result)
+    assert [r["version"] for r in doc["releases"]] == ["0.5.10.0"]  # one release, by its longest spelling
+    assert doc["skipped"] == ["0.5.11+mirror.1: a local version (a rebuild, not a release of sglang); left out"]
+    assert same.exit_code == 10 and [r["version"] for r in json_out(same)["releases"]] == ["0.5.10.0"]
+    assert local.exit_code == 2 and "a local version (a rebuild), not a release" in local.stderr
+    assert all(s.path == "/simple/sglang/" for s in index.seen)  # nothing downloaded
+    assert tree(proj) == before
+    record("watch-versions-equal", exit=result.exit_code, shown=f"releases: {doc['releases'][0]['version']} (once)")
+    record("watch-local-version", exit=result.exit_code, shown=doc["skipped"][0])
+
+
+# --------------------------------------------------------------------------- the workflow's script, run
+
+STAND_IN_SGPATCH = """#!/bin/sh
+# 'sgpatch watch --release V --json' as the workflow calls it: the new stack and its report, exit 10
+v="$3"
+mkdir -p "watch" "patches/$v"
+printf '# sglang %s: ported cleanly\\n' "$v" > "watch/$v.md"
+printf '# series for %s\\n' "$v" > "patches/$v/series"
+printf '# stack %s (run %s)\\n' "$v" "$$" >> VERSIONS.toml
+echo '{"schema_version": 1}'
+exit 10
+"""
+STAND_IN_GH = """#!/bin/sh
+echo "gh $*" >> "$GH_LOG"
+"""
+
+
+def _step_script(name: str) -> str:
+    from ruamel.yaml import YAML
+
+    doc = YAML(typ="safe").load(WORKFLOW.read_text())
+    steps = [step for job in doc["jobs"].values() for step in job["steps"]]
+    return next(step["run"] for step in steps if step.get("name") == name)
+
+
+def _run_step(tmp_path: Path, remote: Path, name: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The workflow's step in a fresh clone of ``remote`` (as actions/checkout makes it), bash -eo pipefail as
+    GitHub runs it, with stand-ins for gh and sgpatch on PATH."""
+    work = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
+    subprocess.run(["git", "clone", "-q", str(remote), str(work)], check=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for tool, text in (("sgpatch", STAND_IN_SGPATCH), ("gh", STAND_IN_GH)):
+        (bin_dir / tool).write_text(text)
+        (bin_dir / tool).chmod(0o755)
+    full = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path)}
+    full.update(GH_LOG=str(tmp_path / "gh.log"), BASE="main", GH_TOKEN="x", **env)
+    for key in [k for k in full if k.startswith("GIT_")]:
+        del full[key]
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", _step_script(name)],
+        cwd=work, env=full, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _log(remote: Path, ref: str) -> list[str]:
+    out = subprocess.run(
+        ["git", "--git-dir", str(remote), "log", "--format=%an|%s", f"main..{ref}"], capture_output=True, text=True
+    )
+    return out.stdout.splitlines()
+
+
+def test_the_workflow_installs_pinned_and_keeps_a_persons_commits(tmp_path: Path) -> None:
+    text = WORKFLOW.read_text()
+    assert "pip install --disable-pip-version-check . -c constraints.txt" in text  # as the README's CI does
+    assert "push --force " not in text and "--force-with-lease=" in text
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    seed = tmp_path / "seed"
+    subprocess.run(["git", "clone", "-q", str(remote), str(seed)], check=True, capture_output=True)
+    (seed / "VERSIONS.toml").write_text("# the project\n")
+    (seed / "patches" / "0.5.9").mkdir(parents=True)
+    (seed / "patches" / "0.5.9" / "series").write_text("")
+    person = ["-c", "user.name=Dev One", "-c", "user.email=dev@example.com"]
+    git(seed, "add", "-A")
+    git(seed, *person, "commit", "-q", "-m", "the project")
+    git(seed, "push", "-q", "origin", "HEAD:main")
+    branch = "watch/sglang-0.5.10"
+    first = _run_step(tmp_path, remote, "One pull request per release", VERSIONS="0.5.10")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _log(remote, branch) == ["sgpatch watch|sglang 0.5.10: ported cleanly (sgpatch watch)"]
+    again = _run_step(tmp_path, remote, "One pull request per release", VERSIONS="0.5.10")
+    assert again.returncode == 0 and len(_log(remote, branch)) == 1  # its own commit: made anew
+    # a person resumes the port on the pull request's branch and pushes
+    mine = tmp_path / "mine"
+    subprocess.run(["git", "clone", "-q", "-b", branch, str(remote), str(mine)], check=True, capture_output=True)
+    (mine / "patches" / "0.5.10" / "0003-resolved.patch").write_text("the person's resolution\n")
+    git(mine, "add", "-A")
+    git(mine, *person, "commit", "-q", "-m", "port --continue: 0003 resolved")
+    git(mine, "push", "-q", "origin", branch)
+    tip = git(mine, "rev-parse", "HEAD")
+    calls = (tmp_path / "gh.log").read_text()
+    kept = _run_step(tmp_path, remote, "One pull request per release", VERSIONS="0.5.10")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert f"{branch} has commits by a person" in kept.stdout and "left as it is" in kept.stdout
+    assert git(mine, "ls-remote", "origin", branch).split()[0] == tip  # nothing discarded
+    assert _log(remote, branch)[0] == "Dev One|port --continue: 0003 resolved"
+    assert (tmp_path / "gh.log").read_text() == calls  # its pull request untouched too
+    line = next(ln for ln in kept.stdout.splitlines() if "has commits by a person" in ln)
+    record("watch-keeps-a-persons-commits", exit=kept.returncode, shown=re.sub(r"\b[0-9a-f]{40}\b", "SHA", line))

@@ -47,6 +47,12 @@ TESTS = (
     "tests/test_stop_room.py",
     "tests/test_stop_room_port.py",
     "tests/test_fuzz_stop.py",
+    "tests/test_hostile_hosts.py",
+    "tests/test_hostile_text.py",
+    "tests/test_hostile_cache.py",
+    "tests/test_hostile_init.py",
+    "tests/test_hostile_build.py",
+    "tests/test_fuzz_hosts.py",
 )
 sys.path.insert(0, str(ROOT))
 

@@ -176,9 +176,10 @@ def find_patch(series: Series, wanted: str) -> int:
     if wanted in names:
         return names.index(wanted)
     found = [i for i, n in enumerate(names) if n == f"{wanted}.patch"]
-    if not found and wanted.isdigit():
+    if not found and wanted.isascii() and wanted.isdigit():  # ASCII digits only: int() refuses '²'
+        number = int(wanted)
         found = [
-            i for i, n in enumerate(names) if n.split("-", 1)[0].isdigit() and int(n.split("-", 1)[0]) == int(wanted)
+            i for i, n in enumerate(names) if (h := n.split("-", 1)[0]).isascii() and h.isdigit() and int(h) == number
         ]
     if len(found) != 1:
         shown = ", ".join(names) or "no patches"

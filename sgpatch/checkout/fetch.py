@@ -39,7 +39,7 @@ from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.lock import Held, exclusive, pause
 from sgpatch.results import Progress
 from sgpatch.source.archive import Kind, open_archive
-from sgpatch.source.artifacts import cache_root, fetch_artifact, verify_artifact
+from sgpatch.source.artifacts import cache_root, fetch_artifact, trusted_dir, verify_artifact
 
 # Files an sdist or wheel has that upstream's git tree does not: packaging output.
 _GENERATED_TOP = {"PKG-INFO", "setup.cfg"}
@@ -85,12 +85,15 @@ def _keep(rel: PurePosixPath, *, wheel: bool = False) -> bool:
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def extract_archive(path: Path, dest: Path, kind: Kind | None = None) -> tuple[list[Member], int]:
+def extract_archive(
+    path: Path, dest: Path, kind: Kind | None = None, *, sha256: str | None = None
+) -> tuple[list[Member], int]:
     """Write the regular files of an sdist or wheel under ``dest/python/`` (packaging output left out),
     member by member in chunks, so no member is ever held whole in memory; returns them and the newest
     member mtime.  Every member is checked by sgpatch.source.archive before anything is written, and each
-    file is created anew (never through a link, never over another)."""
-    with open_archive(path, kind) as archive:
+    file is created anew (never through a link, never over another).  ``sha256``: the pin, checked on the
+    bytes the members are then read from."""
+    with open_archive(path, kind, sha256=sha256) as archive:
         wheel = archive.kind == "wheel"
         keep = {e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)}
         members: list[Member] = []
@@ -111,14 +114,14 @@ def extract_archive(path: Path, dest: Path, kind: Kind | None = None) -> tuple[l
 
 
 def extract_artifact(path: Path, artifact: Artifact, dest: Path) -> tuple[list[Member], int]:
-    """``extract_archive`` of a pinned artifact, its sha256 checked first."""
-    verify_artifact(path, artifact)
-    return extract_archive(path, dest, "sdist" if artifact.kind == "sdist" else "wheel")
+    """``extract_archive`` of a pinned artifact, its sha256 checked first (on the bytes then extracted)."""
+    return extract_archive(path, dest, "sdist" if artifact.kind == "sdist" else "wheel", sha256=artifact.sha256)
 
 
-def wheel_tree(path: Path) -> dict[str, bytes]:
-    """What a checkout made from the wheel at ``path`` holds: each kept member's sha256."""
-    with open_archive(path, "wheel") as archive:
+def wheel_tree(path: Path, *, sha256: str | None = None) -> dict[str, bytes]:
+    """What a checkout made from the wheel at ``path`` holds: each kept member's sha256 (``sha256``: the pin,
+    checked on the bytes read)."""
+    with open_archive(path, "wheel", sha256=sha256) as archive:
         return {e.name: archive.digest(e.name) for e in archive.entries if _keep(PurePosixPath(e.name), wheel=True)}
 
 
@@ -141,7 +144,7 @@ def check_wheels_agree(
         path = fetch_artifact(artifact, stack.sglang_version, progress=progress)
         if progress:
             progress(f"comparing the files of {artifact.filename}")
-        tree = tree_of(artifact, path) if tree_of is not None else wheel_tree(path)
+        tree = tree_of(artifact, path) if tree_of is not None else wheel_tree(path, sha256=artifact.sha256)
         if first is None:
             first = (artifact, tree)
             continue
@@ -204,7 +207,7 @@ def _target_lock(into: Path, progress: Progress | None = None) -> AbstractContex
     """The lock on creating ``into`` (``target_lock_path``), removed on release."""
     into.parent.mkdir(parents=True, exist_ok=True)
     lock = target_lock_path(into)
-    lock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    trusted_dir(lock.parent.name)  # the locks folder: 0700, the user's own, not a link (else exit 3)
     return exclusive(lock, what=str(into), command="fetch", notify=progress)
 
 
@@ -277,7 +280,8 @@ def create_pypi_checkout(
         g = Git(staging)
         g.init(branch=f"sgpatch/{stack.name}")
         try:
-            members, newest = extract_archive(archive, staging, "sdist" if artifact.kind == "sdist" else "wheel")
+            kind: Kind = "sdist" if artifact.kind == "sdist" else "wheel"
+            members, newest = extract_archive(archive, staging, kind, sha256=artifact.sha256)
         except OSError as exc:
             raise SourceError(f"{archive}: cannot lay out {artifact.filename}: {exc}") from None
         blobs = g.hash_files([m.path for m in members])

@@ -49,7 +49,7 @@ def build(
     no_cache: NoCacheOpt = False,
 ) -> None:
     """Build the patched sglang wheel from a clean export of the checkout, then check it."""
-    from sgpatch.cli.render import dumps, render_build
+    from sgpatch.cli.render import dumps, joined, render_build
     from sgpatch.project import load_project
     from sgpatch.wheel import build_wheels
     from sgpatch.wheel.last import record_build
@@ -73,7 +73,7 @@ def build(
         docs = [r.as_dict() for r in results]
         echo_json(dumps({**docs[0], "ok": all(d["ok"] for d in docs), "wheels": docs}))
     else:
-        echo("\n".join(render_build(r) for r in results))
+        echo(joined(render_build(r) for r in results))
     failed = False
     for result in results:
         for failure in result.checks.failures:  # on stderr too: --json output is often redirected (make wheel)

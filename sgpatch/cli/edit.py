@@ -100,6 +100,8 @@ def show(result: EditResult, *, json_out: bool) -> None:
 
 
 def render_edit(result: EditResult) -> str:
+    from sgpatch.cli.render import joined
+
     lines: list[str] = []
     if result.action == "started":
         lines.append(f"edit: {result.checkout} is at {result.patch} (HEAD {result.head[:12]})")
@@ -120,4 +122,4 @@ def render_edit(result: EditResult) -> str:
         lines.extend(f"  conflict: {c.path}:{c.line} ({c.regions} region(s))" for c in result.conflicts)
     lines.extend(f"note: {n}" for n in result.notes)
     lines.extend(f"next: {s}" for s in result.next_steps)
-    return "\n".join(lines)
+    return joined(lines)

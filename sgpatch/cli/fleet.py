@@ -104,7 +104,7 @@ def summary(report: FleetReport) -> str:
 
 def render_fleet(report: FleetReport) -> str:
     """One row per host, the hosts on another build than the majority, the counts and the time."""
-    from sgpatch.cli.render import _table
+    from sgpatch.cli.render import _table, joined
 
     lines = [
         f"{report.command} {report.stack} on {len(report.hosts)} host(s), {report.jobs} at a time, "
@@ -127,4 +127,4 @@ def render_fleet(report: FleetReport) -> str:
     took = f"{report.seconds:.1f}s" + (f" (slowest {slowest.host}: {slowest.seconds:.1f}s)" if slowest else "")
     verdict = "ok" if report.ok else f"FAILED (exit {report.exit_code})"
     lines.append(f"{report.command}: {verdict}: {summary(report)}; {took}")
-    return "\n".join(lines)
+    return joined(lines)

@@ -35,12 +35,28 @@ _SHOWN.update(
 _SHOWN.update({c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)})
 
 
+_ONE_LINE = {**_SHOWN, ord("\n"): "\\x0a"}
+
+
+class Lines(str):
+    """Lines for people joined by the renderer (:func:`joined`): the only text whose line feeds are kept."""
+
+    __slots__ = ()
+
+
+def joined(items: Iterable[str]) -> Lines:
+    """``items`` as lines: a line feed inside one (a host's file name, a config's value) is shown escaped, so
+    outside text can never start a line of its own; a nested :class:`Lines` keeps its own."""
+    return Lines("\n".join(i if isinstance(i, Lines) else i.replace("\n", "\\x0a") for i in items))
+
+
 def visible(text: str) -> str:
-    """``text`` safe to send to a terminal: what it would act on or hide made visible (``\\x1b``, ``\\x0d``).
+    """``text`` safe to send to a terminal: what it would act on or hide made visible (``\\x1b``, ``\\x0d``),
+    and a line feed too unless the renderer joined the lines (:class:`Lines`).
 
     Every human line goes through it (``cli.base.echo``), whatever it holds: names and text from files,
     archives, git and remote hosts.  JSON needs none: ``json.dumps`` escapes every control character."""
-    return text.translate(_SHOWN)
+    return text.translate(_SHOWN if isinstance(text, Lines) else _ONE_LINE)
 
 
 def dumps(doc: dict[str, Any]) -> str:
@@ -100,7 +116,7 @@ def render_verify(report: VerifyReport) -> str:
     else:
         lines.append(f"verify: FAILED ({len(report.failures)} problem(s))")
         lines.extend(f"  - {f}" for f in report.failures)
-    return "\n".join(lines)
+    return joined(lines)
 
 
 def render_apply(result: ApplyResult) -> str:
@@ -115,7 +131,7 @@ def render_apply(result: ApplyResult) -> str:
     else:
         lines.append(f"apply: already patched at {result.new_head[:12]}; nothing to do")
     lines.append(f"checkout: {result.checkout}")
-    return "\n".join(lines)
+    return joined(lines)
 
 
 def fetch_doc(result: FetchResult) -> dict[str, Any]:
@@ -203,7 +219,7 @@ def render_stacks(config: Config) -> str:
         )
         for s in config.stacks.values()
     ]
-    return "\n".join(_table(rows, ("  stack", "sglang", "cuda", "commit", "series")))
+    return joined(_table(rows, ("  stack", "sglang", "cuda", "commit", "series")))
 
 
 def render_interface(report: InterfaceReport) -> str:
@@ -231,7 +247,7 @@ def render_interface(report: InterfaceReport) -> str:
     lines.append("")
     if report.ok:
         lines.append(f"check-interface: ok ({len(report.requirements)} names, no gaps)")
-        return "\n".join(lines)
+        return joined(lines)
     total = len(report.gaps) + len(report.delegation_gaps)
     lines.append(f"check-interface: {total} gap(s) - each would be one AttributeError at model load")
     for gap in report.gaps:
@@ -243,7 +259,7 @@ def render_interface(report: InterfaceReport) -> str:
             f"  - {dg.role} {dg.name} forwards to self.{dg.attr}.{dg.missing} ({dg.forward_at}),"
             f" but {dg.delegate} has no {dg.missing}"
         )
-    return "\n".join(lines)
+    return joined(lines)
 
 
 def render_wheelreport(report: WheelReport) -> str:
@@ -261,13 +277,13 @@ def render_wheelreport(report: WheelReport) -> str:
     else:
         lines.append(f"verify --wheel: FAILED ({len(report.failures)} problem(s))")
         lines.extend(f"  - {f}" for f in report.failures)
-    return "\n".join(lines)
+    return joined(lines)
 
 
 def render_build(result: BuildResult) -> str:
     verb = "reused (inputs unchanged)" if result.cached else "built"
     head = [f"build   {verb}: {result.wheel}", f"recipe  {result.recipe}"]
-    return "\n".join([*head, render_wheelreport(result.checks)])
+    return joined([*head, render_wheelreport(result.checks)])
 
 
 def render_doctor(report: DoctorReport) -> str:
@@ -290,7 +306,7 @@ def render_doctor(report: DoctorReport) -> str:
     else:
         bad = [r for r in report.rows if not r.ok]
         lines.append(f"doctor: FAILED ({len(bad)} of {len(report.rows)} do not match {report.stack})")
-    return "\n".join(lines)
+    return joined(lines)
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -322,4 +338,4 @@ def render_export(result: ExportResult, root: Path) -> str:
             lines.append(f"export: series commits re-recorded, HEAD {result.old_head[:12]} -> {result.new_head[:12]}")
     else:
         lines.append("export: nothing to do; the files match the commits")
-    return "\n".join(lines)
+    return joined(lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sgpatch.checkout.importing import ImportResult
-from sgpatch.cli.render import _rel, _table
+from sgpatch.cli.render import _rel, _table, joined
 
 
 def render_import(result: ImportResult, root: Path) -> str:
@@ -34,9 +34,9 @@ def render_import(result: ImportResult, root: Path) -> str:
             f"import: refused: {len(refused)} patch(es) ({len(bad)} hunk(s)) do not apply strictly on the series "
             f"of {result.stack}; nothing was written"
         )
-        return "\n".join(lines)
+        return joined(lines)
     lines.extend(_table([(p.name, p.source, str(len(p.files))) for p in result.patches], ("patch", "from", "files")))
     lines.append("")
     changed = ", ".join(_rel(p, root) for p in result.export.changed)
     lines.append(f"import: {len(result.patches)} patch(es) added to the series of {result.stack}; wrote {changed}")
-    return "\n".join(lines)
+    return joined(lines)

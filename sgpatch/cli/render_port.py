@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
-from sgpatch.cli.render import _table
+from sgpatch.cli.render import _table, joined
 
 if TYPE_CHECKING:
     from sgpatch.port import AbortResult, PortResult
@@ -26,7 +26,7 @@ def render_resolve(result: ResolveResult) -> str:
     if result.left:
         lines.append(f"{len(result.left)} file(s) still need a person (markers or a reject file)")
     lines.append("review with 'git diff' in the checkout, then run 'sgpatch port --continue'")
-    return "\n".join(lines)
+    return joined(lines)
 
 
 def _side_by_side(item: SideBySide) -> list[str]:
@@ -142,7 +142,7 @@ def render_port(result: PortResult) -> str:
     else:
         lines.append(f"port: wrote stack {result.new_stack}: " + ", ".join(str(p) for p in result.written))
         lines.append(f"checkout: {result.checkout} (patched; 'sgpatch verify {result.new_stack}' checks it)")
-    return "\n".join(lines)
+    return joined(lines)
 
 
 def render_abort(result: AbortResult) -> str:
@@ -152,4 +152,4 @@ def render_abort(result: AbortResult) -> str:
     if result.restored is not None:
         lines.append(f"port --abort: put back the checkout it was replacing at {result.restored}")
     lines.append("VERSIONS.toml and patches/ were never written by the port")
-    return "\n".join(lines)
+    return joined(lines)

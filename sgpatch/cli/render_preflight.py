@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sgpatch.cli.render import _table
+from sgpatch.cli.render import _table, joined
 
 if TYPE_CHECKING:
     from sgpatch.preflight.run import PreflightReport
@@ -54,7 +54,7 @@ def render_preflight(report: PreflightReport, *, strict: bool) -> str:
         lines.append(f"preflight: {verdict}: {counts['unchecked']} rule(s) not checked for this launch ({tally})")
     else:
         lines.append(f"preflight: ok ({tally})")
-    return "\n".join(lines)
+    return joined(lines)
 
 
 _TALLY = (("crash", "crash"), ("silent", "silent"), ("unchecked", "not checked"), ("warn", "warn"), ("ok", "ok"))

@@ -70,7 +70,8 @@ def parse_span(where: str) -> tuple[str, int, int]:
 
     file, _, span = where.rpartition(":")
     start_s, _, end_s = span.partition("-")
-    if not file or not start_s.isdigit() or not (end_s or start_s).isdigit() or len(span) > 40:
+    digits = span.replace("-", "", 1)
+    if not file or not start_s or not digits.isascii() or not digits.isdigit() or len(span) > 40:
         raise Bad(f"cannot read {where[:200]!r}: expected {SPEC}, e.g. deepseek_v2.py:2963-2976")
     start, end = int(start_s), int(end_s or start_s)
     if start < 1 or end < start:

@@ -66,6 +66,7 @@ def watch(
 
 def render_watch(result: WatchResult) -> str:
     """One line per release (auto-upgrade-helper style), then the TOTAL line."""
+    from sgpatch.cli.render import joined
     from sgpatch.port.watched import ERROR, NEEDS_PERSON, NEW, PORTED
 
     lines = [f"watch   from {result.base} (newest on its line: sglang {result.newest}), index {result.index}"]
@@ -73,7 +74,7 @@ def render_watch(result: WatchResult) -> str:
         lines.append(f"skip    {s}")
     if not result.releases:
         lines.append(f"watch: nothing newer than sglang {result.newest}")
-        return "\n".join(lines)
+        return joined(lines)
     for r in result.releases:
         if r.state == NEW:
             lines.append(f"{r.version:<12} new (dry run: not ported)")
@@ -91,4 +92,4 @@ def render_watch(result: WatchResult) -> str:
         f"TOTAL: attempted {attempted}, succeeded {n[PORTED]}, needs a person {n[NEEDS_PERSON]}, failed {n[ERROR]}"
         + (f", new {n[NEW]}" if n[NEW] else "")
     )
-    return "\n".join(lines)
+    return joined(lines)

@@ -52,7 +52,7 @@ def status(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
 
 
 def render_init(result: InitResult) -> str:
-    from sgpatch.cli.render import _rel
+    from sgpatch.cli.render import _rel, joined
 
     root = result.directory
     lines = [f"init: stack {result.stack} (sglang {result.version}, {result.label}) in {root}"]
@@ -66,7 +66,7 @@ def render_init(result: InitResult) -> str:
         lines.append(f"  checkout: {_rel(result.checkout, root)} (the pinned source, ready for 'sgpatch apply')")
     lines.extend(f"note: {n}" for n in result.notes)
     lines.append("next: sgpatch apply; edit and commit in the checkout; sgpatch export; sgpatch build")
-    return "\n".join(lines)
+    return joined(lines)
 
 
 def _build_cell(row: StackStatus) -> str:
@@ -80,7 +80,7 @@ def _build_cell(row: StackStatus) -> str:
 
 
 def render_status(report: StatusReport) -> str:
-    from sgpatch.cli.render import _table
+    from sgpatch.cli.render import _table, joined
 
     rows = []
     for r in report.stacks:
@@ -106,4 +106,4 @@ def render_status(report: StatusReport) -> str:
     if details:
         lines.append("")
         lines.extend(details)
-    return "\n".join(lines)
+    return joined(lines)

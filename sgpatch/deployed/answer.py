@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from sgpatch.deployed.target import Target
 from sgpatch.errors import EnvironmentFailure
 
@@ -126,8 +128,11 @@ def record_field(value: Any, where: str) -> RecordCheck | None:
     modified = field_of(value, "modified", where)
     if not isinstance(modified, list):
         raise BadField(f"{where}.modified", f"expected a list, got {type(modified).__name__}")
-    return RecordCheck(
-        present=bool(field_of(value, "present", where)),
+    present = field_of(value, "present", where)
+    if not isinstance(present, bool):
+        raise BadField(f"{where}.present", f"expected true or false, got {printable(repr(present), 40)}")
+    record = RecordCheck(
+        present=present,
         paths=texts_field(field_of(value, "paths", where), f"{where}.paths"),
         modified=tuple(
             text_field(field_of(m, "path", f"{where}.modified[{i}]"), f"{where}.modified[{i}].path")
@@ -136,15 +141,32 @@ def record_field(value: Any, where: str) -> RecordCheck | None:
         missing=texts_field(field_of(value, "missing", where), f"{where}.missing"),
         unhashed=count_field(field_of(value, "unhashed", where), f"{where}.unhashed"),
     )
+    _consistent_record(record, where)
+    return record
 
 
-def dist_field(doc: Any, where: str = "dist") -> InstalledDist:
-    """One distribution of an ``inspect`` answer, every field checked (``BadField`` naming the first wrong one)."""
+def _consistent_record(record: RecordCheck, where: str) -> None:
+    """What the probe's RECORD check cannot say of itself: a contradiction is a malformed answer, never a verdict."""
+    listed = set(record.paths)
+    rows = len(record.modified) + len(record.missing) + record.unhashed
+    if not record.present and (record.paths or rows):
+        raise BadField(where, "says there is no RECORD, yet lists its rows")
+    if stray := next((p for p in (*record.modified, *record.missing) if p not in listed), None):
+        raise BadField(where, f"{printable(stray, 80)} is modified or missing, yet not a row of RECORD")
+    if both := set(record.modified) & set(record.missing):
+        raise BadField(where, f"{printable(min(both), 80)} is both modified and missing")
+    if rows > len(record.paths):
+        raise BadField(where, f"{rows} rows modified, missing or unhashed, but RECORD has {len(record.paths)}")
+
+
+def dist_field(doc: Any, where: str = "dist", asked: str | None = None) -> InstalledDist:
+    """One distribution of an ``inspect`` answer, every field checked (``BadField`` naming the first wrong one);
+    ``asked``: the name requested, which the answer's must be (as PEP 503 compares names)."""
     object_field(doc, where)
     files = object_field(doc.get("files") or {}, f"{where}.files")
     meta = object_field(doc.get("meta") or {}, f"{where}.meta")
     tree = doc.get("tree")
-    return InstalledDist(
+    dist = InstalledDist(
         name=text_field(field_of(doc, "name", where), f"{where}.name"),
         version=text_field(field_of(doc, "version", where), f"{where}.version"),
         location=text_field(field_of(doc, "location", where), f"{where}.location"),
@@ -156,6 +178,23 @@ def dist_field(doc: Any, where: str = "dist") -> InstalledDist:
         record=record_field(doc.get("record"), f"{where}.record"),
         tree=texts_field(tree, f"{where}.tree") if tree is not None else None,
     )
+    _consistent_dist(dist, where)
+    if asked is not None and canonicalize_name(dist.name) != canonicalize_name(asked):
+        raise BadField(f"{where}.name", f"{printable(dist.name, 80)}, but {asked} was asked for")
+    return dist
+
+
+def _consistent_dist(dist: InstalledDist, where: str) -> None:
+    """An answer that contradicts itself is malformed (exit 3, the host an ``error``), never checked as if true:
+    files read below an import root it says it has not, metadata without a ``.dist-info``, a file read yet not
+    among the package's files."""
+    read = [name for name, data in dist.files.items() if data is not None]
+    if dist.package_root is None and (read or dist.tree):
+        raise BadField(f"{where}.package_root", "null (no import root), yet files were read below it")
+    if dist.dist_info is None and ((dist.record is not None and dist.record.present) or any(dist.meta.values())):
+        raise BadField(f"{where}.dist_info", "null (no .dist-info), yet its RECORD or metadata was read")
+    if dist.tree is not None and (stray := next((n for n in read if n not in set(dist.tree)), None)):
+        raise BadField(f"{where}.files", f"{printable(stray, 80)} was read, yet is not among the package's files")
 
 
 def imported_failure(imported: Sequence[str]) -> str | None:

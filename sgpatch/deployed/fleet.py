@@ -31,7 +31,7 @@ from sgpatch.deployed.doctor import check as doctor_check
 from sgpatch.deployed.doctor import request as doctor_request
 from sgpatch.deployed.installed import NotInstalled, examine_install
 from sgpatch.deployed.inventory import Host
-from sgpatch.deployed.remote import ProbeSession, Unreachable, run_probe, target_for
+from sgpatch.deployed.remote import ProbeSession, Unreachable, checked_timeout, run_probe, target_for
 from sgpatch.deployed.target import HostOptions, Target
 from sgpatch.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, SgpatchError
 from sgpatch.pyast import ParseMemo, parses_shared
@@ -281,8 +281,7 @@ def run_fleet(
     """``work`` on every host, ``jobs`` at a time; the rows in the order the hosts were given."""
     if jobs < 1:
         raise SgpatchError(f"--jobs {jobs}: give 1 or more hosts at a time")
-    if not timeout > 0:
-        raise SgpatchError(f"--timeout {timeout:g}: give a number of seconds above 0")
+    timeout = checked_timeout(timeout)  # finite and bounded: a timer never gets 1e10 or inf
     hosts = unique(hosts)
     if not hosts:
         raise SgpatchError("no hosts to check", hint="give --hosts FILE or --ssh HOST (repeatable)")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
 from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, run_probe, target_for
 from sgpatch.deployed.target import HostOptions, Target
-from sgpatch.errors import SgpatchError
+from sgpatch.errors import SgpatchError, SourceError
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors
 from sgpatch.series.fileset import file_set_problems, series_file_change
@@ -181,8 +181,11 @@ def upstream_package_files(project: Project) -> frozenset[str] | None:
     path = cached_artifact(wheels[0]) if len(wheels) == 1 else None
     if path is None:
         return None
-    with open_archive(path, "wheel") as archive:
-        return frozenset(e.name for e in archive.entries if e.name.startswith(f"{DIST_NAME}/"))
+    try:
+        with open_archive(path, "wheel", sha256=wheels[0].sha256) as archive:
+            return frozenset(e.name for e in archive.entries if e.name.startswith(f"{DIST_NAME}/"))
+    except SourceError:
+        return None  # a cache entry that is not the pinned file is a miss, never an answer
 
 
 def file_set_findings(project: Project, names: Collection[str] | None) -> tuple[list[str], list[str]]:
@@ -269,6 +272,7 @@ def examine_install(
     tree = InstalledTree(session, dist, label)
     notes = [f"python: {result.executable} (Python {result.python_version})"]
     notes.append(f"distribution: sglang {dist.version} at {dist.dist_info or dist.location}")
+    broken = dist.package_root is None  # nothing the server imports could be checked: a failure, never an ok
     if dist.package_root is None:
         notes.append("import: sglang's package cannot be found by the import system (a broken install)")
     elif Path(dist.package_root) != Path(dist.location):
@@ -297,6 +301,8 @@ def examine_install(
     notes.extend(report.notes)
     if (imported := imported_failure(session.imported)) is not None:  # every answer's, the reads' too
         failures.append(imported)
+    if broken:
+        failures.insert(0, "import: sglang's package cannot be found by the import system (a broken install)")
     report = dataclasses.replace(report, anchors=tuple(anchors), notes=tuple(notes), failures=tuple(failures))
     return report, dist
 

@@ -108,6 +108,11 @@ class Inventory:
         return found
 
 
+def _digits(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` takes ``²`` and ``٣`` too, which ``int`` then refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 # --------------------------------------------------------------------------- INI (and the plain list)
 
 
@@ -151,7 +156,7 @@ def parse_ini(text: str, path: str) -> RawInventory:
                 variables[key] = (value, number)
             name, port = split_port(words[0])
             if port is not None:
-                variables.setdefault("ansible_port", (str(port), number))
+                variables.setdefault("ansible_port", (port, number))
             for host in expand(name, raw, number):
                 raw.add_host(host, number, group, variables)
     return raw
@@ -250,7 +255,8 @@ def _host(
             continue
         if not isinstance(value, str | int) or isinstance(value, bool):
             raise raw.error(where, f"{key} of {shown(name)}: expected a string")
-        fields[VARS[key]] = _checked(raw, VARS[key], key, str(value), where)
+        text = value if isinstance(value, str) else str(value) if abs(value) < 10**18 else "(a number of 19+ digits)"
+        fields[VARS[key]] = _checked(raw, VARS[key], key, text, where)
     connection = fields.pop("connection", "ssh")
     return Host(name=name, groups=groups, where=f"{raw.path}:{line}", local=connection == "local", **fields)  # type: ignore[arg-type]
 
@@ -259,7 +265,7 @@ def _checked(raw: RawInventory, what: str, key: str, value: str, line: Loc) -> o
     """A variable's value, checked for what it becomes on ssh's command line."""
     bad = f"{key}={shown(value)}"
     if what == "port":
-        if not value.isdigit() or not 0 < int(value) < 65536:
+        if not _digits(value) or len(value) > 5 or not 0 < int(value) < 65536:
             raise raw.error(line, f"{bad}: not a port number (1-65535)")
         return int(value)
     if what == "hostname" and not (HOSTNAME.fullmatch(value) and len(value) <= 255):

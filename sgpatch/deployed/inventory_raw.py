@@ -3,6 +3,7 @@ and the pieces both parsers use: host ranges, ``host:port``, quoting a file's te
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 from collections.abc import Mapping
@@ -67,36 +68,55 @@ def shown(text: str, limit: int = 80) -> str:
 
 
 def expand(pattern: str, raw: RawInventory, line: int) -> list[str]:
-    """``gpu[01:03]`` -> gpu01, gpu02, gpu03 (Ansible's ranges: numbers keep their width, or letters)."""
-    match = RANGE.match(pattern)
-    if not match:
-        return [pattern]
-    head, start, end, step_s, tail = match.groups()
+    """``gpu[01:03]`` -> gpu01, gpu02, gpu03 (Ansible's ranges: numbers keep their width, or letters).
+
+    Every range of the pattern is read and the names counted before one is made: ``a[0:99]b[0:99]...``
+    is refused for its count, never expanded."""
+    parts: list[list[str]] = []  # literal text and each range's items, in order
+    count = 1
+    rest = pattern
+    while (match := RANGE.match(rest)) is not None:
+        head, start, end, step_s, rest = match.groups()
+        parts.append([head])
+        items = _range_items(pattern, start, end, step_s, raw, line)
+        count *= len(items)
+        if count > MAX_HOSTS:
+            raise raw.error(line, f"{shown(pattern)}: more than {MAX_HOSTS} hosts")
+        parts.append(items)
+    parts.append([rest])
+    return ["".join(chosen) for chosen in itertools.product(*parts)]
+
+
+def _range_items(pattern: str, start: str, end: str, step_s: str | None, raw: RawInventory, line: int) -> list[str]:
+    """One range's items, refused before they are made when there are too many."""
+    if max(len(start), len(end), len(step_s or "")) > 9:
+        raise raw.error(line, f"{shown(pattern)}: a range bound of more than 9 digits")
     step = int(step_s or 1)
     if step < 1:
         raise raw.error(line, f"{shown(pattern)}: a range step must be 1 or more")
     if start.isdigit() != end.isdigit():
         raise raw.error(line, f"{shown(pattern)}: a range goes from a number to a number or a letter to a letter")
     if start.isdigit():
-        lo, hi = int(start), int(end)
-        if hi - lo > MAX_HOSTS:
+        numbers = range(int(start), int(end) + 1, step)
+        if len(numbers) > MAX_HOSTS:
             raise raw.error(line, f"{shown(pattern)}: more than {MAX_HOSTS} hosts")
         width = len(start) if start.startswith("0") else 0
-        items = [str(i).zfill(width) for i in range(lo, hi + 1, step)]
+        items: list[str] = [str(i).zfill(width) for i in numbers]
     else:
         letters = string.ascii_lowercase
         items = list(letters[letters.index(start) : letters.index(end) + 1 : step])
     if not items:
         raise raw.error(line, f"{shown(pattern)}: an empty range")
-    return [name for item in items for name in expand(head + item + tail, raw, line)]
+    return items
 
 
-def split_port(pattern: str) -> tuple[str, int | None]:
-    """``host:2222`` -> (host, 2222); ``[::1]:22`` -> (::1, 22); anything else as it is."""
+def split_port(pattern: str) -> tuple[str, str | None]:
+    """``host:2222`` -> (host, "2222"); ``[::1]:22`` -> (::1, "22"); anything else as it is.  The port (any
+    digits, ``²`` too) is checked where every ``ansible_port`` is, and refused there unless ASCII."""
     if pattern.startswith("[") and "]:" in pattern:
         host, _, port = pattern[1:].partition("]:")
-        return (host, int(port)) if port.isdigit() else (pattern, None)
+        return (host, port) if port.isdigit() else (pattern, None)
     head, sep, port = pattern.rpartition(":")
     if sep and port.isdigit() and ":" not in head and head:
-        return head, int(port)
+        return head, port
     return pattern, None

@@ -14,7 +14,9 @@ reading ``~/.ssh/config`` (tests use it for a throwaway key and known_hosts).
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -44,6 +46,10 @@ SSH_CONFIG_ENV = "SGPATCH_SSH_CONFIG"
 CONNECT_TIMEOUT = 5  # seconds: an unreachable host fails fast
 ANSWER_TIMEOUT = 300  # seconds: the whole probe, connection included
 DEFAULT_REMOTE_PYTHON = "python3"
+MAX_TIMEOUT = 86400.0  # seconds: a day; a --timeout past it (1e10, inf) is refused, never handed to a timer
+ANSWER_LIMIT = 256 << 20  # bytes in one answer line (a whole sglang package's sources is under a third of it)
+NOISE_LIMIT = 1 << 20  # bytes of other lines on stdout (a login banner) before the first answer
+STDERR_KEPT = 32 << 10  # bytes of stderr kept from its start and from its end; the middle is read and dropped
 PYTHON_FLAGS = ("-E", "-c")  # ignore PYTHON* variables; the bootstrap reads the probe from stdin
 
 _UNREACHABLE = (
@@ -68,6 +74,13 @@ class Unreachable(EnvironmentFailure):
     def __init__(self, message: str, *, reason: str, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.reason = reason
+
+
+def checked_timeout(seconds: float, option: str = "--timeout") -> float:
+    """``seconds`` when it is a finite number above 0 and at most :data:`MAX_TIMEOUT`; else SgpatchError (exit 2)."""
+    if not (isinstance(seconds, int | float) and math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+        raise SgpatchError(f"{option} {seconds:g}: give a number of seconds above 0 and at most {MAX_TIMEOUT:g}")
+    return float(seconds)
 
 
 def target_for(*, python: str | None, host: str | None) -> Target:
@@ -194,7 +207,7 @@ class ProbeSession:
 
     def __init__(self, target: Target, *, timeout: float = ANSWER_TIMEOUT) -> None:
         self.target = target
-        self.timeout = timeout
+        self.timeout = checked_timeout(timeout)
         self.imported: tuple[str, ...] = ()  # watched modules the probe's process had loaded at its last answer
         self.requests = 0  # answered requests: the round trips of this session
         self._timed_out = threading.Event()
@@ -216,7 +229,9 @@ class ProbeSession:
             raise EnvironmentFailure(f"{cmd[0]}: cannot run it: {exc.strerror}") from exc
         except OSError as exc:  # out of processes or file descriptors (a fleet run with a large --jobs)
             raise EnvironmentFailure(f"{cmd[0]}: cannot start it: {exc.strerror}") from exc
-        self._stderr: list[bytes] = []
+        self._stderr_head = bytearray()
+        self._stderr_tail = bytearray()
+        self._stderr_dropped = 0
         self._drain = threading.Thread(target=self._read_stderr, daemon=True)
         self._drain.start()
         self._watchdog = threading.Timer(timeout, self._expire)
@@ -226,9 +241,20 @@ class ProbeSession:
         self._send(b"%d\n" % len(source) + source)
 
     def _read_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        for chunk in iter(lambda: self._proc.stderr.read(65536), b""):  # type: ignore[union-attr]
-            self._stderr.append(chunk)
+        stderr = self._proc.stderr
+        assert isinstance(stderr, io.BufferedReader)
+        for chunk in iter(lambda: stderr.read1(65536), b""):
+            room = STDERR_KEPT - len(self._stderr_head)
+            self._stderr_head += chunk[:room]
+            self._stderr_tail += chunk[room:] if room > 0 else chunk
+            if len(self._stderr_tail) > STDERR_KEPT:  # a host that never stops writing: keep its last lines
+                self._stderr_dropped += len(self._stderr_tail) - STDERR_KEPT
+                del self._stderr_tail[:-STDERR_KEPT]
+
+    def _stderr_bytes(self) -> bytes:
+        """stderr as kept: its start and its end (a gap in between when it ran over twice STDERR_KEPT)."""
+        gap = b"\n" if self._stderr_dropped else b""
+        return bytes(self._stderr_head) + gap + bytes(self._stderr_tail)
 
     def _expire(self) -> None:
         self._timed_out.set()
@@ -247,7 +273,7 @@ class ProbeSession:
             self._proc.kill()
             code = None
         self._drain.join(timeout=5)
-        return _failure(self.target, code, b"".join(self._stderr))
+        return _failure(self.target, code, self._stderr_bytes())
 
     def _send(self, data: bytes) -> None:
         assert self._proc.stdin is not None
@@ -261,12 +287,20 @@ class ProbeSession:
         """Send one request and return the probe's answer."""
         self._send(json.dumps(request).encode() + b"\n")
         assert self._proc.stdout is not None
+        noise = 0
         while True:
-            line = self._proc.stdout.readline()
+            line = self._proc.stdout.readline(NOISE_LIMIT + 1)  # bounded: a host may never end its line
             if not line:
                 raise self._dead()
             if line.startswith(probe.MARK):
-                break  # anything else is noise (a login banner, a chatty sitecustomize)
+                if not line.endswith(b"\n"):
+                    line += self._proc.stdout.readline(ANSWER_LIMIT + 1 - len(line))
+                if len(line) > ANSWER_LIMIT:
+                    raise self._overlong(f"an answer line longer than {ANSWER_LIMIT} bytes")
+                break
+            noise += len(line)  # anything else is noise (a login banner, a chatty sitecustomize), within reason
+            if noise > NOISE_LIMIT:
+                raise self._overlong(f"more than {NOISE_LIMIT} bytes of other output before its answer")
         try:
             doc = object_field(json.loads(line[len(probe.MARK) :]), "answer")
             self.requests += 1
@@ -283,6 +317,16 @@ class ProbeSession:
             )
         return doc
 
+    def _overlong(self, what: str) -> MalformedAnswer:
+        """The answer was cut off at a bound: the probe is ended (the rest of its output is never read)."""
+        self._expire_quietly()
+        return self._malformed(BadField("answer", what))
+
+    def _expire_quietly(self) -> None:
+        self._watchdog.cancel()
+        with contextlib.suppress(OSError):
+            self._proc.kill()
+
     def _malformed(self, exc: BadField) -> MalformedAnswer:
         return MalformedAnswer(
             f"{self.target.label}: malformed answer from the probe: {printable(str(exc))}",
@@ -296,18 +340,29 @@ class ProbeSession:
             python = object_field(field_of(doc, "python", "answer"), "answer.python")
             environment = object_field(python.get("environment") or {}, "answer.python.environment")
             found = object_field(field_of(doc, "dists", "answer"), "answer.dists")
-            return ProbeResult(
+            for name in dists:  # each one asked for is answered: null (not installed) or a distribution
+                field_of(found, name, "answer.dists")
+            result = ProbeResult(
                 target=self.target,
                 executable=text_field(field_of(python, "executable", "answer.python"), "answer.python.executable"),
                 python_version=text_field(field_of(python, "version", "answer.python"), "answer.python.version"),
                 environment={k: text_field(v, f"answer.python.environment.{k}") for k, v in environment.items()},
                 dists={
-                    name: (dist_field(d, f"answer.dists.{name}") if d is not None else None)
+                    name: (dist_field(d, f"answer.dists.{name}", name) if d is not None else None)
                     for name, d in found.items()
                     if name in dists
                 },
                 imported=self.imported,
             )
+            for name, want in dists.items():  # what was asked for is answered (the probe always does)
+                found_dist = result.dists.get(name)
+                if found_dist is None:
+                    continue
+                if want.get("record") and found_dist.record is None:
+                    raise BadField(f"answer.dists.{name}.record", "missing, yet asked for")
+                if want.get("tree") and want.get("package") and found_dist.tree is None:
+                    raise BadField(f"answer.dists.{name}.tree", "missing, yet asked for")
+            return result
         except BadField as exc:
             raise self._malformed(exc) from None
 

@@ -23,8 +23,8 @@ from sgpatch.project import Project, load_project
 from sgpatch.results import Progress
 from sgpatch.series.engine import apply_in_order, apply_modes
 from sgpatch.series.patch import TRAILER_PATCH, Patch, Series
-from sgpatch.source.archive import open_archive
-from sgpatch.source.artifacts import fetch_artifact, verify_artifact
+from sgpatch.source.archive import Kind, open_archive
+from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.tree import git_blob_id
 
 if TYPE_CHECKING:
@@ -50,10 +50,9 @@ def read_files(path: Path, artifact: Artifact, wanted: Sequence[str]) -> Files:
 
     Every member is checked (sgpatch.source.archive); only the wanted ones are read.
     """
-    verify_artifact(path, artifact)
     found: Files = dict.fromkeys(wanted)
     inner = {p[len("python/") :] for p in wanted if p.startswith("python/")}
-    with open_archive(path, "sdist" if artifact.kind == "sdist" else "wheel") as archive:
+    with open_archive(path, "sdist" if artifact.kind == "sdist" else "wheel", sha256=artifact.sha256) as archive:
         for entry, data in archive.files(inner):
             found[f"python/{entry.name}"] = data
     return found
@@ -114,8 +113,8 @@ class ArchiveFiles:
 
     def names(self, top: str) -> list[str]:
         if self._names is None:
-            verify_artifact(self.path, self.artifact)
-            with open_archive(self.path, "sdist" if self.artifact.kind == "sdist" else "wheel") as archive:
+            kind: Kind = "sdist" if self.artifact.kind == "sdist" else "wheel"
+            with open_archive(self.path, kind, sha256=self.artifact.sha256) as archive:
                 self._names = sorted(f"python/{e.name}" for e in archive.entries)
         return [n for n in self._names if n.startswith(f"{top}/")]
 

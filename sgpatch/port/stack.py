@@ -118,7 +118,7 @@ def _cached_tree(cache: Cache | None, artifact: Artifact, path: Path) -> dict[st
             return {str(name): bytes.fromhex(value) for name, value in doc["members"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
         pass  # an entry of another shape: a miss
-    tree = wheel_tree(path)
+    tree = wheel_tree(path, sha256=artifact.sha256)  # the cache keeps what was read from checked bytes
     if cache is not None:
         cache.put("wheel-trees", entry, {"members": {name: value.hex() for name, value in tree.items()}})
     return tree

@@ -114,11 +114,15 @@ def _watch(
     listed = listed_versions(PACKAGE, pre=pre or (only is not None and Version(only).is_prerelease))
     new = [v for v in listed.versions if Version(v) > newest]
     if only is not None:
-        if Version(only) <= newest:
+        wanted = _version(only, "--release")
+        if wanted.local is not None:
+            raise ConfigError(f"--release {only}: a local version (a rebuild), not a release of {PACKAGE}")
+        if wanted <= newest:
             raise ConfigError(f"--release {only}: not newer than {newest}, the newest stack of {base.name}'s line")
-        if str(Version(only)) not in new:
+        same = [v for v in new if Version(v) == wanted]  # compared as PEP 440 compares them: 1.0 is 1.0.0
+        if not same:
             raise ConfigError(f"--release {only}: {listed.index} lists no usable file of {PACKAGE} {only}")
-        new = [str(Version(only))]
+        new = same
     out_dir = out if out is not None else config.root / "watch"
     releases: list[WatchedRelease] = []
     chain = base

@@ -27,10 +27,13 @@ wheel 3,757 members, 48.6 MB, the largest 7.5 MB; the 0.5.23 one 6,396 members,
 from __future__ import annotations
 
 import calendar
+import errno
 import gzip
 import hashlib
 import io
+import os
 import re
+import stat
 import struct
 import tarfile
 import zipfile
@@ -41,7 +44,7 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import IO, Literal
 
-from sgpatch.errors import ArchiveError
+from sgpatch.errors import ArchiveError, SourceError
 
 Kind = Literal["sdist", "wheel"]
 
@@ -71,9 +74,37 @@ def archive_kind(path: Path) -> Kind:
     return "sdist" if path.name.endswith(".tar.gz") else "wheel"
 
 
-def open_archive(path: Path, kind: Kind | None = None) -> Archive:
-    """The archive at ``path``, its members checked; use it as a context manager."""
-    return Archive(path, kind or archive_kind(path))
+def open_archive(path: Path, kind: Kind | None = None, *, sha256: str | None = None) -> Archive:
+    """The archive at ``path``, its members checked; use it as a context manager.  With ``sha256`` (a pin),
+    the bytes read through the one open descriptor are hashed first: the archive read is the one checked,
+    whatever happens to the path afterwards (SourceError, exit 2, on a mismatch)."""
+    return Archive(path, kind or archive_kind(path), sha256=sha256)
+
+
+def _open_regular(path: Path, *, follow: bool) -> IO[bytes]:
+    """``path`` opened for reading: a regular file (never a FIFO or device); through a link at its last
+    component only with ``follow`` (a wheel a user names may be a link; a cached pinned file may not)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        raise ArchiveError(f"{path}: cannot read: {why}") from None
+    raw = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raw.close()
+        raise ArchiveError(f"{path}: not a regular file")
+    return raw
+
+
+def _check_sha256(raw: IO[bytes], path: Path, expected: str) -> None:
+    """The sha256 of every byte behind ``raw`` (read now, through it) is ``expected``; then back to the start."""
+    h = hashlib.sha256()
+    for chunk in iter(lambda: raw.read(1 << 20), b""):
+        h.update(chunk)
+    if h.hexdigest() != expected:
+        raise SourceError(f"{path}: sha256 mismatch: expected {expected}, got {h.hexdigest()}")
+    raw.seek(0)
 
 
 def sha256_record(digest: bytes) -> str:
@@ -215,7 +246,7 @@ class Archive:
     checkout's commit date is made from.
     """
 
-    def __init__(self, path: Path, kind: Kind) -> None:
+    def __init__(self, path: Path, kind: Kind, *, sha256: str | None = None) -> None:
         self.path = path
         self.kind: Kind = kind
         self.where = str(path)
@@ -224,11 +255,10 @@ class Archive:
         self._gz: gzip.GzipFile | None = None
         self._infos: dict[str, zipfile.ZipInfo | tarfile.TarInfo] = {}
         self.newest = 0
+        self._raw = _open_regular(path, follow=sha256 is None)
         try:
-            self._raw = path.open("rb")
-        except OSError as exc:
-            raise ArchiveError(f"{path}: cannot read: {exc.strerror}") from None
-        try:
+            if sha256 is not None:
+                _check_sha256(self._raw, path, sha256)
             entries = self._scan_sdist() if kind == "sdist" else self._scan_wheel()
             _check_set(entries, self.where)
         except BaseException:
@@ -236,6 +266,13 @@ class Archive:
             raise
         self.entries: tuple[Entry, ...] = tuple(entries)
         self._by_name = {e.name: e for e in entries}
+
+    @property
+    def raw(self) -> IO[bytes]:
+        """The open file the archive is read through (its sha256 checked when a pin was given), at its start:
+        for readers of the stored bytes (a repack), so that they read what was checked."""
+        self._raw.seek(0)
+        return self._raw
 
     # ------------------------------------------------------------------ context
 
@@ -261,7 +298,7 @@ class Archive:
             infos = self._zip.infolist()
         except _ZIP_ERRORS as exc:
             raise ArchiveError(f"{self.where}: not a readable wheel: {exc}") from None
-        limits = _Limits(self.where, self.path.stat().st_size)
+        limits = _Limits(self.where, os.fstat(self._raw.fileno()).st_size)
         entries: list[Entry] = []
         for info in infos:
             check_member_name(info.filename, self.where)
@@ -313,7 +350,7 @@ class Archive:
         fh.seek(0)
 
     def _scan_sdist(self) -> list[Entry]:
-        limits = _Limits(self.where, self.path.stat().st_size)
+        limits = _Limits(self.where, os.fstat(self._raw.fileno()).st_size)
         entries: list[Entry] = []
         top: str | None = None
         try:

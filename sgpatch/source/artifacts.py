@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 from sgpatch.cache import cache_root as cache_root
+from sgpatch.cache import refused_dir
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.lock import exclusive, pause
@@ -41,6 +43,40 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _cached_sha256(path: Path) -> str | None:
+    """The sha256 of a cache entry that is a regular file (never through a link), else None (a miss)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        h = hashlib.sha256()
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def trusted_dir(*names: str) -> Path:
+    """``cache_root()/names...``, each level (``sgpatch/``, then each name) created 0700 and trusted as the
+    result cache's is: not a link, the user's own, not writable by others.  Else SourceError (exit 2) for a
+    link, EnvironmentFailure (exit 3) otherwise: nothing is downloaded into, read from or locked in a
+    directory others can change."""
+    path = cache_root()
+    for name in ("", *names):
+        path = path / name if name else path
+        why = refused_dir(path)
+        if why is not None:
+            # a link planted there is hostile input (exit 2, as for a lock); the rest is the environment (exit 3)
+            error = SourceError if why == "is a symbolic link" else EnvironmentFailure
+            raise error(
+                f"the cache folder {path} {why}: sgpatch keeps no download or lock there",
+                hint=f"make it yours alone (chmod 700 {path}; no link), or set XDG_CACHE_HOME to a directory that is",
+            )
+    return path
 
 
 def verify_artifact(path: Path, artifact: Artifact) -> None:
@@ -84,14 +120,11 @@ def download(artifact: Artifact, version: str, dest: Path, *, progress: Progress
     return target
 
 
-def _cached_path(artifact: Artifact) -> Path:
-    return artifacts_root() / artifact.sha256 / artifact.filename
-
-
 def cached_artifact(artifact: Artifact) -> Path | None:
-    """The pinned artifact if the cache already holds it (sha256-checked), without downloading it."""
-    cached = _cached_path(artifact)
-    return cached if cached.is_file() and sha256_file(cached) == artifact.sha256 else None
+    """Where the cache holds the pinned artifact, if a regular file is there (nothing is downloaded).  Read it
+    only through ``open_archive(path, sha256=artifact.sha256)``, which checks the bytes it then reads."""
+    cached = trusted_dir("artifacts", artifact.sha256) / artifact.filename
+    return cached if os.path.isfile(cached) and not os.path.islink(cached) else None
 
 
 def fetch_artifact(artifact: Artifact, version: str, *, progress: Progress | None = None) -> Path:
@@ -101,17 +134,18 @@ def fetch_artifact(artifact: Artifact, version: str, *, progress: Progress | Non
     refused download leaves nothing behind (and what a killed one left, the
     next one removes).
     """
-    cached = _cached_path(artifact)
-    if cached.is_file() and sha256_file(cached) == artifact.sha256:
+    cached = trusted_dir("artifacts", artifact.sha256) / artifact.filename
+    if _cached_sha256(cached) == artifact.sha256:
         return cached
-    cached.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(
         cached.parent / ".lock", what=f"the download of {artifact.filename}", command="fetch", notify=progress
     ):
-        if cached.is_file():
-            if sha256_file(cached) == artifact.sha256:
-                return cached  # another sgpatch downloaded it while we waited
-            cached.unlink()  # a corrupted cache entry is never trusted
+        if _cached_sha256(cached) == artifact.sha256:
+            return cached  # another sgpatch downloaded it while we waited
+        if os.path.isdir(cached) and not os.path.islink(cached):
+            shutil.rmtree(cached)  # a directory where the file goes: in our own 0700 directory, never followed
+        elif os.path.lexists(cached):
+            os.unlink(cached)  # a corrupted entry, a link or a FIFO planted there: never trusted, never followed
         for stale in cached.parent.glob(".download-*"):
             shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: we hold the lock
         with tempfile.TemporaryDirectory(prefix=".download-", dir=cached.parent) as tmp:

@@ -77,13 +77,30 @@ def shown(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
+def bad_port(url: str) -> str | None:
+    """The port text of ``url`` when it is not 1-65535 in ASCII digits (``:83617``, ``:²``, ``:0``), else None.
+
+    Checked before any decision uses the port: a socket would connect to 83617 mod 65536."""
+    netloc = urllib.parse.urlsplit(url).netloc.rpartition("@")[2]
+    host_port = netloc.rpartition("]")[2] if netloc.startswith("[") else netloc
+    _, sep, port = host_port.rpartition(":")
+    if not sep or not port:
+        return None
+    if port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536:
+        return None
+    return port
+
+
 def origin(url: str) -> tuple[str, str, int | None]:
-    """Scheme, host and port of ``url``: where credentials given with it may go."""
+    """Scheme, host and port of ``url``: where credentials given with it may go (a bad port: an origin of its
+    own, equal to no other)."""
     parts = urllib.parse.urlsplit(url)
     try:
         port = parts.port
     except ValueError:
-        port = None
+        port = -1
+    if bad_port(url) is not None:
+        port = -1
     default = {"http": 80, "https": 443}.get(parts.scheme)
     return parts.scheme, (parts.hostname or "").lower(), port or default
 
@@ -224,6 +241,8 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
                 raise EnvironmentFailure(f"{where}: redirects from https to plain http; refusing")
             if "@" in target.netloc:
                 raise EnvironmentFailure(f"{where}: redirects to a URL with credentials in it; refusing")
+            if bad_port(target.geturl()) is not None:
+                raise EnvironmentFailure(f"{where}: redirects to a URL whose port is not 1-65535; refusing")
         return super().http_error_302(req, fp, code, msg, headers)
 
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
@@ -277,6 +296,8 @@ class Client:
             return _get_file(clean, max_bytes, sink, what)
         if scheme not in ("http", "https"):
             raise EnvironmentFailure(f"{shown(url)}: not an http(s) or file URL")
+        if (port := bad_port(clean)) is not None:
+            raise EnvironmentFailure(f"{shown(url)}: port {port[:20]!r} is not a port number (1-65535); refusing")
         seconds = deadline_seconds()
         auth = credentials_for(url, keyring=self.keyring, timeout=seconds)  # the URL's own, keyring or .netrc
         with _Watchdog(seconds) as dog:
@@ -311,7 +332,7 @@ class Client:
         with opener.open(request, timeout=min(IDLE_TIMEOUT, dog.remaining())) as answer:
             final = shown(answer.geturl())
             length = (answer.headers.get("Content-Length") or "").strip()
-            expected = int(length) if length.isdigit() and len(length) < 20 else None
+            expected = int(length) if length.isascii() and length.isdigit() and len(length) < 20 else None
             if expected is not None and expected > max_bytes:
                 raise _too_big(final, what, max_bytes)
             kind = (answer.headers.get("Content-Type") or "").split(";")[0].strip()

@@ -50,7 +50,16 @@ from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.source.credentials import KEYRING_PROVIDERS
 from sgpatch.source.findlinks import find_pinned, not_found, truthy
-from sgpatch.source.http import Client, NotFound, deadline_seconds, deadline_text, origin, shown, split_credentials
+from sgpatch.source.http import (
+    Client,
+    NotFound,
+    bad_port,
+    deadline_seconds,
+    deadline_text,
+    origin,
+    shown,
+    split_credentials,
+)
 from sgpatch.source.simple_html import read_page
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -338,6 +347,8 @@ def _file_url(raw: object, page_url: str, name: str, bad: Any) -> str:
         raise bad(f"{name}: url {shown(url)[:120]!r} is not {' or '.join(allowed)}")
     if "@" in urllib.parse.urlsplit(url).netloc:  # credentials come from pip's configuration, never from a page
         raise bad(f"{name}: url {shown(url)[:120]!r} carries credentials; refusing")
+    if bad_port(url) is not None:  # checked before the credentials' origin is compared or a socket opened
+        raise bad(f"{name}: url {shown(url)[:120]!r}: its port is not a port number (1-65535)")
     return url
 
 

@@ -71,7 +71,7 @@ class Release:
             assert sdist is not None
             artifact, path = sdist
             name = "PKG-INFO"
-        data = _member(path, name)
+        data = _member(path, name, artifact.sha256)
         if data is None:
             raise SourceError(f"{self.source[0].filename}: has no core metadata (METADATA or PKG-INFO)")
         return f"{artifact.filename}: {name}", data
@@ -81,7 +81,7 @@ class Release:
         sdist = self.file("sdist")
         if sdist is None:
             return None
-        data = _member(sdist[1], "pyproject.toml")
+        data = _member(sdist[1], "pyproject.toml", sdist[0].sha256)
         if data is None:
             return ()
         try:
@@ -101,10 +101,10 @@ class Release:
 MAX_METADATA_BYTES = 4 << 20  # METADATA, PKG-INFO or pyproject.toml (sglang's are a few KB)
 
 
-def _member(path: Path, name: str) -> bytes | None:
+def _member(path: Path, name: str, sha256: str) -> bytes | None:
     """One small member of a wheel, or of an sdist (named below its top directory), read through the archive
-    reader (at most MAX_METADATA_BYTES)."""
-    with open_archive(path) as archive:
+    reader (at most MAX_METADATA_BYTES), from the bytes its pin ``sha256`` was checked on."""
+    with open_archive(path, sha256=sha256) as archive:
         return archive.read(name, limit=MAX_METADATA_BYTES) if name in archive else None
 
 
@@ -114,11 +114,18 @@ def find_release(version: str, *, progress: Progress | None = None) -> Release:
     wheel, else the first one) downloaded by the index's sha256 and checked against it."""
     if progress:
         progress(f"asking the package index for the files of {PACKAGE} {version}")
-    artifacts = as_artifacts(release_files(PACKAGE, version))
+    files = release_files(PACKAGE, version)
+    artifacts = as_artifacts(files)
     if not artifacts:
         raise SourceError(
             f"{PACKAGE} {version}: the package index has no sdist or wheel for it",
             hint="check the version (pip index versions sglang)",
+        )
+    spelled = sorted({f.version for f in files if f.version and f.version != version})
+    if spelled:  # 0.5.9.0 is 0.5.9 to PEP 440, but the files (and the sdist's top directory) say 0.5.9
+        raise SourceError(
+            f"{PACKAGE} {version}: the index names this release {spelled[0]} ({artifacts[0].filename}, ...)",
+            hint=f"give the version as the release spells it: {spelled[0]}",
         )
     return pinned_release(version, artifacts, progress=progress)
 

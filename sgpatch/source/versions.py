@@ -5,9 +5,10 @@ The project page is asked for and checked exactly as for one release's files
 HTML, bounded, every file's fields checked).  A version counts when it has at
 least one file a port can use: the sdist or a wheel a Linux x86_64/aarch64
 CPython host installs, not yanked (port downloads no yanked file).  Versions are
-compared as PEP 440 says (``packaging``); a file whose version is not PEP 440 is
-left out and named, as are pre-releases (unless asked for) and wholly yanked
-releases.
+compared as PEP 440 says (``packaging``): ``1.0`` and ``1.0.0`` are one release (named by its
+longest spelling).  A file whose version is not PEP 440 is left out and named, as are local
+versions (``0.6.0+mirror.1``: a rebuild, not a release), pre-releases (unless asked for) and
+wholly yanked releases.
 """
 
 from __future__ import annotations
@@ -45,21 +46,26 @@ def listed_versions(project: str, *, pre: bool = False) -> Listed:
         files = listing(project, None, base, settings.client())
     except NotFound as exc:
         raise EnvironmentFailure(exc.message, hint=exc.hint) from None
-    by_version: dict[str, list[IndexFile]] = {}
+    by_version: dict[Version, list[IndexFile]] = {}  # equal under PEP 440 (1.0 and 1.0.0): one release
+    texts: dict[Version, str] = {}
     skipped: list[str] = []
     for f in files:
         if not f.version:
             skipped.append(f"{f.filename}: its version is not PEP 440; left out")
             continue
-        by_version.setdefault(f.version, []).append(f)
+        version = Version(f.version)
+        by_version.setdefault(version, []).append(f)
+        texts[version] = max(texts.get(version, f.version), f.version, key=lambda t: (len(Version(t).release), t))
     kept: list[Version] = []
-    for text, group in by_version.items():
-        version = Version(text)
-        if version.is_prerelease and not pre:
+    for version, group in by_version.items():
+        text = texts[version]
+        if version.local is not None:
+            skipped.append(f"{text}: a local version (a rebuild, not a release of {project}); left out")
+        elif version.is_prerelease and not pre:
             skipped.append(f"{text}: a pre-release (--pre takes it)")
         elif not any(_usable(f) for f in group):
             why = "every file is yanked" if all(f.yanked for f in group) else "no sdist or Linux CPython wheel"
             skipped.append(f"{text}: {why}; left out")
         else:
             kept.append(version)
-    return Listed(shown(base), tuple(str(v) for v in sorted(kept)), tuple(skipped))
+    return Listed(shown(base), tuple(texts[v] for v in sorted(kept)), tuple(skipped))

@@ -36,11 +36,12 @@ from sgpatch.results import Progress
 from sgpatch.series.anchors import Anchor, load_anchors
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive
-from sgpatch.source.artifacts import fetch_artifact, sha256_file
+from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.wheel.cache import cache_key, cached_wheel, store_wheel
 from sgpatch.wheel.check import check_wheel
 from sgpatch.wheel.export import clean_export_of
 from sgpatch.wheel.names import DIST_NAME, wheel_filename
+from sgpatch.wheel.placing import named_if_checked, unchecked_dir
 from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
     BuildInputs,
@@ -307,22 +308,22 @@ def repack_wheels(
         entry = builds / cache_key(inputs)[:24]
         upstream = fetch_artifact(artifact, stack.sglang_version, progress=say)
         cached = None if cache is None else cached_wheel(entry, name)
-        wheel = out_dir / name
+        candidate = unchecked_dir(out_dir) / name
         if cached is not None:
             say(f"reusing the cached {name} (inputs unchanged)")
-            if not wheel.is_file() or sha256_file(wheel) != sha256_file(cached):
-                write_atomic(wheel, cached)
+            write_atomic(candidate, cached)
         else:
             say(f"repacking {artifact.filename} as {name}")
             with tempfile.TemporaryDirectory(prefix="sgpatch-repack-") as tmp:
                 final = Path(tmp) / name
                 repack_wheel(upstream, artifact, final, inputs, patched)
-                write_atomic(wheel, final)
+                write_atomic(candidate, final)
         recipe.write_text(install_recipe(stack, version))
         say(f"checking {name} against {artifact.filename}")
         report = check_wheel(
-            stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors
+            stack, series, candidate, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors
         )
+        wheel, report = named_if_checked(candidate, out_dir / name, report)
         if report.ok and cached is None and cache is not None:
             store_wheel(entry, wheel)
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
@@ -397,11 +398,11 @@ def build_wheel(
     wheel = out_dir / name
     recipe = out_dir / recipe_filename(stack)
 
+    fresh = unchecked_dir(out_dir) / name  # the wheel takes its name in out_dir only once its checks pass
     cached = None if cache is None else cached_wheel(entry, name)
     if cached is not None:
         say(f"reusing the cached {name} (inputs unchanged)")
-        if not wheel.is_file() or sha256_file(wheel) != sha256_file(cached):
-            write_atomic(wheel, cached)
+        write_atomic(fresh, cached)
         recipe.write_text(install_recipe(stack, version))
     upstream = upstream_wheel_for(stack, Path(name), say)
     if cached is None:
@@ -440,11 +441,12 @@ def build_wheel(
                 raise
             if rezipped is not None:
                 rezipped()
-            write_atomic(wheel, final)
+            write_atomic(fresh, final)
         recipe.write_text(install_recipe(stack, version))
 
     say(f"checking {name}")
-    report = check_wheel(stack, series, wheel, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors)
+    report = check_wheel(stack, series, fresh, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors)
+    wheel, report = named_if_checked(fresh, wheel, report)
     if report.ok and cached is None and cache is not None:
         store_wheel(entry, wheel)
     return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)

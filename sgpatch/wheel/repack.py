@@ -100,12 +100,13 @@ def repack_wheel(
     to its bytes at the checkout's HEAD (None: the series deletes it).
     """
     version = inputs.version
-    with open_archive(upstream_path, "wheel") as archive:  # every member checked (names, limits, CRCs)
+    # every member checked (names, limits, CRCs), the pin checked on the bytes then repacked (one descriptor)
+    with open_archive(upstream_path, "wheel", sha256=upstream.sha256) as archive:
         digests = {e.name: (archive.digest(e.name), e.size) for e in archive.entries}
-    try:
-        members = raw_members(upstream_path)
-    except (OSError, ValueError) as exc:
-        raise BuildError(f"{upstream.filename}: cannot read its members: {exc}") from None
+        try:
+            members = raw_members(archive.raw)
+        except (OSError, ValueError) as exc:
+            raise BuildError(f"{upstream.filename}: cannot read its members: {exc}") from None
     tops = {m.name.split("/", 1)[0] for m in members if "/" in m.name}
     infos = sorted(t for t in tops if t.endswith(".dist-info"))
     _, up_version, _, _ = parse_wheel_filename(upstream.filename)

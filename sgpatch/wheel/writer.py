@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -13,6 +14,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from sgpatch.source.archive import Archive, open_archive, sha256_record
 
@@ -46,32 +48,38 @@ class RawMember:
     create_system: int = 3
 
 
-def raw_members(path: Path) -> list[RawMember]:
-    """Every member of the zip at ``path`` (directories included) with its stored bytes, in archive order.
+def raw_members(source: Path | IO[bytes]) -> list[RawMember]:
+    """Every member of the zip at ``source`` (a path, or the open file an accepted archive was read through)
+    with its stored bytes, directories included, in archive order.
 
     Call on an archive sgpatch.source.archive has already accepted (it checks names, sizes, methods and CRCs)."""
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(source.open("rb")) if isinstance(source, Path) else source
+        return _raw_members(fh, stack.enter_context(zipfile.ZipFile(fh)))
+
+
+def _raw_members(fh: IO[bytes], zf: zipfile.ZipFile) -> list[RawMember]:
     out: list[RawMember] = []
-    with path.open("rb") as fh, zipfile.ZipFile(fh) as zf:
-        for info in zf.infolist():
-            fh.seek(info.header_offset)
-            header = fh.read(_LOCAL.size)
-            fields = _LOCAL.unpack(header)
-            if fields[0] != _LOCAL_SIG:
-                raise ValueError(f"{info.filename}: bad local header")
-            fh.seek(fields[-2] + fields[-1], 1)  # name and extra field
-            compressed = fh.read(info.compress_size)
-            out.append(
-                RawMember(
-                    info.filename,
-                    info.compress_type,
-                    info.CRC,
-                    info.file_size,
-                    compressed,
-                    info.date_time,
-                    info.external_attr,
-                    info.create_system,
-                )
+    for info in zf.infolist():
+        fh.seek(info.header_offset)
+        header = fh.read(_LOCAL.size)
+        fields = _LOCAL.unpack(header)
+        if fields[0] != _LOCAL_SIG:
+            raise ValueError(f"{info.filename}: bad local header")
+        fh.seek(fields[-2] + fields[-1], 1)  # name and extra field
+        compressed = fh.read(info.compress_size)
+        out.append(
+            RawMember(
+                info.filename,
+                info.compress_type,
+                info.CRC,
+                info.file_size,
+                compressed,
+                info.date_time,
+                info.external_attr,
+                info.create_system,
             )
+        )
     return out
 
 

@@ -11,7 +11,10 @@ committed): pre-commit and ``.gitignore`` need a repository, and patches are mea
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -140,17 +143,85 @@ def init_project(
     cuda = _label(label)
     version = _version(version)
     directory = directory.absolute()
-    if directory.exists() and not directory.is_dir():
-        raise ConfigError(f"{directory}: exists and is not a directory")
     config_path = directory / CONFIG_NAME
-    if config_path.is_symlink() or (config_path.exists() and not force):
+    _check_places(directory, version, force=force)  # every odd place refused before the index is asked
+    release = find_release(version, progress=progress)
+    stack, changes = new_stack(cuda, version, release)
+    made = _Made()
+    try:
+        return _write_project(directory, config_path, cuda, version, release, stack, changes, made, progress)
+    except BaseException:
+        made.undo()  # all or nothing: what this init created is removed, what was there is untouched
+        raise
+
+
+def _check_places(directory: Path, version: str, *, force: bool) -> None:
+    """Refuse, before anything is asked or written, every path ``init`` would write that is not what it must
+    be: a link (dangling or not) where a directory or file goes, a file where a directory goes, a directory
+    where a file goes.  ConfigError (exit 2) naming the path and what it is."""
+    config_path = directory / CONFIG_NAME
+    for path in (*reversed(directory.parents), directory):
+        if path.is_symlink() and not path.exists():
+            raise ConfigError(f"{path}: a symbolic link to nothing ({os.readlink(path)})", hint="remove it")
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{path}: exists and is not a directory")
+    if config_path.is_symlink():
+        raise ConfigError(
+            f"{config_path}: a symbolic link (to {os.readlink(config_path)}); sgpatch writes no file through a link",
+            hint="remove the link (--force replaces a file, never a link)",
+        )
+    if config_path.exists() and not config_path.is_file():
+        raise ConfigError(f"{config_path}: exists and is not a file")
+    if config_path.exists() and not force:
         raise ConfigError(
             f"{config_path}: exists already",
             hint="pass --force to replace it (the series and other files there are kept)",
         )
-    release = find_release(version, progress=progress)
-    stack, changes = new_stack(cuda, version, release)
-    directory.mkdir(parents=True, exist_ok=True)
+    dirs = [directory / "patches", directory / "patches" / version, directory / ".sgpatch"]
+    dirs.append(directory / ".sgpatch" / "checkouts")
+    for path in dirs:
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            what = "a symbolic link" if path.is_symlink() else "not a directory"
+            raise ConfigError(f"{path}: {what}; init puts a directory there", hint="move it away, then init again")
+    for path in (directory / ".gitignore", directory / PRE_COMMIT_CONFIG):
+        if path.exists() and not path.is_symlink() and not path.is_file():
+            raise ConfigError(f"{path}: exists and is not a file", hint="move it away, then init again")
+
+
+class _Made:
+    """What one ``init`` created, removed again (newest first) when it fails part way."""
+
+    def __init__(self) -> None:
+        self.paths: list[Path] = []
+
+    def dirs(self, path: Path) -> None:
+        """``path`` and its missing parents made, each one noted."""
+        missing = [p for p in (path, *path.parents) if not p.exists() and not p.is_symlink()]
+        for p in reversed(missing):
+            p.mkdir()
+            self.paths.append(p)
+
+    def undo(self) -> None:
+        for path in reversed(self.paths):
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+
+
+def _write_project(
+    directory: Path,
+    config_path: Path,
+    cuda: CudaLabel,
+    version: str,
+    release: Release,
+    stack: Stack,
+    changes: tuple[str, ...],
+    made: _Made,
+    progress: Progress | None,
+) -> InitResult:
+    made.dirs(directory)
     notes = [f"pins: {c}" for c in changes]
 
     artifact, archive = release.source
@@ -164,7 +235,9 @@ def init_project(
         notes.append(f"{checkout}: exists; left as it is ('sgpatch fetch' checks it)")
         checkout = None
     else:
+        made.dirs(checkout.parent)
         pypi_commit = create_pypi_checkout(stack, archive, checkout, artifact)
+        made.paths.append(checkout)
     stack = dataclasses.replace(stack, pypi_commit=pypi_commit)
 
     text = versions_toml(stack)
@@ -177,6 +250,7 @@ def init_project(
     git_init = where is None
     if git_init:
         g.init_repository(branch="main")
+        made.paths.append(directory / ".git")
         where = g.locate()
     top = where is not None and where[0].resolve() == directory.resolve()
 
@@ -193,8 +267,9 @@ def init_project(
         if path.exists() or path.is_symlink():
             kept.append(path)
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
+        made.dirs(path.parent)
         write_atomic(path, data)
+        made.paths.append(path)
         written.append(path)
     ignore = directory / ".gitignore"
     old = ignore.read_text(encoding="utf-8") if ignore.is_file() and not ignore.is_symlink() else None
@@ -204,6 +279,8 @@ def init_project(
         sep = "" if not old or old.endswith("\n") else "\n"
         comment = "# sgpatch's checkouts, builds and downloads\n"
         write_atomic(ignore, f"{old or ''}{sep}{comment}{GITIGNORE_LINE}\n".encode())
+        if old is None:
+            made.paths.append(ignore)
         written.append(ignore)
     write_atomic(config_path, text.encode())
     written.append(config_path)
