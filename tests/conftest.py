@@ -171,6 +171,16 @@ def template_patched(tmp_path_factory: pytest.TempPathFactory, template_checkout
     return into
 
 
+@pytest.fixture(scope="session")
+def installed_root(tmp_path_factory: pytest.TempPathFactory, template_patched: Path) -> Path:
+    """The patched checkout laid out as an install of the built wheel holds it: with the ``_version.py`` the
+    build writes (the root a fake probe reports its sglang from, so the file-set check sees a wheel's files)."""
+    into = tmp_path_factory.mktemp("installed-root") / "checkout"
+    shutil.copytree(template_patched / "python", into / "python", symlinks=True)
+    (into / "python/sglang/_version.py").write_text('__version__ = version = "0.5.9"\n')
+    return into
+
+
 def _copier(tmp_path_factory: pytest.TempPathFactory, source: Path, name: str) -> Callable[[], Path]:
     def make() -> Path:
         into = tmp_path_factory.mktemp(name) / "checkout"

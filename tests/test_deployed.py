@@ -44,6 +44,7 @@ PATCHED_ONLY = {
     "kimi-k25-set-eagle3-layers-to-capture",
     "kimi-k25-get-embed-and-head",
     "kimi-k25-set-embed-and-head",
+    "communicator-eagle3-guard-patched",
 }
 
 
@@ -115,7 +116,11 @@ def test_this_interpreter_has_no_sglang(project: Project) -> None:
 
 
 def test_wanted_files_are_the_touched_anchor_and_pinned_files(project: Project) -> None:
-    assert wanted_files(project) == ["sglang/srt/models/deepseek_v2.py", "sglang/srt/models/kimi_k25.py"]
+    assert wanted_files(project) == [
+        "sglang/srt/layers/communicator.py",
+        "sglang/srt/models/deepseek_v2.py",
+        "sglang/srt/models/kimi_k25.py",
+    ]
 
 
 # --------------------------------------------------------------------------- slow: installed venvs

@@ -469,16 +469,16 @@ PROBE_MUTATIONS = st.one_of(
 )
 
 
-def test_mutated_probe_answers_never_crash(template_patched: Path, tmp_path: Path) -> None:
+def test_mutated_probe_answers_never_crash(installed_root: Path, tmp_path: Path) -> None:
     """doctor and verify --installed against a real process (``--python FAKE``) whose answers are mutated."""
-    fake = make_fake_python(tmp_path / "python", root=template_patched)
+    fake = make_fake_python(tmp_path / "python", root=installed_root)
     outcomes: Counter[str] = Counter()
     config = str(REPO / "VERSIONS.toml")
 
     @fuzz_settings(40)
     @given(mutation=PROBE_MUTATIONS, doctor=st.booleans())
     def run(mutation: dict[str, object], doctor: bool) -> None:
-        set_mutation(fake, mutation, root=template_patched)
+        set_mutation(fake, mutation, root=installed_root)
         command = ["doctor"] if doctor else ["verify", "--installed"]
         result = run_cli(*command, "--python", str(fake), "--config", config)
         assert result.exit_code in (0, 1, 2, 3), (result.exit_code, result.stderr)

@@ -63,9 +63,9 @@ ANSWERS = st.fixed_dictionaries(
 
 
 def test_host_answers_never_crash_never_write_and_never_contradict_into_ok(
-    template_patched: Path, tmp_path: Path
+    installed_root: Path, tmp_path: Path
 ) -> None:
-    fake = make_fake_python(tmp_path / "python", root=template_patched)
+    fake = make_fake_python(tmp_path / "python", root=installed_root)
     outcomes: Counter[str] = Counter()
     before = sorted(p.name for p in tmp_path.iterdir())
 
@@ -73,7 +73,7 @@ def test_host_answers_never_crash_never_write_and_never_contradict_into_ok(
     @given(answer=ANSWERS)
     def run(answer: dict[str, Any]) -> None:
         mutation = {"answer": 0, "op": "sglang", "value": answer["fields"], "drop": answer["drop"]}
-        set_mutation(fake, mutation, root=template_patched)
+        set_mutation(fake, mutation, root=installed_root)
         result = run_cli("verify", "--installed", "--python", str(fake), "--config", CONFIG)
         assert result.exit_code in (0, 1, 2, 3), (result.exit_code, result.stderr[-500:])
         assert "Traceback" not in result.output and "internal error" not in result.stderr

@@ -119,16 +119,16 @@ CONTRADICTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-def test_an_answer_that_contradicts_itself_is_an_error_never_ok(template_patched: Path, tmp_path: Path) -> None:
+def test_an_answer_that_contradicts_itself_is_an_error_never_ok(installed_root: Path, tmp_path: Path) -> None:
     """Each host's interpreter answers as sgpatch's probe would for the patched tree, but for one field."""
     lines = []
-    clean = make_fake_python(tmp_path / "clean", root=template_patched)
+    clean = make_fake_python(tmp_path / "clean", root=installed_root)
     lines.append(f"clean ansible_connection=local ansible_python_interpreter={clean}\n")
     for case_id, fields in CONTRADICTIONS.items():
         mutation: dict[str, Any] = {"answer": 0, "op": "sglang", "value": fields}
         if fields.get("drop"):
             mutation = {"answer": 0, "op": "sglang", "value": {}, "drop": True}
-        fake = make_fake_python(tmp_path / case_id, mutation, root=template_patched)
+        fake = make_fake_python(tmp_path / case_id, mutation, root=installed_root)
         lines.append(f"{case_id} ansible_connection=local ansible_python_interpreter={fake}\n")
     inventory = tmp_path / "hosts"
     inventory.write_text("".join(lines))

@@ -25,7 +25,9 @@ def _forged(result: subprocess.CompletedProcess[str], forged: str) -> list[str]:
     return [ln for ln in (result.stdout + result.stderr).splitlines() if ln.startswith(forged)]
 
 
-def test_a_line_feed_from_outside_never_starts_a_line(template_patched: Path, tmp_path: Path) -> None:
+def test_a_line_feed_from_outside_never_starts_a_line(
+    template_patched: Path, installed_root: Path, tmp_path: Path
+) -> None:
     # a model's config.json: its architectures, printed in the models' lines
     target = model_dir(tmp_path / "llama", LLAMA, TARGET_SHARDS)
     draft = model_dir(
@@ -48,7 +50,7 @@ def test_a_line_feed_from_outside_never_starts_a_line(template_patched: Path, tm
     name = "sglang/srt/models/llama.py\nverify: ok (patched)"
     row = {"present": True, "paths": ["sglang/__init__.py", name], "modified": [{"path": name}], "missing": []}
     mutation = {"answer": 0, "op": "sglang", "value": {"record": {**row, "unhashed": 0}}}
-    fake = make_fake_python(tmp_path / "python", mutation, root=template_patched)
+    fake = make_fake_python(tmp_path / "python", mutation, root=installed_root)
     verify = sgpatch("verify", "--config", CONFIG, "--installed", "--python", str(fake), cwd=tmp_path)
     assert verify.returncode == 1, verify.stderr
     assert _forged(verify, "verify: ok") == [], verify.stdout

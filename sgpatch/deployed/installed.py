@@ -18,15 +18,13 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sgpatch.deployed.answer import InstalledDist, ProbeResult, imported_failure
+from sgpatch.deployed.answer import InstalledDist, ProbeResult, RecordCheck, imported_failure
 from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, run_probe, target_for
 from sgpatch.deployed.target import HostOptions, Target
-from sgpatch.errors import SgpatchError, SourceError
+from sgpatch.errors import SgpatchError
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors
 from sgpatch.series.fileset import file_set_problems, series_file_change
-from sgpatch.source.archive import open_archive
-from sgpatch.source.artifacts import cached_artifact
 from sgpatch.source.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
 from sgpatch.verify.engine import VerifyReport, verify_tree
 from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
@@ -174,36 +172,27 @@ def _record_findings(project: Project, dist: InstalledDist) -> tuple[list[str], 
     return failures, notes
 
 
-def upstream_package_files(project: Project) -> frozenset[str] | None:
-    """The files of sglang's package in upstream's wheel (``sglang/...``), when the stack pins one wheel and
-    the cache holds it; None otherwise (platform wheels differ in their compiled files)."""
-    wheels = project.stack.wheels
-    path = cached_artifact(wheels[0]) if len(wheels) == 1 else None
-    if path is None:
-        return None
-    try:
-        with open_archive(path, "wheel", sha256=wheels[0].sha256) as archive:
-            return frozenset(e.name for e in archive.entries if e.name.startswith(f"{DIST_NAME}/"))
-    except SourceError:
-        return None  # a cache entry that is not the pinned file is a miss, never an answer
-
-
-def file_set_findings(project: Project, names: Collection[str] | None) -> tuple[list[str], list[str]]:
-    """Failures and notes on the package's file set (``names``: ``sglang/...``, ``__pycache__`` left out):
-    upstream's plus the series' new files, minus its deleted ones, nothing else (``file_set_problems``).
-    Without upstream's wheel at hand, only the series' own files are compared."""
+def file_set_findings(
+    project: Project, names: Collection[str] | None, record: RecordCheck | None, *, source_tree: bool
+) -> tuple[list[str], list[str]]:
+    """Failures and notes on the package's file set (``names``: ``sglang/...``, ``__pycache__`` left out): the
+    files the install's RECORD lists (the wheel it came from) with the series' new files and without its deleted
+    ones, and nothing else (``file_set_problems``).  A file RECORD lists that is gone is the RECORD check's
+    finding; a source tree (an editable or path install) and an install without RECORD have no wheel's list,
+    so there only the series' own files are compared.  Nothing here depends on what a cache holds."""
     if names is None:
         return [], ["file set: the package's files were not listed"]
     change = series_file_change(project.series).inside(PYTHON_PREFIX)
     found = frozenset(n for n in names if n.startswith(f"{DIST_NAME}/"))
-    upstream = upstream_package_files(project)
-    if upstream is None:
+    if source_tree or record is None or not record.present:
         problems = file_set_problems(found & (change.added | change.deleted), change.deleted, change)
-        note = "file set: upstream's wheel is not in the cache: only the files the series adds or deletes compared"
+        why = "an editable or path install" if source_tree else "no RECORD"
+        note = f"file set: {why}: only the files the series adds or deletes compared"
     else:
-        problems = file_set_problems(found, upstream, change)
+        listed = frozenset(n for n in record.paths if n.startswith(f"{DIST_NAME}/") and "/__pycache__/" not in n)
+        problems = file_set_problems(found, listed - frozenset(record.missing), change)
         added, deleted = len(change.added), len(change.deleted)
-        note = f"file set: {len(found)} files, upstream's wheel's plus {added} added, minus {deleted} deleted"
+        note = f"file set: {len(found)} files, RECORD's plus {added} added, minus {deleted} deleted"
     shown = [f"file set: {p}" for p in problems[:SHOWN]]
     if len(problems) > SHOWN:
         shown.append(f"file set: ... and {len(problems) - SHOWN} more")
@@ -288,7 +277,8 @@ def examine_install(
         failures.extend(extra_failures)
     record_failures, record_notes = _record_findings(project, dist)
     provenance_failures, provenance_notes = _provenance_findings(project, dist, tree)
-    file_set_failures, file_set_notes = file_set_findings(project, dist.tree)
+    path_install = dist.package_root is not None and Path(dist.package_root) != Path(dist.location)
+    file_set_failures, file_set_notes = file_set_findings(project, dist.tree, dist.record, source_tree=path_install)
     failures.extend(record_failures)
     failures.extend(provenance_failures)
     failures.extend(file_set_failures)

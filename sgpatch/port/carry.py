@@ -66,9 +66,7 @@ def classify(
     return dataclasses.replace(ported, evidence=evidence), texts
 
 
-def _carry(
-    run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: str
-) -> tuple[PortedPatch, Files | None]:
+def _carry(run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: str) -> tuple[PortedPatch, Files | None]:
     """``classify`` past the patch's own evidence: upstream, superseded, or carried hunk by hunk."""
     patch = old.series.patches[k]
     before, after = old.states[k], old.states[k + 1]

@@ -113,12 +113,7 @@ def load_anchors(path: Path) -> tuple[Anchor, ...]:
             raise fail((n, "id"), f"anchor id {aid!r} is used twice")
         seen.add(aid)
         file = entry.get("file")
-        if (
-            not isinstance(file, str)
-            or file.startswith("/")
-            or ".." in file.split("/")
-            or "\0" in file
-        ):
+        if not isinstance(file, str) or file.startswith("/") or ".." in file.split("/") or "\0" in file:
             raise fail((n, "file"), f"anchor {aid}: file must be a path relative to the checkout")
         lines = entry.get("lines")
         if (

@@ -120,13 +120,6 @@ def download(artifact: Artifact, version: str, dest: Path, *, progress: Progress
     return target
 
 
-def cached_artifact(artifact: Artifact) -> Path | None:
-    """Where the cache holds the pinned artifact, if a regular file is there (nothing is downloaded).  Read it
-    only through ``open_archive(path, sha256=artifact.sha256)``, which checks the bytes it then reads."""
-    cached = trusted_dir("artifacts", artifact.sha256) / artifact.filename
-    return cached if os.path.isfile(cached) and not os.path.islink(cached) else None
-
-
 def fetch_artifact(artifact: Artifact, version: str, *, progress: Progress | None = None) -> Path:
     """The pinned artifact in the cache, downloaded (``download``) if missing.
 

@@ -36,18 +36,14 @@ from typing import IO, Any
 
 from sgpatch.errors import ConfigError, EnvironmentFailure
 from sgpatch.source.credentials import credentials_for
+from sgpatch.source.failures import MAX_REDIRECTS, POINT_PIP, NotFound, Unreachable, request_failure
 
 DEADLINE_ENV = "SGPATCH_DEADLINE"
 DEFAULT_DEADLINE = 600.0  # seconds for one request (a page, or a file of up to MAX_DOWNLOAD), and for one pip run
 IDLE_TIMEOUT = 60.0  # seconds one read may wait for a byte
 CHUNK = 1 << 20
-MAX_REDIRECTS = 5
 
 Sink = Callable[[bytes], None]
-
-
-class NotFound(EnvironmentFailure):
-    """The server has no such page or file (HTTP 404 or 410, a missing local file)."""
 
 
 def deadline_seconds() -> float:
@@ -309,7 +305,7 @@ class Client:
                         f"{clean}: timed out: no complete answer within {deadline_text(seconds)}",
                         hint=f"the index is too slow or stalled; set {DEADLINE_ENV} to wait longer, or {POINT_PIP}",
                     ) from None
-                raise _failure(clean, exc) from None
+                raise request_failure(clean, exc) from None
 
     def _get(
         self, url: str, auth: str | None, dog: _Watchdog, *, accept: str, max_bytes: int, sink: Sink, what: str
@@ -363,73 +359,6 @@ def _too_big(url: str, what: str, max_bytes: int) -> EnvironmentFailure:
 
 def _size(n: int) -> str:
     return f"{n >> 30} GiB" if n >= 1 << 30 and not n % (1 << 30) else f"{n >> 20} MiB"
-
-
-POINT_PIP = (
-    "point pip at a reachable index: PIP_INDEX_URL=URL, or pip config set global.index-url URL "
-    "(pip config list shows what is set)"
-)
-
-
-def _failure(url: str, exc: BaseException) -> EnvironmentFailure:
-    """One line for what went wrong with a request."""
-    hint = "check the package index configured for pip (pip config list)"
-    if isinstance(exc, urllib.error.HTTPError):
-        exc.close()
-        if 300 <= exc.code < 400:
-            return EnvironmentFailure(f"{url}: redirects in a loop or more than {MAX_REDIRECTS} times", hint=hint)
-        kind = NotFound if exc.code in (404, 410) else EnvironmentFailure
-        if exc.code in (401, 403):
-            hint = "give the index's credentials as pip takes them: in its URL, in ~/.netrc, or in keyring"
-        return kind(f"{url}: the index answered HTTP {exc.code}", hint=hint)
-    if isinstance(exc, http.client.IncompleteRead) and exc.expected is not None:
-        return EnvironmentFailure(
-            f"{url}: the connection ended early ({len(exc.partial)} bytes read, {exc.expected} more expected)",
-            hint=hint,
-        )
-    if isinstance(exc, http.client.RemoteDisconnected):
-        return EnvironmentFailure(f"{url}: the server closed the connection without an answer", hint=hint)
-    if isinstance(exc, http.client.HTTPException):
-        detail = str(exc)[:80] or type(exc).__name__
-        return EnvironmentFailure(f"{url}: malformed HTTP answer: {type(exc).__name__}: {detail!r}", hint=hint)
-    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-    if isinstance(reason, http.client.HTTPException):
-        return _failure(url, reason)
-    what, why_hint = unreachable(url, reason)
-    return Unreachable(f"cannot reach the index {url}: {what}", hint=why_hint)
-
-
-class Unreachable(EnvironmentFailure):
-    """The index could not be reached at all: refused, a name that does not resolve, a timeout, TLS."""
-
-
-def unreachable(url: str, reason: object) -> tuple[str, str]:
-    """What failed, in words (connection refused, DNS, timeout, TLS certificate), and the hint for it."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or "?"
-    try:
-        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    except ValueError:
-        port = None
-    if isinstance(reason, ssl.SSLCertVerificationError):
-        detail = reason.verify_message or str(reason)
-        return (
-            f"TLS: the server's certificate is not trusted ({str(detail)[:120]})",
-            "give pip the CA bundle that signed it: PIP_CERT=FILE or pip config set global.cert FILE; or " + POINT_PIP,
-        )
-    if isinstance(reason, ssl.SSLError):
-        return f"TLS handshake failed ({str(reason)[:120]})", POINT_PIP
-    if isinstance(reason, ConnectionRefusedError):
-        return f"connection refused (nothing listens on {host}:{port})", POINT_PIP
-    if isinstance(reason, socket.gaierror):
-        return f"DNS: the host name {host!r} does not resolve ({reason.strerror or reason})", POINT_PIP
-    if isinstance(reason, TimeoutError | socket.timeout):
-        return f"timed out connecting to {host}:{port}", POINT_PIP
-    if isinstance(reason, ConnectionResetError):
-        return "the connection was reset", POINT_PIP
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror, POINT_PIP
-    return str(reason)[:200] or type(reason).__name__, POINT_PIP
 
 
 def _get_file(url: str, max_bytes: int, sink: Sink, what: str) -> Answer:

@@ -27,8 +27,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable
@@ -48,21 +46,18 @@ from packaging.version import Version
 
 from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
-from sgpatch.source.credentials import KEYRING_PROVIDERS
-from sgpatch.source.findlinks import find_pinned, not_found, truthy
+from sgpatch.source.failures import NotFound
+from sgpatch.source.findlinks import find_pinned, not_found
 from sgpatch.source.http import (
     Client,
-    NotFound,
     bad_port,
-    deadline_seconds,
-    deadline_text,
     origin,
     shown,
     split_credentials,
 )
+from sgpatch.source.pipconfig import pip_settings
 from sgpatch.source.simple_html import read_page
 
-DEFAULT_INDEX = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 ACCEPT = f"{JSON_TYPE}, {HTML_TYPES[1]};q=0.2, text/html;q=0.1"  # PEP 691's recommended form
@@ -90,89 +85,6 @@ class IndexFile:
 
 
 # --------------------------------------------------------------------------- pip's configuration
-
-
-@dataclass(frozen=True, slots=True)
-class PipSettings:
-    """What pip downloads from: its index, extra indexes, certificate bundle and proxy."""
-
-    index_url: str = DEFAULT_INDEX
-    extra_index_urls: tuple[str, ...] = ()
-    cert: str | None = None
-    proxy: str | None = None
-    keyring_provider: str | None = None  # pip's keyring-provider (sgpatch asks keyring for subprocess/import)
-    find_links: tuple[str, ...] = ()  # directories (paths or file:// URLs) of pinned files
-    no_index: bool = False
-
-    @property
-    def indexes(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys([self.index_url, *self.extra_index_urls]))
-
-    def client(self) -> Client:
-        return Client(cert=self.cert, proxy=self.proxy, keyring=self.keyring_provider in KEYRING_PROVIDERS)
-
-
-_KEYS = ("index-url", "extra-index-url", "cert", "proxy", "keyring-provider", "find-links", "no-index")
-_ASKED: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-
-
-def _pip_config_list() -> dict[str, str]:
-    """``pip config list``, the values of the keys sgpatch uses (command sections as pip's download reads them).
-
-    Asked once per process and environment (which decides the files pip reads): a port downloads several files.
-    """
-    key = tuple(
-        sorted((k, v) for k, v in os.environ.items() if k.startswith(("PIP_", "XDG_", "VIRTUAL_ENV")) or k == "HOME")
-    )
-    if key not in _ASKED:
-        _ASKED[key] = _ask_pip()
-    return dict(_ASKED[key])
-
-
-def _ask_pip() -> dict[str, str]:
-    seconds = deadline_seconds()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "config", "list"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-            timeout=seconds,
-        )
-    except subprocess.TimeoutExpired:
-        raise EnvironmentFailure(f"'pip config list' did not finish within {deadline_text(seconds)}") from None
-    except OSError:
-        return {}
-    found: dict[str, dict[str, str]] = {}
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        name, sep, value = line.partition("=")
-        section, _, option = name.rpartition(".")
-        if sep and option in _KEYS:
-            found.setdefault(option, {})[section] = value.strip().strip("'\"")
-    out: dict[str, str] = {}
-    for key, by_section in found.items():
-        for section in (":env:", "site", "user", "global", "install", "download"):
-            if by_section.get(section):
-                out[key] = by_section[section]
-                break
-    return out
-
-
-def pip_settings() -> PipSettings:
-    """pip's settings, the environment first (``PIP_INDEX_URL``, ...), then its configuration files."""
-    env = {key: os.environ.get(f"PIP_{key.upper().replace('-', '_')}", "").strip() for key in _KEYS}
-    config = _pip_config_list() if not all(env.values()) else {}
-    value = {key: env[key] or config.get(key, "") for key in _KEYS}
-    index = value["index-url"].split()[0] if value["index-url"].split() else DEFAULT_INDEX
-    return PipSettings(
-        index_url=index.rstrip("/"),
-        extra_index_urls=tuple(u.rstrip("/") for u in value["extra-index-url"].split()),
-        cert=value["cert"] or None,
-        proxy=value["proxy"] or None,
-        keyring_provider=value["keyring-provider"].strip().lower() or None,
-        find_links=tuple(value["find-links"].split()),
-        no_index=truthy(value["no-index"]),
-    )
 
 
 # --------------------------------------------------------------------------- asking an index

@@ -19,8 +19,10 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from sgpatch.errors import EnvironmentFailure
-from sgpatch.source.http import NotFound, shown
-from sgpatch.source.index import IndexFile, listing, pip_settings, served
+from sgpatch.source.failures import NotFound
+from sgpatch.source.http import shown
+from sgpatch.source.index import IndexFile, listing, served
+from sgpatch.source.pipconfig import pip_settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,10 @@ inputs), ``recipe`` (the install recipe), ``names`` and ``results``.
 
 from __future__ import annotations
 
-from sgpatch.wheel.build import build_wheel, build_wheels, matching_upstream, upstream_wheel_for
+from sgpatch.wheel.build import build_wheel, build_wheels
 from sgpatch.wheel.check import check_wheel, read_provenance
 from sgpatch.wheel.results import BuildResult, WheelCheck, WheelReport
+from sgpatch.wheel.upstream import matching_upstream, upstream_wheel_for
 
 __all__ = [
     "BuildResult",

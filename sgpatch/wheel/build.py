@@ -28,7 +28,7 @@ from sgpatch.cache import EXPORTS, Cache
 from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
-from sgpatch.config import Artifact, Config, Stack, wheel_tags
+from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError
 from sgpatch.git.batch import blob_ids
 from sgpatch.git.repo import Git
@@ -53,6 +53,7 @@ from sgpatch.wheel.provenance import (
 from sgpatch.wheel.recipe import install_recipe, recipe_filename
 from sgpatch.wheel.repack import repack_wheel, repacked_filename, select_wheels
 from sgpatch.wheel.results import BuildResult
+from sgpatch.wheel.upstream import upstream_wheel_for
 from sgpatch.wheel.writer import rezip_wheel
 
 
@@ -185,21 +186,6 @@ def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bo
         )
     check_base_files(g, stack, state.base)
     return g, state.base, state.head, state.phase
-
-
-def matching_upstream(stack: Stack, wheel: Path) -> Artifact | None:
-    """The pinned upstream wheel a built wheel is compared with: the one with the same tags
-    (a pure wheel built from the sdist matches upstream's pure wheel)."""
-    tags = wheel_tags(wheel.name)
-    return next((a for a in stack.wheels if wheel_tags(a.filename) == tags), None)
-
-
-def upstream_wheel_for(stack: Stack, wheel: Path, progress: Progress | None = None) -> Path | None:
-    """``matching_upstream`` downloaded into the cache (sha256-checked), or None if none is pinned."""
-    artifact = matching_upstream(stack, wheel)
-    if artifact is None:
-        return None
-    return fetch_artifact(artifact, stack.sglang_version, progress=progress)
 
 
 def build_wheels(

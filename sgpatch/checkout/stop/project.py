@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -33,13 +34,27 @@ def lock_project(
     state = root / ".sgpatch"
     if not create and not os.path.lexists(state):
         return nullcontext()
+    made = not os.path.lexists(state)
     try:
         state.mkdir(exist_ok=True)
     except OSError as exc:
         raise CheckoutError(f"{state}: cannot make sgpatch's directory: {exc.strerror}") from None
     if state.is_symlink() or not state.is_dir():
         raise CheckoutError(f"{state}: is not a directory; sgpatch keeps its checkouts and lock there")
-    return exclusive(state / LOCK, what=f"project {root}", command=command, notify=notify)
+    return _held(state, made=made, what=f"project {root}", command=command, notify=notify)
+
+
+@contextlib.contextmanager
+def _held(state: Path, *, made: bool, what: str, command: str, notify: Notify | None) -> Iterator[Held | None]:
+    """The lock in ``state``; a ``state`` this command made is removed again if it is left empty (a refused
+    port leaves no trace in the project)."""
+    try:
+        with exclusive(state / LOCK, what=what, command=command, notify=notify) as held:
+            yield held
+    finally:
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(state)  # only when empty: a checkout or a port's work keeps it
 
 
 def aside_of(checkout: Path) -> Path:
