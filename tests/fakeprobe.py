@@ -79,10 +79,11 @@ def dist(name, want):
         "files": files,
         "meta": {m: None for m in want.get("meta", [])},
     }
-    if want.get("record"):
-        doc["record"] = {"present": True, "paths": ["sglang/__init__.py"], "modified": [], "missing": [], "unhashed": 0}
+    tree = sorted(set(want.get("files", [])) | {"sglang/__init__.py"} | set(walk(want.get("package", name))))
+    if want.get("record"):  # as an install from a wheel: RECORD lists every file the package holds
+        doc["record"] = {"present": True, "paths": tree, "modified": [], "missing": [], "unhashed": 0}
     if want.get("tree"):
-        doc["tree"] = sorted(set(want.get("files", [])) | {"sglang/__init__.py"} | set(walk(want["package"])))
+        doc["tree"] = tree
     return doc
 
 
