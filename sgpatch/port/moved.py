@@ -16,8 +16,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sgpatch.series.absorb import changed_span, innermost
+from sgpatch.series.absorb import innermost
 from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
 from sgpatch.series.upstream import Outline, outline

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from sgpatch.pyast import parse_python
 from sgpatch.series.engine import HunkFailure, apply_file, duplicate_definitions
+from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
 from sgpatch.series.upstream import Outline, outline
@@ -68,22 +69,6 @@ def says_something(line: bytes) -> bool:
 
 
 # --------------------------------------------------------------------------- take-upstream
-
-
-def changed_span(hunk: Hunk) -> tuple[int, int]:
-    """The old-side lines the hunk changes (an insertion: the line before it), 1-based and inclusive."""
-    prefix = 0
-    while prefix < min(len(hunk.old), len(hunk.new)) and hunk.old[prefix] == hunk.new[prefix]:
-        prefix += 1
-    suffix = 0
-    while (
-        suffix < min(len(hunk.old), len(hunk.new)) - prefix
-        and hunk.old[len(hunk.old) - 1 - suffix] == hunk.new[len(hunk.new) - 1 - suffix]
-    ):
-        suffix += 1
-    first = hunk.old_start + prefix
-    last = hunk.old_start + len(hunk.old) - suffix - 1
-    return (first, last) if last >= first else (first - 1, first - 1)
 
 
 def innermost(o: Outline, first: int, last: int) -> str:

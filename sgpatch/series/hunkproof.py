@@ -52,7 +52,7 @@ def hunk_upstream(one: FilePatch, before: bytes, after_hunk: bytes, after: bytes
     return f"{VERBATIM}: {proof}"
 
 
-def _changed_span(hunk: Hunk) -> tuple[int, int]:
+def changed_span(hunk: Hunk) -> tuple[int, int]:
     """The old-side lines the hunk changes (an insertion: the line before it), 1-based and inclusive."""
     prefix = 0
     while prefix < min(len(hunk.old), len(hunk.new)) and hunk.old[prefix] == hunk.new[prefix]:
@@ -71,7 +71,7 @@ def _changed_span(hunk: Hunk) -> tuple[int, int]:
 def _within_one_function(one: FilePatch, o_before: Outline, after_hunk: bytes, o_new: Outline) -> object:
     """The AST-equal proof (or None) when the hunk changes one function only; ``_UNDECIDED`` otherwise."""
     (hunk,) = one.hunks
-    first, last = _changed_span(hunk)
+    first, last = changed_span(hunk)
     inside: Definition | None = None
     for defs in o_before.definitions.values():
         for d in defs:
