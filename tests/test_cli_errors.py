@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -224,8 +225,10 @@ def test_version_help_alias_and_completion() -> None:
     for args in (("-h",), ("verify", "-h"), ("show", "-h")):
         short, long = _run(*args), _run(*args[:-1], "--help")
         assert short.returncode == 0 and short.stdout == long.stdout and "Usage: sgpatch" in short.stdout
+    # typer finds the shell among the process's ancestors (not from $SHELL): run it from a real bash, as a
+    # user does, whatever launched the test (a CI runner, a detached job); "; exit" keeps bash from exec'ing it
     shown = subprocess.run(
-        [str(SGPATCH), "--show-completion", "bash"],
+        ["/bin/bash", "-c", f"{shlex.quote(str(SGPATCH))} --show-completion; exit $?"],
         capture_output=True,
         text=True,
         check=False,

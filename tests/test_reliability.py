@@ -97,9 +97,20 @@ def start(
     if pause:
         extra.update({PAUSE_ENV: pause, PAUSE_FILE_ENV: str(marker)})
     proc = subprocess.Popen(
-        [*SGPATCH, *args], env=_env(**extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*SGPATCH, *args],
+        env=_env(**extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_interactive_signals,
     )
     return Run(proc, marker)
+
+
+def _interactive_signals() -> None:
+    """Ctrl-C reaches the command as it does from a terminal, even when the suite itself was started as a
+    background job (a shell starts those with SIGINT ignored, and the ignore is inherited)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def sgpatch(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
