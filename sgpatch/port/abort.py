@@ -14,16 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout.journal import lock_checkout, recover
+from sgpatch.checkout.journal import lock_checkout
 from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.here import stopped_here
-from sgpatch.checkout.stop.project import aside_of, clear_leftovers, lock_project
-from sgpatch.checkout.stop.record import PORT, RecordError
+from sgpatch.checkout.stop.kinds import PORT, RecordError
+from sgpatch.checkout.stop.project import aside_of, lock_project
+from sgpatch.checkout.stop.recovery import clear_beside, recover_stop
 from sgpatch.config import Config
 from sgpatch.errors import CheckoutError, SgpatchError
 from sgpatch.git.repo import Git
 from sgpatch.git.worktree import delete_ref
-from sgpatch.port.record import STOP_REF, checked, clear_record, load_record, made_here
+from sgpatch.port.record import STOP_REF, clear_record, made_here
+from sgpatch.port.stop import STEPS
 from sgpatch.results import SCHEMA_VERSION
 
 
@@ -51,38 +53,37 @@ class AbortResult:
 def abort_port(config: Config, checkout: Path) -> AbortResult:
     """Give up the port stopped in ``checkout`` (see the module docstring)."""
     with lock_project(config.root, command="port --abort"):
-        notes = clear_leftovers(checkout)
+        notes = clear_beside(checkout)
         stopped = stopped_here(checkout)
         if notes and (stopped is None or stopped.kind is not PORT):  # a killed port's leftovers were all
             return AbortResult(None, checkout, None, removed=False, notes=notes)
         g = open_checkout(checkout)
         with lock_checkout(g, command="port --abort"):
-            recover(g)
             try:
-                record = load_record(g)
+                found = recover_stop(g, STEPS, finish=False)  # an abort goes back: no step is finished
+                record, notes = found.record, (*notes, *found.notes)
                 if record is None:
                     raise CheckoutError(f"{checkout}: no port in progress here")
-                checked(record, g)
                 why = made_here(g, record)
             except RecordError as exc:
                 return _give_up(g, exc.message, notes)
             if why is not None:
                 return _give_up(g, f"{g.root}: the port record does not match the checkout: {why}", notes)
-            if record["phase"] == "finishing":
+            if record.phase == "finishing":
                 raise CheckoutError(
-                    f"{checkout}: the port to {record['version']} is writing the new stack",
+                    f"{checkout}: the port to {record.version} is writing the new stack",
                     hint="run 'sgpatch port --continue' to finish it; remove the stack afterwards if not wanted",
                 )
             root = g.root.resolve()  # a link to the checkout is handled like the checkout: the link stays
             aside = aside_of(root)  # where a --force port put the checkout it replaces (never a path from the record)
-            made = bool(record.get("replaced")) and aside.is_dir() and not aside.is_symlink()
+            made = bool(record.replaced) and aside.is_dir() and not aside.is_symlink()
             replaced = aside if made else None
             shutil.rmtree(root)
-            if record.get("existed_empty"):
+            if record.existed_empty:
                 root.mkdir()
             if replaced is not None:
                 replaced.rename(root)
-    return AbortResult(str(record["stack"]), root, root if replaced is not None else None, notes=notes)
+    return AbortResult(record.stack, root, root if replaced is not None else None, notes=notes)
 
 
 def _give_up(g: Git, why: str, notes: tuple[str, ...]) -> AbortResult:

@@ -117,10 +117,10 @@ def _port(
     target = checkout or config.root / ".sgpatch" / "checkouts" / new_name
     stopped = None if dry_run else stopped_here(target)
     if stopped is not None and stopped.kind is PORT:
-        record = read_record(target) or {}  # an unreadable record is refused here, with the way out
+        record = read_record(target)  # an unreadable record is refused here, with the way out
         raise CheckoutError(
-            f"{target}: a port is stopped here: the port to sglang {record.get('version')} is in progress here, "
-            f"stopped at {record.get('conflict')}",
+            f"{target}: a port is stopped here: the port to sglang {record and record.version} is in progress "
+            f"here, stopped at {record and record.conflict}",
             hint=stopped.next_step,
         )
     refuse_stopped(stopped, f"sgpatch port --to {version}")

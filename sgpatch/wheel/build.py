@@ -311,7 +311,7 @@ def repack_wheels(
         )
         wheel, report = named_if_checked(candidate, out_dir / name, report)
         if report.ok and cached is None and cache is not None:
-            store_wheel(entry, wheel)
+            store_wheel(entry, wheel, checked=report.sha256)
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
         results.append(done)
     return tuple(results)
@@ -434,5 +434,5 @@ def build_wheel(
     report = check_wheel(stack, series, fresh, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors)
     wheel, report = named_if_checked(fresh, wheel, report)
     if report.ok and cached is None and cache is not None:
-        store_wheel(entry, wheel)
+        store_wheel(entry, wheel, checked=report.sha256)
     return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
