@@ -21,7 +21,7 @@ from sgpatch.checkout.journal import lock_checkout, recover
 from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.kinds import EditRecord, RecordError
 from sgpatch.checkout.stop.project import lock_project
-from sgpatch.checkout.stop.recovery import clear_beside, recover_stop
+from sgpatch.checkout.stop.recovery import clear_leftovers, recover_stop
 from sgpatch.checkout.writeback import STEPS
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.config.pins import FilePin, set_file_pins
@@ -37,7 +37,7 @@ def abort_edit(config: Config, checkout: Path) -> EditResult:
     """Go back to before the edit (see the module docstring); the person's changes to tracked files are
     discarded, untracked files stay."""
     with lock_project(config.root, command="edit --abort"):
-        beside = clear_beside(checkout)
+        beside = clear_leftovers(checkout)
         g = open_checkout(checkout)
         with lock_checkout(g, command="edit --abort"):
             try:

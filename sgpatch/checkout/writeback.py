@@ -30,7 +30,7 @@ from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.kinds import Conflict, EditRecord
 from sgpatch.checkout.stop.markers import marker_lines, reaches, refuse_markers
 from sgpatch.checkout.stop.project import lock_project
-from sgpatch.checkout.stop.recovery import Steps, clear_beside, finish_steps, recover_stop
+from sgpatch.checkout.stop.recovery import Steps, clear_leftovers, finish_steps, recover_stop
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.batch import read_blobs
@@ -44,7 +44,7 @@ from sgpatch.series.patch import Series
 def continue_edit(config: Config, stack: Stack, series: Series, checkout: Path) -> EditResult:
     """Write the edit in progress in ``checkout`` back (see the module docstring)."""
     with lock_project(config.root, command="edit --continue"):
-        beside = clear_beside(checkout)
+        beside = clear_leftovers(checkout)
         g = open_checkout(checkout)
         with lock_checkout(g, command="edit --continue"):
             found = recover_stop(g, STEPS, finish=False)  # the record is checked against the series first

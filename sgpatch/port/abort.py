@@ -18,8 +18,8 @@ from sgpatch.checkout.journal import lock_checkout
 from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.here import stopped_here
 from sgpatch.checkout.stop.kinds import PORT, RecordError
-from sgpatch.checkout.stop.project import aside_of, lock_project
-from sgpatch.checkout.stop.recovery import clear_beside, recover_stop
+from sgpatch.checkout.stop.project import lock_project
+from sgpatch.checkout.stop.recovery import aside_of, clear_leftovers, recover_stop
 from sgpatch.config import Config
 from sgpatch.errors import CheckoutError, SgpatchError
 from sgpatch.git.repo import Git
@@ -53,7 +53,7 @@ class AbortResult:
 def abort_port(config: Config, checkout: Path) -> AbortResult:
     """Give up the port stopped in ``checkout`` (see the module docstring)."""
     with lock_project(config.root, command="port --abort"):
-        notes = clear_beside(checkout)
+        notes = clear_leftovers(checkout)
         stopped = stopped_here(checkout)
         if notes and (stopped is None or stopped.kind is not PORT):  # a killed port's leftovers were all
             return AbortResult(None, checkout, None, removed=False, notes=notes)

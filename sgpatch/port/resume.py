@@ -21,8 +21,8 @@ from sgpatch.atomic import write_atomic
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.kinds import PortRecord
-from sgpatch.checkout.stop.project import aside_of, lock_project
-from sgpatch.checkout.stop.recovery import clear_beside, recover_stop
+from sgpatch.checkout.stop.project import lock_project
+from sgpatch.checkout.stop.recovery import aside_of, clear_leftovers, recover_stop
 from sgpatch.config import Config
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.batch import read_blobs, read_objects
@@ -72,7 +72,7 @@ def find_port(config: Config, stack_name: str | None, version: str | None, check
 def continue_port(config: Config, checkout: Path, *, progress: Progress | None = None) -> PortResult:
     """Go on with the port stopped in ``checkout`` (see the module docstring)."""
     with lock_project(config.root, command="port --continue"):
-        notes = clear_beside(checkout)
+        notes = clear_leftovers(checkout)
         g = open_checkout(checkout)
         with lock_checkout(g, command="port --continue"):
             found = recover_stop(g, STEPS)

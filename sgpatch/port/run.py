@@ -33,8 +33,9 @@ from pathlib import Path
 
 from sgpatch.cache import Cache
 from sgpatch.checkout.stop.here import refuse_if_stopped, refuse_stopped, stopped_here
-from sgpatch.checkout.stop.project import STAGING, clear_leftovers, lock_project
+from sgpatch.checkout.stop.project import lock_project
 from sgpatch.checkout.stop.record import PORT
+from sgpatch.checkout.stop.recovery import STAGING, clear_leftovers
 from sgpatch.config import Config, Stack
 from sgpatch.config.pins import remove_stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError

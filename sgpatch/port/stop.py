@@ -22,8 +22,7 @@ from pathlib import Path
 from sgpatch.checkout.journal import move_checkout, recover
 from sgpatch.checkout.stop.kinds import PortRecord
 from sgpatch.checkout.stop.markers import reaches, refuse_markers
-from sgpatch.checkout.stop.project import aside_of
-from sgpatch.checkout.stop.recovery import Steps
+from sgpatch.checkout.stop.recovery import Steps, aside_of
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.git.worktree import reset_index, worktree_changes
