@@ -2095,6 +2095,16 @@ case(
     "VERSIONS.toml and HEAD byte for byte what an uninterrupted write-back writes; no record left",
 )
 case(
+    "stop-kill-abort-window",
+    STOP,
+    "SIGKILL of `port --abort` (of a `--force` port) after it removed the new checkout, before it put the replaced "
+    "one back; then `port --abort --checkout DIR`",
+    0,
+    "put back DIR, which a killed 'port --force' or 'port --abort' had moved aside",
+    "the replaced checkout back byte for byte through the stop room's one recovery, said so; the project byte for "
+    "byte; `verify` exit 0",
+)
+case(
     "stop-record-previous-version",
     STOP,
     "an edit record in the exact form the previous sgpatch wrote (no `restore` key); `sgpatch edit --continue`",

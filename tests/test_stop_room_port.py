@@ -134,6 +134,37 @@ def test_port_abort_through_a_link_is_handled_like_the_checkout(proj: Path, tmp_
     record("stop-link-checkout", exit=0, shown=aborted.stdout.splitlines()[0], roots=(proj, tmp_path))
 
 
+def test_a_port_abort_killed_between_its_two_renames_is_finished_by_the_rooms_recovery(
+    proj: Path, tmp_path: Path
+) -> None:
+    """``port --abort`` of a ``--force`` port killed after removing the new checkout, before putting the one it
+    replaced back: the stack's checkout is hidden.  The next command puts it back through the stop room's one
+    recovery, says so, and leaves the replaced checkout and the project byte for byte."""
+    target = proj / ".sgpatch/checkouts" / STACK
+    aside = target.parent / f".{STACK}.sgpatch-replaced"
+    replaced, files = snapshot(aside), project_bytes(proj)
+    marker = tmp_path / "paused"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGPATCH_TEST_")}
+    env.update({PAUSE_ENV: "port:abort-removed", PAUSE_FILE_ENV: str(marker)})
+    argv = [*SGPATCH, "port", "--abort", "--checkout", str(target), "--config", str(proj / "VERSIONS.toml")]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    end = time.monotonic() + 300
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < end
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not target.exists() and snapshot(aside) == replaced  # the window: the stack's checkout hidden
+    again = sg(proj, "port", "--abort", "--checkout", str(target))
+    assert again.returncode == 0, again.stderr
+    said = f"put back {target}, which a killed 'port --force' or 'port --abort' had moved aside"
+    assert said in again.stdout
+    assert snapshot(target) == replaced and not aside.exists() and project_bytes(proj) == files
+    assert sg(proj, "verify", STACK).returncode == 0
+    record("stop-kill-abort-window", exit=again.returncode, shown=said, roots=(proj, tmp_path))
+
+
 def _paused_port(proj: Path, marker: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGPATCH_TEST_")}
     env.update({PAUSE_ENV: "port:stopping", PAUSE_FILE_ENV: str(marker)})

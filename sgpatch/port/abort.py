@@ -2,9 +2,10 @@
 
 The project was never written, so giving up is removing the new stack's checkout (and putting back the one a
 ``--force`` port was replacing) — but only a checkout the port itself made: the record must be what a port
-writes (``record.checked``) and match the checkout (``record.made_here``: its stop is a commit the port made, on
-its base).  A record that cannot be read or does not match is removed and the directory left as it is, said
-so: ``--abort`` is the way out of every refusal, and never removes what it did not create.
+writes (the stop room's one reader and validator) and match the checkout (``record.made_here``: its stop is a
+commit the port made, on its base).  A record that cannot be read or does not match is removed and the
+directory left as it is, said so: ``--abort`` is the way out of every refusal, and never removes what it did
+not create.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sgpatch.config import Config
 from sgpatch.errors import CheckoutError, SgpatchError
 from sgpatch.git.repo import Git
 from sgpatch.git.worktree import delete_ref
+from sgpatch.lock import pause
 from sgpatch.port.record import STOP_REF, clear_record, made_here
 from sgpatch.port.stop import STEPS
 from sgpatch.results import SCHEMA_VERSION
@@ -79,6 +81,7 @@ def abort_port(config: Config, checkout: Path) -> AbortResult:
             made = bool(record.replaced) and aside.is_dir() and not aside.is_symlink()
             replaced = aside if made else None
             shutil.rmtree(root)
+            pause("port:abort-removed")  # a kill here: the next command puts the replaced checkout back
             if record.existed_empty:
                 root.mkdir()
             if replaced is not None:
