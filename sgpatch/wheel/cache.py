@@ -11,8 +11,9 @@ import json
 import shutil
 from pathlib import Path
 
-from sgpatch.atomic import read_regular, write_atomic
+from sgpatch.atomic import write_atomic
 from sgpatch.cache import key
+from sgpatch.config.projectfiles import read_regular
 from sgpatch.source.artifacts import MAX_DOWNLOAD
 from sgpatch.wheel.provenance import BuildInputs
 

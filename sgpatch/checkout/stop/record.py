@@ -16,9 +16,9 @@ import stat
 from pathlib import Path
 from typing import TypeVar
 
-from sgpatch.atomic import read_regular
 from sgpatch.checkout.stop.fields import parse
 from sgpatch.checkout.stop.kinds import EDIT, KINDS, PORT, EditRecord, PortRecord, Record, RecordError, StopKind
+from sgpatch.config.projectfiles import read_regular
 from sgpatch.results import SCHEMA_VERSION
 
 R = TypeVar("R", bound=Record)
