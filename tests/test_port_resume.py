@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV
+from sgpatch.port.record import read_record
 from sgpatch.series.patch import read_series
 
 from .helpers import git, snapshot
@@ -96,6 +97,9 @@ def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: P
     record("port-continue-killed-stopping", exit=again.returncode, shown=first_error(again.stderr), roots=(proj,))
     assert again.returncode == 1 and "a conflict marker is still there" in again.stderr
     assert json.loads((co / ".git/sgpatch-port.json").read_text())["phase"] == "stopped"
+    found = read_record(co)  # the stop room's recovery finished the step port registers: moved, at the tip
+    assert found is not None and found.moved and git(co, "rev-parse", "HEAD").strip() == found.tip
+    assert git(co, "rev-parse", "refs/sgpatch/port-stop").strip() == found.stop
     log = git(co, "log", "--format=%s", f"{doc['base']}..HEAD").splitlines()
     assert log[0] == "kimi_k25: name the MoonViT MLP weights" and len(log) == 4  # 0005 resolved, committed
     text = (co / KIMI).read_text()
