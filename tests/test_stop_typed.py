@@ -243,6 +243,26 @@ def test_a_killed_edit_move_is_finished_by_the_rooms_recovery_and_said(tiny: Tin
     )
 
 
+def test_a_killed_edit_start_is_finished_by_the_rooms_recovery_then_goes_on(tiny: Tiny) -> None:
+    """``edit 0001`` killed after recording the edit, before moving the checkout into the patch: the next
+    ``--continue`` finishes the move (the step edit registered), says so, and reports the edit ready (the
+    person never saw it start); the person's change then writes back as in any edit."""
+    head = git(tiny.checkout, "rev-parse", "HEAD")
+    _kill_at(tiny, "edit:recorded", "edit", P1)
+    left = load(tiny.checkout / ".git", EditRecord, tiny.checkout)
+    assert left is not None and left.phase == "entering" and git(tiny.checkout, "rev-parse", "HEAD") == head
+    ready = sg(tiny, "edit", "--continue", "--json")
+    assert ready.returncode == 0, ready.stderr
+    doc = json.loads(ready.stdout)
+    said = "finished the edit's move into its patch, which a killed 'sgpatch edit' had left half done"
+    assert doc["action"] == "started" and said in doc["notes"]
+    assert git(tiny.checkout, "rev-parse", "HEAD") == left.commits[0]
+    edit_file(tiny.checkout / MOD1, "        return 1\n", "        return 100\n")
+    done = sg(tiny, "edit", "--continue")
+    assert done.returncode == 0, done.stderr
+    assert b"+        return 100\n" in (tiny.series / P1).read_bytes() and sg(tiny, "verify").returncode == 0
+
+
 def test_a_killed_edit_move_to_a_stop_is_finished_and_reported_stopped(tiny: Tiny) -> None:
     """Killed on the way to a later patch's conflict: the next ``--continue`` finishes the move (the room's
     recovery) and reports the stop, exit 1, the markers in place; nothing of the project written."""

@@ -198,14 +198,20 @@ def start_edit(config: Config, stack: Stack, series: Series, checkout: Path, wan
             g.set_ref(HEAD_REF, state.head)
             write_record(g, record)
             pause("edit:recorded")
-            settle_entering(g, record)
-        notes = (f"{len(series.patches) - k - 1} later patch(es) are set aside until the edit is written back",)
-        steps = (
-            f"edit the files in {g.root} (committing is optional: edits are folded into {patch.name})",
-            "then run 'sgpatch export' (or 'sgpatch edit --continue') to write the patch back, the later "
-            "patches carried over your change; 'sgpatch edit --abort' goes back to before the edit",
-        )
-        return EditResult(stack.name, g.root, patch.name, "started", str(g.head()), notes=notes, next_steps=steps)
+            record = settle_entering(g, record)
+        return started(g, record)
+
+
+def started(g: Git, record: EditRecord, notes: tuple[str, ...] = ()) -> EditResult:
+    """What an edit that is ready for the person reports (``edit PATCH``, or the recovery of a killed one)."""
+    later = len(record.series) - record.index - 1
+    notes = (*notes, f"{later} later patch(es) are set aside until the edit is written back")
+    steps = (
+        f"edit the files in {g.root} (committing is optional: edits are folded into {record.patch})",
+        "then run 'sgpatch export' (or 'sgpatch edit --continue') to write the patch back, the later "
+        "patches carried over your change; 'sgpatch edit --abort' goes back to before the edit",
+    )
+    return EditResult(record.stack, g.root, record.patch, "started", str(g.head()), notes=notes, next_steps=steps)
 
 
 def settle_entering(g: Git, record: EditRecord) -> EditRecord:

@@ -22,6 +22,7 @@ from sgpatch.checkout.edit import (
     EditResult,
     clear_record,
     settle_entering,
+    started,
     write_record,
 )
 from sgpatch.checkout.export import check_export, export_held
@@ -65,6 +66,8 @@ def continue_edit(config: Config, stack: Stack, series: Series, checkout: Path) 
             was = record.phase
             record, finished = finish_steps(g, STEPS, record)  # a kill's half-done step (entering, moving) first
             notes = (*beside, *found.notes, *finished)
+            if was == "entering":  # killed before the person saw the edit: now it is ready for them
+                return started(g, record, notes)
             if record.phase == "editing" or was == "stopped":  # the person's work, taken and carried
                 record = _settle_moving(g, _take_and_carry(config, stack, g, series, record))
             if record.phase == "stopped":
