@@ -33,6 +33,7 @@ from sgpatch.checkout.stop.fields import EDIT_PHASES
 from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
 from sgpatch.checkout.stop.kinds import EDIT, Conflict, EditRecord, SavedFile
 from sgpatch.checkout.stop.project import lock_project
+from sgpatch.checkout.stop.recovery import clear_leftovers
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckoutError
 from sgpatch.git.repo import Git
@@ -151,6 +152,7 @@ def project_files(config: Config, stack: Stack, series: Series) -> list[Path]:
 def start_edit(config: Config, stack: Stack, series: Series, checkout: Path, wanted: str) -> EditResult:
     """Move a patched, clean ``checkout`` to the commit of patch ``wanted`` and record the edit."""
     with lock_project(config.root, command=f"edit {wanted}"):
+        beside = clear_leftovers(checkout)  # what a killed port left (the stop room's recovery, step 1)
         g = open_checkout(checkout)
         k = find_patch(series, wanted)
         patch = series.patches[k]
@@ -199,7 +201,7 @@ def start_edit(config: Config, stack: Stack, series: Series, checkout: Path, wan
             write_record(g, record)
             pause("edit:recorded")
             record = settle_entering(g, record)
-        return started(g, record)
+        return started(g, record, beside)
 
 
 def started(g: Git, record: EditRecord, notes: tuple[str, ...] = ()) -> EditResult:
