@@ -156,8 +156,8 @@ def _edit(f: Fields) -> EditRecord:
     phase = f.need("phase", one_of(*EDIT_PHASES))
     series = f.need("series", dict_of(name, sha256))
     patch = f.need("patch", lambda p: p in series)
-    later = phase in ("moving", "stopped", "finishing")  # an abort may follow any of them: their keys stay
-    moved = f.record.get("taken") is not None or later
+    # the write-back's keys: written from ``moving`` on, and kept by an abort that follows
+    carried = phase in ("moving", "stopped", "finishing") or f.record.get("taken") is not None
     return EditRecord(
         phase=phase,
         stack=f.need("stack", name),
@@ -169,21 +169,21 @@ def _edit(f: Fields) -> EditRecord:
         series=series,
         saved=tuple(SavedFile(path=p, blob=b) for p, b in f.need("saved", dict_of(relpath, optional(oid))).items()),
         restore=bool(f.need("restore", optional(flag))),
-        taken=f.need("taken", oid) if moved else None,
-        tip=f.need("tip", oid) if moved else None,
-        moving_from=f.need("moving_from", oid) if moved else None,
-        stop=f.need("stop", oid if phase == "stopped" else optional(oid)) if moved else None,
+        taken=f.need("taken", oid) if carried else None,
+        tip=f.need("tip", oid) if carried else None,
+        moving_from=f.need("moving_from", oid) if carried else None,
+        stop=f.need("stop", oid if phase == "stopped" else optional(oid)) if carried else None,
         conflict_index=f.need(
             "conflict_index", _index_in(series) if phase == "stopped" else optional(_index_in(series))
         )
-        if moved
+        if carried
         else None,
         conflicts=tuple(
             Conflict(path=c["path"], line=c["line"], regions=c["regions"])
-            for c in (f.need("conflicts", list_of(_conflict), []) if moved else [])
+            for c in (f.need("conflicts", list_of(_conflict), []) if carried else [])
         ),
-        untracked=tuple(f.need("untracked", list_of(lambda u: isinstance(u, str)), []) if moved else ()),
-        moved=bool(f.need("moved", optional(flag))) if moved else False,
+        untracked=tuple(f.need("untracked", list_of(lambda u: isinstance(u, str)), []) if carried else ()),
+        moved=bool(f.need("moved", optional(flag))) if carried else False,
     )
 
 
