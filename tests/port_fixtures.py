@@ -65,6 +65,28 @@ def commit(checkout: Path, message: str, *, amend: bool = False) -> None:
     git(checkout, *args)
 
 
+def release_side(path: Path) -> None:
+    """Resolve every conflict of ``path`` to the release's side."""
+    out, side = [], None
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith("<<<<<<< "):
+            side = "ours"
+        elif side and line.startswith("||||||| "):
+            side = "base"
+        elif side and line == "=======\n":
+            side = "theirs"
+        elif side and line.startswith(">>>>>>> "):
+            side = None
+        elif side in (None, "ours"):
+            out.append(line)
+    path.write_text("".join(out))
+
+
+def project_bytes(proj: Path) -> dict[Path, bytes]:
+    """Every file of the project (its ``.sgpatch/`` left out) with its bytes."""
+    return {p: p.read_bytes() for p in proj.rglob("*") if p.is_file() and ".sgpatch" not in p.parts}
+
+
 @pytest.fixture(scope="session")
 def ported_0510(tmp_path_factory: pytest.TempPathFactory, releases_cached: None) -> tuple[Path, dict[str, Any], bytes]:
     """A copy of the project ported to 0.5.10: (project dir, the JSON report, VERSIONS.toml before)."""

@@ -2085,6 +2085,34 @@ case(
     "the next port removes the 50 MB `.port-*` directory, says so, and stops at the conflict as a first port does",
 )
 case(
+    "stop-kill-one-recovery",
+    STOP,
+    "SIGKILL of an edit's write-back after it took the person's work, before the checkout moved (phase `moving`); "
+    "then `sgpatch edit --continue`",
+    0,
+    "finished the edit's write-back move, which a killed 'sgpatch edit' had left half done",
+    "the move finished by the stop room's one recovery (the step edit registers), said so; the series, "
+    "VERSIONS.toml and HEAD byte for byte what an uninterrupted write-back writes; no record left",
+)
+case(
+    "stop-kill-abort-window",
+    STOP,
+    "SIGKILL of `port --abort` (of a `--force` port) after it removed the new checkout, before it put the replaced "
+    "one back; then `port --abort --checkout DIR`",
+    0,
+    "put back DIR, which a killed 'port --force' or 'port --abort' had moved aside",
+    "the replaced checkout back byte for byte through the stop room's one recovery, said so; the project byte for "
+    "byte; `verify` exit 0",
+)
+case(
+    "stop-record-previous-version",
+    STOP,
+    "an edit record in the exact form the previous sgpatch wrote (no `restore` key); `sgpatch edit --continue`",
+    0,
+    "wrote",
+    "the record read into the same typed record the new writer writes; the edit written back; `verify` exit 0",
+)
+case(
     "stop-abort-others-work",
     STOP,
     "`edit --abort` after a stack was added to VERSIONS.toml meanwhile (while editing; and after a write-back "

@@ -31,10 +31,10 @@ from sgpatch.port.carry import advance
 from sgpatch.port.rebase import ArchiveFiles, Rebase, load_old, read_files
 from sgpatch.port.report import render_report
 from sgpatch.port.result import PortResult
-from sgpatch.port.verdict import PortedPatch
 from sgpatch.port.watched import WatchedRelease
 from sgpatch.series.obsolete import Evidence, Finding, parse_evidence, read_claim
 from sgpatch.series.patch import parse_patch
+from sgpatch.series.verdict import PortedPatch
 from sgpatch.source.artifacts import fetch_artifact
 
 from .conftest import RELEASES

@@ -232,7 +232,7 @@ def test_resolve_upstream_and_patch_take_one_side(
 def test_markdown_report_for_a_bump_pull_request(stopped: tuple[Path, dict[str, Any], dict[str, bytes]]) -> None:
     from sgpatch.port.report import render_bump
     from sgpatch.port.result import PortResult
-    from sgpatch.port.verdict import PortedPatch
+    from sgpatch.series.verdict import PortedPatch
 
     _, doc, _ = stopped
     patches = tuple(PortedPatch.from_record(p) for p in doc["patches"])

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV
+from sgpatch.port.record import read_record
 from sgpatch.series.patch import read_series
 
 from .helpers import git, snapshot
@@ -30,6 +31,8 @@ from .port_fixtures import (  # noqa: F401  (fixtures)
     edited_project,
     export,
     ported_0510,
+    project_bytes,
+    release_side,
     releases_cached,
 )
 from .reliability import first_error, record
@@ -43,27 +46,6 @@ def sg(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("SGPATCH_TEST_")} | env
     full.pop("CI", None)
     return subprocess.run([*SGPATCH, *args], env=full, capture_output=True, text=True, check=False)
-
-
-def _release_side(path: Path) -> None:
-    """Resolve every conflict of ``path`` to the release's side."""
-    out, side = [], None
-    for line in path.read_text().splitlines(keepends=True):
-        if line.startswith("<<<<<<< "):
-            side = "ours"
-        elif side and line.startswith("||||||| "):
-            side = "base"
-        elif side and line == "=======\n":
-            side = "theirs"
-        elif side and line.startswith(">>>>>>> "):
-            side = None
-        elif side in (None, "ours"):
-            out.append(line)
-    path.write_text("".join(out))
-
-
-def _project(proj: Path) -> dict[Path, bytes]:
-    return {p: p.read_bytes() for p in proj.rglob("*") if p.is_file() and ".sgpatch" not in p.parts}
 
 
 @pytest.fixture
@@ -92,7 +74,7 @@ def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: P
     ]
     co = Path(doc["checkout"])
     assert git(co, "log", "--format=%s", f"{doc['base']}..HEAD").count("\n") == 2  # 0002, 0003, 0004 committed
-    _release_side(co / KIMI)  # 0005: the release's call, which names the weights already; say so
+    release_side(co / KIMI)  # 0005: the release's call, which names the weights already; say so
     mlp = '            prefix=add_prefix("mlp", prefix),'
     edit(co / KIMI, f"{mlp}\n", f"{mlp}  # 0005\n")
 
@@ -115,6 +97,9 @@ def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: P
     record("port-continue-killed-stopping", exit=again.returncode, shown=first_error(again.stderr), roots=(proj,))
     assert again.returncode == 1 and "a conflict marker is still there" in again.stderr
     assert json.loads((co / ".git/sgpatch-port.json").read_text())["phase"] == "stopped"
+    found = read_record(co)  # the stop room's recovery finished the step port registers: moved, at the tip
+    assert found is not None and found.moved and git(co, "rev-parse", "HEAD").strip() == found.tip
+    assert git(co, "rev-parse", "refs/sgpatch/port-stop").strip() == found.stop
     log = git(co, "log", "--format=%s", f"{doc['base']}..HEAD").splitlines()
     assert log[0] == "kimi_k25: name the MoonViT MLP weights" and len(log) == 4  # 0005 resolved, committed
     text = (co / KIMI).read_text()
@@ -124,7 +109,7 @@ def test_continue_stops_again_and_a_kill_on_the_way_is_finished(two_conflicts: P
     assert sg("port", "--continue", "--config", config).returncode == 1 and snapshot(co) == stopped
 
     # 0006 resolved (the release's call, with the patch's comment): the port finishes and verifies.
-    _release_side(co / KIMI)
+    release_side(co / KIMI)
     edit(co / KIMI, "        self.proj = Conv2dLayer(\n", "        self.proj = Conv2dLayer(  # the patch embedding\n")
     done = sg("port", "--continue", "--json", "--config", config)
     assert done.returncode == 0, done.stderr
@@ -157,7 +142,7 @@ def test_force_port_that_stops_keeps_the_replaced_checkout_until_it_finishes(
     assert export(proj / "VERSIONS.toml", "--checkout", str(co)).exit_code == 0
     target = proj / ".sgpatch/checkouts/0.5.10-cu130"
     aside = target.parent / ".0.5.10-cu130.sgpatch-replaced"
-    before, files = snapshot(target), _project(proj)
+    before, files = snapshot(target), project_bytes(proj)
 
     stopped = sg("port", "--to", "0.5.10", "--force", "--json", "--config", config)
     assert stopped.returncode == 1, stopped.stderr
@@ -166,10 +151,10 @@ def test_force_port_that_stops_keeps_the_replaced_checkout_until_it_finishes(
     aborted = sg("port", "--abort", "--config", config)
     assert aborted.returncode == 0 and "put back the checkout it was replacing" in aborted.stdout
     assert snapshot(target) == before and not aside.exists()
-    assert _project(proj) == files
+    assert project_bytes(proj) == files
 
     assert sg("port", "--to", "0.5.10", "--force", "--config", config).returncode == 1
-    _release_side(target / KIMI)
+    release_side(target / KIMI)
     mlp = '            prefix=add_prefix("mlp", prefix),'
     edit(target / KIMI, f"{mlp}\n", f"{mlp}  # 0004\n")
     done = sg("port", "--continue", "--config", config)

@@ -30,6 +30,8 @@ from .port_fixtures import (  # noqa: F401  (fixtures)
     edit,
     export,
     ported_0510,
+    project_bytes,
+    release_side,
     releases_cached,
 )
 from .reliability import CASES, first_error, record
@@ -45,27 +47,6 @@ def sg(proj: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full.pop("CI", None)
     argv = [*SGPATCH, *args, "--config", str(proj / "VERSIONS.toml")]
     return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=600)
-
-
-def project(proj: Path) -> dict[Path, bytes]:
-    return {p: p.read_bytes() for p in proj.rglob("*") if p.is_file() and ".sgpatch" not in p.parts}
-
-
-def release_side(path: Path) -> None:
-    """Resolve every conflict of ``path`` to the release's side."""
-    out, side = [], None
-    for line in path.read_text().splitlines(keepends=True):
-        if line.startswith("<<<<<<< "):
-            side = "ours"
-        elif side and line.startswith("||||||| "):
-            side = "base"
-        elif side and line == "=======\n":
-            side = "theirs"
-        elif side and line.startswith(">>>>>>> "):
-            side = None
-        elif side in (None, "ours"):
-            out.append(line)
-    path.write_text("".join(out))
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +78,7 @@ def proj(force_stopped: Path, tmp_path: Path) -> Path:
 
 def test_every_command_knows_the_port_is_stopped(proj: Path) -> None:
     target = proj / ".sgpatch/checkouts" / STACK
-    before, files = snapshot(target), project(proj)
+    before, files = snapshot(target), project_bytes(proj)
     said = "a port is stopped here"
     for args, code in (
         (("export", STACK), 2),
@@ -114,12 +95,12 @@ def test_every_command_knows_the_port_is_stopped(proj: Path) -> None:
             record("stop-known-port", exit=done.returncode, shown=first_error(done.stderr), roots=(proj,))
     status = sg(proj, "status")
     assert f"{STACK}: stopped: {said}" in status.stdout, status.stdout
-    assert snapshot(target) == before and project(proj) == files
+    assert snapshot(target) == before and project_bytes(proj) == files
 
 
 def test_port_continue_runs_apply_checks_on_the_resolution(proj: Path) -> None:
     target = proj / ".sgpatch/checkouts" / STACK
-    files = project(proj)
+    files = project_bytes(proj)
     release_side(target / KIMI)
     mlp = '            prefix=add_prefix("mlp", prefix),'
     edit(target / KIMI, f"{mlp}\n", f"{mlp}  # 0003\n")
@@ -128,7 +109,7 @@ def test_port_continue_runs_apply_checks_on_the_resolution(proj: Path) -> None:
     assert refused.returncode == 1, refused.stderr
     assert "extra in class MoonViTEncoderLayer twice" in refused.stdout + refused.stderr
     assert "then run 'sgpatch port --continue' again" in refused.stdout
-    assert project(proj) == files and (target / ".git/sgpatch-port.json").exists()
+    assert project_bytes(proj) == files and (target / ".git/sgpatch-port.json").exists()
     shown = next(ln for ln in refused.stdout.splitlines() if "twice" in ln)
     record("stop-port-continue-apply-checks", exit=refused.returncode, shown=shown.strip(), roots=(proj,))
     edit(target / KIMI, TWICE, "")
@@ -141,7 +122,7 @@ def test_port_continue_runs_apply_checks_on_the_resolution(proj: Path) -> None:
 def test_port_abort_through_a_link_is_handled_like_the_checkout(proj: Path, tmp_path: Path) -> None:
     target = proj / ".sgpatch/checkouts" / STACK
     aside = target.parent / f".{STACK}.sgpatch-replaced"
-    replaced, files = snapshot(aside), project(proj)
+    replaced, files = snapshot(aside), project_bytes(proj)
     link = tmp_path / "link"
     link.symlink_to(target)
     aborted = sg(proj, "port", "--abort", "--checkout", str(link))
@@ -149,8 +130,39 @@ def test_port_abort_through_a_link_is_handled_like_the_checkout(proj: Path, tmp_
     assert CASES["stop-link-checkout"].expect in aborted.stdout
     assert link.is_symlink() and os.readlink(link) == str(target)  # the link itself left as it was
     assert snapshot(target) == replaced and not aside.exists()  # the checkout --force replaced, back in place
-    assert project(proj) == files
+    assert project_bytes(proj) == files
     record("stop-link-checkout", exit=0, shown=aborted.stdout.splitlines()[0], roots=(proj, tmp_path))
+
+
+def test_a_port_abort_killed_between_its_two_renames_is_finished_by_the_rooms_recovery(
+    proj: Path, tmp_path: Path
+) -> None:
+    """``port --abort`` of a ``--force`` port killed after removing the new checkout, before putting the one it
+    replaced back: the stack's checkout is hidden.  The next command puts it back through the stop room's one
+    recovery, says so, and leaves the replaced checkout and the project byte for byte."""
+    target = proj / ".sgpatch/checkouts" / STACK
+    aside = target.parent / f".{STACK}.sgpatch-replaced"
+    replaced, files = snapshot(aside), project_bytes(proj)
+    marker = tmp_path / "paused"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGPATCH_TEST_")}
+    env.update({PAUSE_ENV: "port:abort-removed", PAUSE_FILE_ENV: str(marker)})
+    argv = [*SGPATCH, "port", "--abort", "--checkout", str(target), "--config", str(proj / "VERSIONS.toml")]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    end = time.monotonic() + 300
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < end
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not target.exists() and snapshot(aside) == replaced  # the window: the stack's checkout hidden
+    again = sg(proj, "port", "--abort", "--checkout", str(target))
+    assert again.returncode == 0, again.stderr
+    said = f"put back {target}, which a killed 'port --force' or 'port --abort' had moved aside"
+    assert said in again.stdout
+    assert snapshot(target) == replaced and not aside.exists() and project_bytes(proj) == files
+    assert sg(proj, "verify", STACK).returncode == 0
+    record("stop-kill-abort-window", exit=again.returncode, shown=said, roots=(proj, tmp_path))
 
 
 def _paused_port(proj: Path, marker: Path) -> subprocess.Popen[bytes]:
@@ -169,7 +181,7 @@ def _paused_port(proj: Path, marker: Path) -> subprocess.Popen[bytes]:
 def test_two_ports_at_once_and_a_killed_first_port(proj: Path, tmp_path: Path) -> None:
     checkouts = proj / ".sgpatch/checkouts"
     assert sg(proj, "port", "--abort").returncode == 0  # back to the 0.5.10 stack as port wrote it
-    files = project(proj)
+    files = project_bytes(proj)
     first = _paused_port(proj, tmp_path / "paused")
     second = sg(proj, "port", "--to", "0.5.10", "--force", SGPATCH_LOCK_TIMEOUT="0.5")
     assert second.returncode == 3 and f"project {proj} is in use by sgpatch pid {first.pid}" in second.stderr
@@ -177,7 +189,7 @@ def test_two_ports_at_once_and_a_killed_first_port(proj: Path, tmp_path: Path) -
     first.send_signal(signal.SIGKILL)
     first.wait()
     left = [p for p in checkouts.iterdir() if p.name.startswith(f".port-{STACK}-")]
-    assert len(left) == 1 and project(proj) == files  # what a kill leaves: the staging directory
+    assert len(left) == 1 and project_bytes(proj) == files  # what a kill leaves: the staging directory
     again = sg(proj, "port", "--to", "0.5.10", "--force")
     assert again.returncode == 1, again.stderr  # stopped at the conflict, as a first port does
     assert f"removed {left[0]}, left by a port that was killed (" in again.stdout

@@ -38,6 +38,7 @@ TESTS = (
     "tests/test_preflight.py",
     "tests/test_preflight_release.py",
     "tests/test_edit.py",
+    "tests/test_stop_typed.py",
     "tests/test_apply.py",
     "tests/test_cli_errors.py",
     "tests/test_workspace.py",

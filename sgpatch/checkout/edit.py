@@ -20,6 +20,7 @@ VERSIONS.toml) are saved as blobs in the checkout when it starts, so ``--abort``
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +29,11 @@ from typing import Any
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import inspect, open_checkout
 from sgpatch.checkout.stop import record as stop_record
-from sgpatch.checkout.stop.fields import Fields, dict_of, flag, list_of, name, oid, one_of, optional, relpath, sha256
+from sgpatch.checkout.stop.fields import EDIT_PHASES
 from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
+from sgpatch.checkout.stop.kinds import EDIT, Conflict, EditRecord, SavedFile
 from sgpatch.checkout.stop.project import lock_project
-from sgpatch.checkout.stop.record import EDIT
+from sgpatch.checkout.stop.recovery import clear_leftovers
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckoutError
 from sgpatch.git.repo import Git
@@ -43,7 +45,7 @@ from sgpatch.series.patch import SERIES_FILE, Series
 RECORD = EDIT.file
 HEAD_REF = "refs/sgpatch/edit-head"  # the full series the edit started from, kept reachable
 STOP_REF = "refs/sgpatch/edit-stop"  # a conflict as it was left for the person
-PHASES = ("entering", "editing", "moving", "stopped", "finishing", "aborting")
+PHASES = EDIT_PHASES
 
 
 # --------------------------------------------------------------------------- the record
@@ -53,50 +55,15 @@ def record_path(g: Git) -> Path:
     return g.git_dir() / RECORD
 
 
-def load_record(g: Git) -> dict[str, Any] | None:
-    """The record of the edit in progress in the checkout, checked against what an edit writes (``stop.fields``)
-    before any field is used; None: none."""
-    record = stop_record.load(g.git_dir(), EDIT, g.root)
-    if record is not None:
-        _check(record, Fields(record, EDIT, record_path(g), g.root))
-    return record
+def load_record(g: Git) -> EditRecord | None:
+    """The record of the edit in progress in the checkout, read once and every field checked (``stop.record``:
+    the one reader and validator); None: none."""
+    return stop_record.load(g.git_dir(), EditRecord, g.root)
 
 
-def _check(r: dict[str, Any], f: Fields) -> None:
-    f.need("phase", one_of(*PHASES))
-    f.need("stack", name)
-    series = f.need("series", dict_of(name, sha256))
-    f.need("patch", lambda p: p in series)
-    f.need("index", lambda i: type(i) is int and list(series).index(r["patch"]) == i)
-    f.need("commits", lambda c: list_of(oid)(c) and len(c) == len(series))
-    f.need("base", oid)
-    f.need("head", oid)
-    f.need("saved", dict_of(relpath, optional(oid)))
-    f.need("restore", optional(flag))
-    if r["phase"] in ("moving", "stopped", "finishing"):
-        for key in ("taken", "tip", "moving_from"):
-            f.need(key, oid)
-        f.need("stop", optional(oid))
-        f.need("conflict_index", optional(lambda i: type(i) is int and 0 <= i < len(series)))
-        f.need("conflicts", list_of(_conflict))
-        f.need("untracked", list_of(lambda u: isinstance(u, str)))
-    if r["phase"] == "stopped":
-        f.need("stop", oid)
-        f.need("conflict_index", lambda i: type(i) is int)
-
-
-def _conflict(c: object) -> bool:
-    return (
-        isinstance(c, dict)
-        and isinstance(c.get("path"), str)
-        and type(c.get("line")) is int
-        and type(c.get("regions")) is int
-    )
-
-
-def write_record(g: Git, record: dict[str, Any]) -> None:
+def write_record(g: Git, record: EditRecord) -> None:
     """Replace the record atomically and durably (under the checkout lock)."""
-    stop_record.write(g.git_dir(), EDIT, record)
+    stop_record.write(g.git_dir(), record)
 
 
 def clear_record(g: Git) -> None:
@@ -111,22 +78,10 @@ def edit_in_progress(checkout: Path) -> str | None:
     if not g.is_repo():
         return None
     record = load_record(g)
-    return None if record is None else str(record["patch"])
+    return None if record is None else record.patch
 
 
 # --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """A file a later patch conflicts in: the first marker line and how many regions."""
-
-    path: str
-    line: int
-    regions: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "regions": self.regions}
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +152,7 @@ def project_files(config: Config, stack: Stack, series: Series) -> list[Path]:
 def start_edit(config: Config, stack: Stack, series: Series, checkout: Path, wanted: str) -> EditResult:
     """Move a patched, clean ``checkout`` to the commit of patch ``wanted`` and record the edit."""
     with lock_project(config.root, command=f"edit {wanted}"):
+        beside = clear_leftovers(checkout)  # what a killed port left (the stop room's recovery, step 1)
         g = open_checkout(checkout)
         k = find_patch(series, wanted)
         patch = series.patches[k]
@@ -205,7 +161,7 @@ def start_edit(config: Config, stack: Stack, series: Series, checkout: Path, wan
             current = load_record(g)
             if current is not None:
                 raise CheckoutError(
-                    f"{g.root}: an edit of {current['patch']} is in progress",
+                    f"{g.root}: an edit of {current.patch} is in progress",
                     hint="'sgpatch export' writes it back, 'sgpatch edit --abort' gives it up",
                 )
             refuse_stopped(stopped_in(g), f"sgpatch edit {wanted}")
@@ -223,44 +179,54 @@ def start_edit(config: Config, stack: Stack, series: Series, checkout: Path, wan
                     hint="run 'sgpatch apply' first" if state.phase == "pristine" else "'sgpatch verify' says more",
                 )
             assert state.base is not None
-            saved: dict[str, str | None] = {}
-            for path in project_files(config, stack, series):
-                rel = os.path.relpath(path, config.root)
-                saved[rel] = g.hash_blob(path.read_bytes()) if path.is_file() and not path.is_symlink() else None
-            record: dict[str, Any] = {
-                "phase": "entering",
-                "stack": stack.name,
-                "patch": patch.name,
-                "index": k,
-                "base": state.base,
-                "head": state.head,
-                "commits": list(state.series_commits),
-                "series": {p.name: p.sha256 for p in series.patches},
-                "saved": saved,
-            }
+            saved = tuple(
+                SavedFile(
+                    path=os.path.relpath(path, config.root),
+                    blob=g.hash_blob(path.read_bytes()) if path.is_file() and not path.is_symlink() else None,
+                )
+                for path in project_files(config, stack, series)
+            )
+            record = EditRecord(
+                phase="entering",
+                stack=stack.name,
+                patch=patch.name,
+                index=k,
+                base=state.base,
+                head=state.head,
+                commits=tuple(state.series_commits),
+                series={p.name: p.sha256 for p in series.patches},
+                saved=saved,
+            )
             g.set_ref(HEAD_REF, state.head)
             write_record(g, record)
             pause("edit:recorded")
-            settle_entering(g, record)
-        notes = (f"{len(series.patches) - k - 1} later patch(es) are set aside until the edit is written back",)
-        steps = (
-            f"edit the files in {g.root} (committing is optional: edits are folded into {patch.name})",
-            "then run 'sgpatch export' (or 'sgpatch edit --continue') to write the patch back, the later "
-            "patches carried over your change; 'sgpatch edit --abort' goes back to before the edit",
-        )
-        return EditResult(stack.name, g.root, patch.name, "started", str(g.head()), notes=notes, next_steps=steps)
+            record = settle_entering(g, record)
+        return started(g, record, beside)
 
 
-def settle_entering(g: Git, record: dict[str, Any]) -> None:
+def started(g: Git, record: EditRecord, notes: tuple[str, ...] = ()) -> EditResult:
+    """What an edit that is ready for the person reports (``edit PATCH``, or the recovery of a killed one)."""
+    later = len(record.series) - record.index - 1
+    notes = (*notes, f"{later} later patch(es) are set aside until the edit is written back")
+    steps = (
+        f"edit the files in {g.root} (committing is optional: edits are folded into {record.patch})",
+        "then run 'sgpatch export' (or 'sgpatch edit --continue') to write the patch back, the later "
+        "patches carried over your change; 'sgpatch edit --abort' goes back to before the edit",
+    )
+    return EditResult(record.stack, g.root, record.patch, "started", str(g.head()), notes=notes, next_steps=steps)
+
+
+def settle_entering(g: Git, record: EditRecord) -> EditRecord:
     """Finish the move from the full series to the patch's commit, from wherever a kill left it."""
-    target = str(record["commits"][int(record["index"])])
+    target = record.commits[record.index]
     head = g.head()
-    if head == record["head"] and head != target:
-        move_checkout(g, old=str(record["head"]), new=target, reason=f"sgpatch edit {record['patch']}")
+    if head == record.head and head != target:
+        move_checkout(g, old=record.head, new=target, reason=f"sgpatch edit {record.patch}")
     elif head != target:
         raise CheckoutError(
-            f"{g.root}: HEAD {str(head)[:12]} moved while the edit of {record['patch']} was starting",
+            f"{g.root}: HEAD {str(head)[:12]} moved while the edit of {record.patch} was starting",
             hint="'sgpatch edit --abort' goes back to before the edit",
         )
-    record["phase"] = "editing"
+    record = dataclasses.replace(record, phase="editing")
     write_record(g, record)
+    return record

@@ -11,16 +11,18 @@ that cannot be read or does not match is removed and the checkout left as it is,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
-from typing import Any
 
 from sgpatch.atomic import write_atomic
-from sgpatch.checkout.edit import HEAD_REF, STOP_REF, EditResult, clear_record, load_record, project_files, write_record
+from sgpatch.checkout.edit import HEAD_REF, STOP_REF, EditResult, clear_record, project_files, write_record
 from sgpatch.checkout.journal import lock_checkout, recover
 from sgpatch.checkout.state import open_checkout
+from sgpatch.checkout.stop.kinds import EditRecord, RecordError
 from sgpatch.checkout.stop.project import lock_project
-from sgpatch.checkout.stop.record import RecordError
+from sgpatch.checkout.stop.recovery import clear_leftovers, recover_stop
+from sgpatch.checkout.writeback import STEPS
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.config.pins import FilePin, set_file_pins
 from sgpatch.errors import CheckoutError, ConfigError, SgpatchError
@@ -35,47 +37,48 @@ def abort_edit(config: Config, checkout: Path) -> EditResult:
     """Go back to before the edit (see the module docstring); the person's changes to tracked files are
     discarded, untracked files stay."""
     with lock_project(config.root, command="edit --abort"):
+        beside = clear_leftovers(checkout)
         g = open_checkout(checkout)
         with lock_checkout(g, command="edit --abort"):
-            recover(g)
             try:
-                record = load_record(g)
+                found = recover_stop(g, STEPS, finish=False)  # an abort goes back: no step is finished
+                record, notes = found.record, (*beside, *found.notes)
                 if record is None:
                     raise CheckoutError(f"{g.root}: no edit in progress here")
                 data = _saved(config, g, record)
             except RecordError as exc:
                 return _give_up(g, exc.message)
-            restore = bool(record.get("restore")) or record["phase"] == "finishing"
-            record.update(phase="aborting", restore=restore)
+            restore = record.restore or record.phase == "finishing"
+            record = dataclasses.replace(record, phase="aborting", restore=restore)
             write_record(g, record)
             pause("edit:aborting")
             recover(g)
-            restored = _restore(config, str(record["stack"]), data) if restore else []
+            restored = _restore(config, record.stack, data) if restore else []
             pause("edit:restored")
-            head = str(record["head"])
+            head = record.head
             with signals_deferred():
                 g.read_tree_update(head, head, reset=True)
                 now = g.head()
                 if now != head:
-                    g.update_head(head, old=str(now), reason=f"sgpatch edit --abort ({record['patch']})")
+                    g.update_head(head, old=str(now), reason=f"sgpatch edit --abort ({record.patch})")
             _drop_refs(g)
             clear_record(g)
-    return EditResult(str(record["stack"]), g.root, str(record["patch"]), "aborted", head, written=tuple(restored))
+    return EditResult(record.stack, g.root, record.patch, "aborted", head, written=tuple(restored), notes=notes)
 
 
-def _saved(config: Config, g: Git, record: dict[str, Any]) -> dict[Path, bytes]:
+def _saved(config: Config, g: Git, record: EditRecord) -> dict[Path, bytes]:
     """The saved project files, checked against what ``edit`` saves: exactly the stack's series files and
     VERSIONS.toml, each present then but anchors.toml (which may be absent), each blob in the checkout."""
     where = g.git_dir() / "sgpatch-edit.json"
     try:
-        stack = config.stack(str(record["stack"]))
+        stack = config.stack(record.stack)
     except ConfigError:
-        raise RecordError(f"{where}: names stack {record['stack']!r}, which VERSIONS.toml does not have") from None
-    names = list(record["series"])
+        raise RecordError(f"{where}: names stack {record.stack!r}, which VERSIONS.toml does not have") from None
+    names = list(record.series)
     expected = project_files(config, stack, Series(stack.series_dir, ()))
     expected[:0] = [stack.series_dir / n for n in names]
     wanted = {os.path.relpath(p, config.root): p for p in expected}
-    saved = record["saved"]
+    saved = record.saved_blobs
     if set(saved) != set(wanted):
         odd = sorted(set(saved) ^ set(wanted))[0]
         raise RecordError(f"{where}: its saved files are not the ones an edit of {stack.name} saves ({odd!r})")

@@ -39,7 +39,7 @@ from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.lock import Held, exclusive, pause
 from sgpatch.results import Progress
 from sgpatch.source.archive import Kind, open_archive
-from sgpatch.source.artifacts import cache_root, fetch_artifact, trusted_dir, verify_artifact
+from sgpatch.source.artifacts import cache_root, fetch_artifact, trusted_dir
 
 # Files an sdist or wheel has that upstream's git tree does not: packaging output.
 _GENERATED_TOP = {"PKG-INFO", "setup.cfg"}
@@ -272,7 +272,6 @@ def create_pypi_checkout(
     complete and accepted by ``check`` (called with the new repository and
     commit), so a failure or a kill never leaves a half-made checkout at ``into``.
     """
-    verify_artifact(archive, artifact)  # before any member is read
     check_ref_name(stack.tag)
     _prepare_target(into)
     with _target_lock(into), _staged(into) as staging:

@@ -12,25 +12,26 @@ the edit stands; ``--continue`` takes the resolution the same way and goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
-from typing import Any
 
 from sgpatch.checkout.edit import (
     HEAD_REF,
     STOP_REF,
-    Conflict,
     EditResult,
     clear_record,
-    load_record,
     settle_entering,
+    started,
     write_record,
 )
 from sgpatch.checkout.export import check_export, export_held
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import open_checkout
+from sgpatch.checkout.stop.kinds import Conflict, EditRecord
 from sgpatch.checkout.stop.markers import marker_lines, reaches, refuse_markers
 from sgpatch.checkout.stop.project import lock_project
+from sgpatch.checkout.stop.recovery import Steps, clear_leftovers, finish_steps, recover_stop
 from sgpatch.config import Config, Stack
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.batch import read_blobs
@@ -44,50 +45,51 @@ from sgpatch.series.patch import Series
 def continue_edit(config: Config, stack: Stack, series: Series, checkout: Path) -> EditResult:
     """Write the edit in progress in ``checkout`` back (see the module docstring)."""
     with lock_project(config.root, command="edit --continue"):
+        beside = clear_leftovers(checkout)
         g = open_checkout(checkout)
         with lock_checkout(g, command="edit --continue"):
-            recover(g)
-            record = load_record(g)
+            found = recover_stop(g, STEPS, finish=False)  # the record is checked against the series first
+            record = found.record
             if record is None:
                 raise CheckoutError(f"{g.root}: no edit in progress here", hint="'sgpatch edit PATCH' starts one")
-            if record["stack"] != stack.name:
-                raise CheckoutError(f"{g.root}: the edit in progress is of stack {record['stack']}, not {stack.name}")
-            if {p.name: p.sha256 for p in series.patches} != record["series"] and record["phase"] != "finishing":
+            if record.stack != stack.name:
+                raise CheckoutError(f"{g.root}: the edit in progress is of stack {record.stack}, not {stack.name}")
+            if {p.name: p.sha256 for p in series.patches} != record.series and record.phase != "finishing":
                 raise CheckoutError(
-                    f"{series.directory}: the series changed since the edit of {record['patch']} started",
+                    f"{series.directory}: the series changed since the edit of {record.patch} started",
                     hint="'sgpatch edit --abort' puts the files and the checkout back as they were",
                 )
-            phase = record["phase"]
-            if phase == "aborting":
+            if record.phase == "aborting":
                 raise CheckoutError(
                     f"{g.root}: an abort of this edit was interrupted", hint="run 'sgpatch edit --abort'"
                 )
-            if phase == "entering":
-                settle_entering(g, record)
-                phase = "editing"
-            if phase in ("editing", "stopped"):
-                _take_and_carry(config, stack, g, series, record)
-                phase = record["phase"]
-            if phase == "moving":
-                _settle_moving(g, record)
-                phase = record["phase"]
-            if phase == "stopped":
-                return _stopped_result(g, stack, record)
-            return _finish(config, stack, series, g, record)
+            was = record.phase
+            record, finished = finish_steps(g, STEPS, record)  # a kill's half-done step (entering, moving) first
+            notes = (*beside, *found.notes, *finished)
+            if was == "entering":  # killed before the person saw the edit: now it is ready for them
+                return started(g, record, notes)
+            if record.phase == "editing" or was == "stopped":  # the person's work, taken and carried
+                record = _settle_moving(g, _take_and_carry(config, stack, g, series, record))
+            if record.phase == "stopped":
+                result = _stopped_result(g, stack, record)
+            else:
+                result = _finish(config, stack, series, g, record)
+            return dataclasses.replace(result, notes=(*notes, *result.notes)) if notes else result
 
 
-def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record: dict[str, Any]) -> None:
+def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record: EditRecord) -> EditRecord:
     """Take the person's work as the commit of the patch they are on, carry the later patches over it
     (objects only), and record where the checkout goes next (phase ``moving``)."""
-    commits = [str(c) for c in record["commits"]]
-    base = str(record["base"])
+    commits = list(record.commits)
+    base = record.base
     date = g.commit_date(base)
-    if record["phase"] == "editing":
-        at = int(record["index"])
+    if record.phase == "editing":
+        at = record.index
         below = commits[at - 1] if at > 0 else base
     else:
-        at = int(record["conflict_index"])
-        below = str(record["tip"])
+        assert record.conflict_index is not None and record.tip is not None  # a stopped record has both
+        at = record.conflict_index
+        below = record.tip
     head = g.head()
     if head is None or not reaches(g, head, below):
         raise CheckoutError(
@@ -95,7 +97,7 @@ def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record
             hint="put your work back on that commit (git reset --soft), or 'sgpatch edit --abort'",
         )
     tree, untracked = _worktree_tree(g, head)
-    if record["phase"] == "stopped":
+    if record.phase == "stopped":
         refuse_markers(g, below, tree, resume="sgpatch edit --continue")
     if tree == g.tree_of(below):
         raise CheckFailed(
@@ -105,19 +107,26 @@ def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record
     taken = g.commit_tree(CommitSpec(tree, (below,), series.patches[at].commit_message(), date))
     tip = taken
     for j in range(at + 1, len(series.patches)):
-        files, conflicts = _carry(g, series, commits, j, tip, edited=str(record["patch"]))
+        files, conflicts = _carry(g, series, commits, j, tip, edited=record.patch)
         before = read_blobs(g, tip, list(files))
         modes = g.modes(commits[j], [p for p, d in files.items() if d is not None])
         if conflicts:
             message = f"sgpatch edit: {series.patches[j].name} stopped for a person\n"
             stop = g.commit_files(tip, files, before, message, date, modes=modes)
-            record.update(
-                phase="moving", moving_from=head, taken=taken, tip=tip, stop=stop, conflict_index=j, moved=False
+            record = dataclasses.replace(
+                record,
+                phase="moving",
+                moving_from=head,
+                taken=taken,
+                tip=tip,
+                stop=stop,
+                conflict_index=j,
+                moved=False,
+                conflicts=tuple(conflicts),
+                untracked=tuple(untracked),
             )
-            record["conflicts"] = [c.as_dict() for c in conflicts]
-            record["untracked"] = untracked
             write_record(g, record)
-            return
+            return record
         tip = g.commit_files(tip, files, before, series.patches[j].commit_message(), date, modes=modes)
     try:  # every check apply runs, before anything moves: the person fixes the resolution where it is
         check_export(config, stack, series, g, tip)
@@ -125,10 +134,20 @@ def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record
         raise CheckFailed(
             exc.message, hint=f"fix your work in {g.root} (it is as you left it), then 'sgpatch edit --continue'"
         ) from None
-    record.update(phase="moving", moving_from=head, taken=taken, tip=tip, stop=None, conflict_index=None, moved=False)
-    record["conflicts"] = []
-    record["untracked"] = untracked
+    record = dataclasses.replace(
+        record,
+        phase="moving",
+        moving_from=head,
+        taken=taken,
+        tip=tip,
+        stop=None,
+        conflict_index=None,
+        moved=False,
+        conflicts=(),
+        untracked=tuple(untracked),
+    )
     write_record(g, record)
+    return record
 
 
 def _worktree_tree(g: Git, head: str) -> tuple[str, list[str]]:
@@ -177,20 +196,20 @@ def _carry(
     return files, conflicts
 
 
-def _settle_moving(g: Git, record: dict[str, Any]) -> None:
+def _settle_moving(g: Git, record: EditRecord) -> EditRecord:
     """Move the checkout to where ``_take_and_carry`` decided, from wherever a kill left it: HEAD and index
     to the taken commit (files stay: they are its tree), then files to the stop or the new series."""
     recover(g)
-    source, taken, tip = str(record["moving_from"]), str(record["taken"]), str(record["tip"])
-    stop = record.get("stop")
+    source, taken, tip = str(record.moving_from), str(record.taken), str(record.tip)
+    stop = record.stop
     head = g.head()
-    if not record.get("moved"):
+    if not record.moved:
         if head == source and source != taken:
             reset_index(g, taken)
-            g.update_head(taken, old=source, reason=f"sgpatch edit: {record['patch']} taken")
+            g.update_head(taken, old=source, reason=f"sgpatch edit: {record.patch} taken")
             head = taken
         pause("edit:taken")
-        target = str(stop) if stop else tip
+        target = stop or tip
         if head == taken and taken != target:
             move_checkout(g, old=taken, new=target, reason="sgpatch edit: carrying the later patches")
         elif g.head() != target:
@@ -198,27 +217,35 @@ def _settle_moving(g: Git, record: dict[str, Any]) -> None:
                 f"{g.root}: HEAD {str(head)[:12]} moved while the edit was being written back",
                 hint="'sgpatch edit --abort' goes back to before the edit",
             )
-        record["moved"] = True
+        record = dataclasses.replace(record, moved=True)
         write_record(g, record)
     if stop:
-        g.set_ref(STOP_REF, str(stop))
+        g.set_ref(STOP_REF, stop)
         reset_index(g, tip)
         if g.head() == stop:
-            g.update_head(tip, old=str(stop), reason="sgpatch edit: stopped for a person")
-        record["phase"] = "stopped"
-    else:
-        record["phase"] = "finishing"
+            g.update_head(tip, old=stop, reason="sgpatch edit: stopped for a person")
+    record = dataclasses.replace(record, phase="stopped" if stop else "finishing")
     write_record(g, record)
+    return record
 
 
-def _stopped_result(g: Git, stack: Stack, record: dict[str, Any]) -> EditResult:
-    names = list(record["series"])
-    stopped = names[int(record["conflict_index"])]
-    conflicts = tuple(Conflict(str(c["path"]), int(c["line"]), int(c["regions"])) for c in record["conflicts"])
+# What an edit registers with the room's one recovery: a kill while the checkout moves (into the patch, or
+# to the carried series or its stop) is finished from the record; ``aborting`` is ``edit --abort``'s own.
+STEPS = Steps(
+    record=EditRecord,
+    finish={"entering": settle_entering, "moving": _settle_moving},
+    doing={"entering": "the edit's move into its patch", "moving": "the edit's write-back move"},
+)
+
+
+def _stopped_result(g: Git, stack: Stack, record: EditRecord) -> EditResult:
+    names = list(record.series)
+    stopped = names[record.conflict_index or 0]
+    conflicts = record.conflicts
     first = conflicts[0] if conflicts else None
     where = f"{first.path}:{first.line}" if first else "?"
     steps = (
-        f"{stopped} no longer applies over your edit of {record['patch']}: conflict in {where}"
+        f"{stopped} no longer applies over your edit of {record.patch}: conflict in {where}"
         + (f" (and {len(conflicts) - 1} more file(s))" if len(conflicts) > 1 else ""),
         f"resolve the marked lines in {g.root} (diff3 style: <<<<<<< the series with your edit, ||||||| before "
         f"the edit, ======= {stopped}, >>>>>>>)",
@@ -227,7 +254,7 @@ def _stopped_result(g: Git, stack: Stack, record: dict[str, Any]) -> EditResult:
     return EditResult(
         stack.name,
         g.root,
-        str(record["patch"]),
+        record.patch,
         "stopped",
         str(g.head()),
         stopped=stopped,
@@ -236,7 +263,7 @@ def _stopped_result(g: Git, stack: Stack, record: dict[str, Any]) -> EditResult:
     )
 
 
-def _finish(config: Config, stack: Stack, series: Series, g: Git, record: dict[str, Any]) -> EditResult:
+def _finish(config: Config, stack: Stack, series: Series, g: Git, record: EditRecord) -> EditResult:
     """Export the new series from the checkout (Last-Update bumped where a change changed), then drop the
     record: the checkout is exactly patched again."""
     before = {p.name: p.data for p in series.patches}
@@ -252,13 +279,13 @@ def _finish(config: Config, stack: Stack, series: Series, g: Git, record: dict[s
             delete_ref(g, ref)
     clear_record(g)
     notes = list(exported.notes)
-    if record.get("untracked"):
-        shown = ", ".join(record["untracked"][:3]) + (" …" if len(record["untracked"]) > 3 else "")
-        notes.append(f"untracked files were left out of {record['patch']} ({shown}); 'git add' is how a new file joins")
+    if record.untracked:
+        shown = ", ".join(record.untracked[:3]) + (" …" if len(record.untracked) > 3 else "")
+        notes.append(f"untracked files were left out of {record.patch} ({shown}); 'git add' is how a new file joins")
     return EditResult(
         stack.name,
         g.root,
-        str(record["patch"]),
+        record.patch,
         "written",
         exported.new_head,
         written=exported.changed,

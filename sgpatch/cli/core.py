@@ -159,7 +159,7 @@ def verify(
             project.stack,
             project.series,
             wheel,
-            upstream_wheel=upstream,
+            upstream=upstream,
             cache=_cache(no_cache),
             anchors=project.anchors,  # read once, with the series
         )

@@ -10,10 +10,10 @@ from sgpatch.cli.render import _table, joined
 if TYPE_CHECKING:
     from sgpatch.port import AbortResult, PortResult
     from sgpatch.port.resolve import ResolveResult
-    from sgpatch.port.verdict import PortedPatch
     from sgpatch.series.hunks import HunkVerdict
     from sgpatch.series.obsolete import Finding
     from sgpatch.series.upstream import SideBySide
+    from sgpatch.series.verdict import PortedPatch
 
 
 def render_resolve(result: ResolveResult) -> str:
@@ -76,7 +76,7 @@ def _files_table(p: PortedPatch) -> list[str]:
 
 
 def render_port(result: PortResult) -> str:
-    from sgpatch.port.verdict import counts
+    from sgpatch.series.verdict import counts
 
     lines = [
         f"port    {result.old_stack} -> {result.new_stack} (sglang {result.version}, {result.source})",

@@ -2,9 +2,10 @@
 
 The project was never written, so giving up is removing the new stack's checkout (and putting back the one a
 ``--force`` port was replacing) — but only a checkout the port itself made: the record must be what a port
-writes (``record.checked``) and match the checkout (``record.made_here``: its stop is a commit the port made, on
-its base).  A record that cannot be read or does not match is removed and the directory left as it is, said
-so: ``--abort`` is the way out of every refusal, and never removes what it did not create.
+writes (the stop room's one reader and validator) and match the checkout (``record.made_here``: its stop is a
+commit the port made, on its base).  A record that cannot be read or does not match is removed and the
+directory left as it is, said so: ``--abort`` is the way out of every refusal, and never removes what it did
+not create.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sgpatch.checkout.journal import lock_checkout, recover
+from sgpatch.checkout.journal import lock_checkout
 from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.here import stopped_here
-from sgpatch.checkout.stop.project import aside_of, clear_leftovers, lock_project
-from sgpatch.checkout.stop.record import PORT, RecordError
+from sgpatch.checkout.stop.kinds import PORT, RecordError
+from sgpatch.checkout.stop.project import lock_project
+from sgpatch.checkout.stop.recovery import aside_of, clear_leftovers, recover_stop
 from sgpatch.config import Config
 from sgpatch.errors import CheckoutError, SgpatchError
 from sgpatch.git.repo import Git
 from sgpatch.git.worktree import delete_ref
-from sgpatch.port.record import STOP_REF, checked, clear_record, load_record, made_here
+from sgpatch.lock import pause
+from sgpatch.port.record import STOP_REF, clear_record, made_here
+from sgpatch.port.stop import STEPS
 from sgpatch.results import SCHEMA_VERSION
 
 
@@ -57,32 +61,32 @@ def abort_port(config: Config, checkout: Path) -> AbortResult:
             return AbortResult(None, checkout, None, removed=False, notes=notes)
         g = open_checkout(checkout)
         with lock_checkout(g, command="port --abort"):
-            recover(g)
             try:
-                record = load_record(g)
+                found = recover_stop(g, STEPS, finish=False)  # an abort goes back: no step is finished
+                record, notes = found.record, (*notes, *found.notes)
                 if record is None:
                     raise CheckoutError(f"{checkout}: no port in progress here")
-                checked(record, g)
                 why = made_here(g, record)
             except RecordError as exc:
                 return _give_up(g, exc.message, notes)
             if why is not None:
                 return _give_up(g, f"{g.root}: the port record does not match the checkout: {why}", notes)
-            if record["phase"] == "finishing":
+            if record.phase == "finishing":
                 raise CheckoutError(
-                    f"{checkout}: the port to {record['version']} is writing the new stack",
+                    f"{checkout}: the port to {record.version} is writing the new stack",
                     hint="run 'sgpatch port --continue' to finish it; remove the stack afterwards if not wanted",
                 )
             root = g.root.resolve()  # a link to the checkout is handled like the checkout: the link stays
             aside = aside_of(root)  # where a --force port put the checkout it replaces (never a path from the record)
-            made = bool(record.get("replaced")) and aside.is_dir() and not aside.is_symlink()
+            made = bool(record.replaced) and aside.is_dir() and not aside.is_symlink()
             replaced = aside if made else None
             shutil.rmtree(root)
-            if record.get("existed_empty"):
+            pause("port:abort-removed")  # a kill here: the next command puts the replaced checkout back
+            if record.existed_empty:
                 root.mkdir()
             if replaced is not None:
                 replaced.rename(root)
-    return AbortResult(str(record["stack"]), root, root if replaced is not None else None, notes=notes)
+    return AbortResult(record.stack, root, root if replaced is not None else None, notes=notes)
 
 
 def _give_up(g: Git, why: str, notes: tuple[str, ...]) -> AbortResult:

@@ -20,13 +20,13 @@ from sgpatch.git.diff import merge_file
 from sgpatch.port.moved import KeptFiles, follow
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
-from sgpatch.port.verdict import KEPT, ConflictHunk, PortedPatch
 from sgpatch.pyast import parses_shared
 from sgpatch.series.absorb import suggest
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state
 from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
+from sgpatch.series.verdict import KEPT, ConflictHunk, PortedPatch
 
 
 def _reader(files: Files) -> Callable[[Sequence[str]], Files]:

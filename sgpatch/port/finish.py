@@ -25,8 +25,8 @@ from sgpatch.port.outputs import (
 )
 from sgpatch.port.rebase import CommitTree, series_chain
 from sgpatch.port.result import PortResult
-from sgpatch.port.verdict import PortedPatch
 from sgpatch.series.patch import Patch, parse_patch
+from sgpatch.series.verdict import PortedPatch
 from sgpatch.source.tree import DirTree, SourceTree
 
 

@@ -24,7 +24,6 @@ from sgpatch.config.pins import (
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.repo import Git
 from sgpatch.port.rebase import OldSeries, Rebase
-from sgpatch.port.verdict import DROPPED, KEPT, PortedPatch
 from sgpatch.series.anchors import ANCHORS_FILE, Anchor, load_anchors
 from sgpatch.series.patch import (
     SERIES_FILE,
@@ -33,6 +32,7 @@ from sgpatch.series.patch import (
     read_series,
 )
 from sgpatch.series.relocate import AnchorMove, relocate_all, render_anchors
+from sgpatch.series.verdict import DROPPED, KEPT, PortedPatch
 from sgpatch.source.release import Release
 from sgpatch.source.tree import SourceTree
 from sgpatch.verify.engine import verify_tree

@@ -28,7 +28,7 @@ from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.tree import git_blob_id
 
 if TYPE_CHECKING:
-    from sgpatch.port.verdict import PortedPatch
+    from sgpatch.series.verdict import PortedPatch
 
 Files = dict[str, bytes | None]
 

@@ -17,14 +17,11 @@ Written atomically (a temporary file, fsync, rename; never through a link).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from sgpatch.checkout.stop import record as stop_record
-from sgpatch.checkout.stop.fields import Fields, dict_of, flag, list_of, name, oid, one_of, optional, relpath, sha256
+from sgpatch.checkout.stop.kinds import PORT, PortRecord
 from sgpatch.checkout.stop.markers import reaches
-from sgpatch.checkout.stop.record import PORT
 from sgpatch.git.repo import Git
-from sgpatch.port.verdict import PortedPatch
 
 RECORD = PORT.file
 STOP_REF = "refs/sgpatch/port-stop"  # keeps the stop commit (the conflict as it was left) reachable
@@ -36,7 +33,7 @@ def record_path(g: Git) -> Path:
     return g.git_dir() / RECORD
 
 
-def read_record(checkout: Path) -> dict[str, Any] | None:
+def read_record(checkout: Path) -> PortRecord | None:
     """The record of the port in progress in ``checkout``, if any."""
     if not (checkout / ".git").exists():
         return None
@@ -46,71 +43,29 @@ def read_record(checkout: Path) -> dict[str, Any] | None:
     return load_record(g)
 
 
-def load_record(g: Git) -> dict[str, Any] | None:
-    """The record as a JSON object sgpatch wrote (``stop.record``: the one reader); its fields are checked by
-    ``resume.checked`` before any is used."""
-    return stop_record.load(g.git_dir(), PORT, g.root)
+def load_record(g: Git) -> PortRecord | None:
+    """The record, read once and every field checked (``stop.record``: the one reader and validator)."""
+    return stop_record.load(g.git_dir(), PortRecord, g.root)
 
 
-def write_record(g: Git, record: dict[str, Any]) -> None:
+def write_record(g: Git, record: PortRecord) -> None:
     """Replace the record atomically and durably."""
-    stop_record.write(g.git_dir(), PORT, record)
+    stop_record.write(g.git_dir(), record)
 
 
 def clear_record(g: Git) -> None:
     stop_record.clear(g.git_dir(), PORT)
 
 
-def checked(record: dict[str, Any], g: Git) -> list[PortedPatch]:
-    """The record's fields checked against what a port writes (``stop.fields``: the one validator) before any is
-    used; the patches decided before the stop, and the stopped one last."""
-    f = Fields(record, PORT, record_path(g), g.root)
-    phase = f.need("phase", one_of("stopped", "stopping", "finishing"))
-    for key in ("from", "stack", "version"):
-        f.need(key, name)
-    for key in ("base", "pypi_commit", "head", "tip", "stop"):
-        f.need(key, oid)
-    f.need("commit", optional(oid))
-    if phase == "finishing":
-        f.need("final", oid)
-        f.need("outputs", dict_of(relpath, oid))
-        f.need("config_before", sha256)
-    f.need("artifacts", list_of(_artifact))
-    f.need("source", one_of("pypi", "git"))
-    series = f.need("series", dict_of(name, sha256))
-    f.need("kept", list_of(lambda n: n in series))
-    f.need("conflict", lambda n: n in series)
-    f.need("rejects", list_of(lambda r: relpath(r) and r.endswith(".rej")))
-    f.need("decided", list_of(lambda d: isinstance(d, dict)))
-    f.need("conflicted", lambda d: isinstance(d, dict))
-    for key in ("strict", "force", "existed_empty"):
-        f.need(key, optional(flag))
-    f.need("replaced", optional(lambda r: isinstance(r, str) and Path(r).is_absolute()))
-    try:
-        return [PortedPatch.from_record(d) for d in [*record["decided"], record["conflicted"]]]
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-        f.fail("its 'decided' patches are not what sgpatch writes")
-        raise  # unreachable: fail raises
-
-
-def _artifact(a: object) -> bool:
-    return (
-        isinstance(a, dict)
-        and a.get("kind") in ("sdist", "wheel")
-        and name(a.get("filename"))
-        and sha256(a.get("sha256"))
-    )
-
-
-def made_here(g: Git, record: dict[str, Any]) -> str | None:
-    """Why ``record`` (well formed) is not the record of a port that made this checkout, or None: its stop is a
-    commit port wrote for its conflicted patch, on the commits of the kept patches, on the release's base."""
-    stop, base = str(record["stop"]), str(record["base"])
+def made_here(g: Git, record: PortRecord) -> str | None:
+    """Why ``record`` is not the record of a port that made this checkout, or None: its stop is a commit port
+    wrote for its conflicted patch, on the commits of the kept patches, on the release's base."""
+    stop, base = record.stop, record.base
     if g.rev_parse(f"{stop}^{{commit}}") is None or g.rev_parse(f"{base}^{{commit}}") is None:
         return "its stop and base are not commits of this checkout"
-    if g.message(stop).strip() != f"sgpatch port: {record['conflict']} stopped for a person":
+    if g.message(stop).strip() != f"sgpatch port: {record.conflict} stopped for a person":
         return f"{stop[:12]} is not a stop port made"
-    limit = len(record["series"]) + 2
+    limit = len(record.series) + 2
     if not reaches(g, stop, base, limit):
         return f"its stop {stop[:12]} is not on its base {base[:12]}"
     head = g.head()

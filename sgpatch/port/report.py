@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from sgpatch.port.result import PortResult
-from sgpatch.port.verdict import PortedPatch, counts
 from sgpatch.port.watched import ERROR, NEEDS_PERSON, PORTED, WatchedRelease
 from sgpatch.series.hunks import FileVerdict
+from sgpatch.series.verdict import PortedPatch, counts
 
 MAX_REPORT = 60_000  # characters: under a pull request body's 65,536
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]")

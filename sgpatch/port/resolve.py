@@ -28,7 +28,6 @@ from sgpatch.git.batch import read_blobs
 from sgpatch.git.diff import merge_file
 from sgpatch.port.rebase import load_old
 from sgpatch.port.record import load_record
-from sgpatch.port.verdict import PortedPatch
 from sgpatch.results import Progress
 from sgpatch.series.absorb import (
     NONE,
@@ -97,10 +96,10 @@ def resolve_port(
     g = open_checkout(checkout)
     with lock_checkout(g, command="port --resolve"):
         record = load_record(g)
-        if record is None or record.get("phase") != "stopped":
+        if record is None or record.phase != "stopped":
             raise CheckoutError(f"{checkout}: no port is stopped here", hint="'sgpatch port --to VERSION' starts one")
-        stopped = PortedPatch.from_record(record["conflicted"])
-        old, _ = load_old(config, str(record["from"]), progress=progress)
+        stopped = record.conflicted
+        old, _ = load_old(config, record.old_stack, progress=progress)
         names = [p.name for p in old.series.patches]
         if stopped.name not in names:
             raise CheckoutError(f"{checkout}: the series no longer has {stopped.name}", hint="'sgpatch port --abort'")
@@ -112,7 +111,7 @@ def resolve_port(
         if unknown:
             raise ConfigError(f"{sorted(unknown)[0]}: not a conflicting file of {stopped.name}")
         chosen = [f for f in conflicting if not wanted or f.path in wanted]
-        tip, stop = str(record["tip"]), str(record["stop"])
+        tip, stop = record.tip, record.stop
         release = read_blobs(g, tip, [f.path for f in chosen])
         at_stop = read_blobs(g, stop, [f.path for f in chosen])
         sections = {fp.path: fp for fp in patch.files}

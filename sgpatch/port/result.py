@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.config import Artifact
-from sgpatch.port.verdict import PortedPatch, counts
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.relocate import AnchorMove
+from sgpatch.series.verdict import PortedPatch, counts
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,13 +16,14 @@ import hashlib
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from sgpatch.atomic import write_atomic
 from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import open_checkout
-from sgpatch.checkout.stop.project import aside_of, clear_leftovers, lock_project
-from sgpatch.config import Artifact, Config
+from sgpatch.checkout.stop.kinds import PortRecord
+from sgpatch.checkout.stop.project import lock_project
+from sgpatch.checkout.stop.recovery import aside_of, clear_leftovers, recover_stop
+from sgpatch.config import Config
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.batch import read_blobs, read_objects
 from sgpatch.git.repo import Git
@@ -32,12 +33,11 @@ from sgpatch.port.carry import advance
 from sgpatch.port.finish import base_result, prepare_in_place, replace_stack_text
 from sgpatch.port.outputs import Plan, PortContext, check_series_dir, new_stack_name
 from sgpatch.port.rebase import CheckoutFiles, Rebase, commit_kept, load_old
-from sgpatch.port.record import STOP_REF, checked, clear_record, load_record, read_record, write_record
+from sgpatch.port.record import STOP_REF, clear_record, read_record, write_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.reuse import learn_from, replay_stop
 from sgpatch.port.stack import new_stack
-from sgpatch.port.stop import new_record, settle_stop, stop_at, take_resolution
-from sgpatch.port.verdict import PortedPatch
+from sgpatch.port.stop import STEPS, new_record, stop_at, take_resolution
 from sgpatch.results import Progress
 from sgpatch.source.release import pinned_release
 
@@ -56,7 +56,7 @@ def find_port(config: Config, stack_name: str | None, version: str | None, check
     for d in sorted(root.iterdir()) if root.is_dir() else ():
         if d.is_dir() and not d.is_symlink():
             record = read_record(d)
-            if record is not None and (stack_name is None or record.get("from") == stack_name):
+            if record is not None and (stack_name is None or record.old_stack == stack_name):
                 found.append(d)
     if not found:
         raise CheckoutError(
@@ -75,40 +75,36 @@ def continue_port(config: Config, checkout: Path, *, progress: Progress | None =
         notes = clear_leftovers(checkout)
         g = open_checkout(checkout)
         with lock_checkout(g, command="port --continue"):
-            record = load_record(g)
+            found = recover_stop(g, STEPS)
+            record, notes = found.record, (*notes, *found.notes)
             if record is None:
                 raise CheckoutError(
                     f"{checkout}: no port in progress here", hint="'sgpatch port --to VERSION' starts one"
                 )
-            ported = checked(record, g)
-            if record["phase"] == "finishing":
+            if record.phase == "finishing":
                 written = settle_finish(config, g, record)
-                result = _finished_result(record, ported, g.root, written)
+                result = _finished_result(record, g.root, written)
             else:
-                if record["phase"] == "stopping":
-                    settle_stop(g, record)
-                result = _continue(config, g, record, ported, progress=progress)
+                result = _continue(config, g, record, progress=progress)
     return dataclasses.replace(result, notes=(*notes, *result.notes)) if notes else result
 
 
-def _continue(
-    config: Config, g: Git, record: dict[str, Any], ported: list[PortedPatch], *, progress: Progress | None
-) -> PortResult:
-    old, project = load_old(config, record["from"], progress=progress)
-    if {p.name: p.sha256 for p in old.series.patches} != record["series"]:
+def _continue(config: Config, g: Git, record: PortRecord, *, progress: Progress | None) -> PortResult:
+    old, project = load_old(config, record.old_stack, progress=progress)
+    if {p.name: p.sha256 for p in old.series.patches} != record.series:
         raise CheckoutError(
             f"{g.root}: the series of {old.stack.name} changed since the port started",
             hint="'sgpatch port --abort', then port again",
         )
-    config, config_text = replace_stack_text(config, record["stack"], force=bool(record.get("force")))
+    config, config_text = replace_stack_text(config, record.stack, force=record.force)
     names = [p.name for p in old.series.patches]
-    patch = old.series.patches[names.index(record["conflict"])]
-    version = record["version"]
-    base = record["base"]
+    patch = old.series.patches[names.index(record.conflict)]
+    version = record.version
+    base = record.base
     new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
     learn_from(config.root, g, record, new_head)  # kept for later ports of the series (reuse)
-    *previous, conflicted = ported
-    kept = [str(k) for k in record["kept"]]
+    previous, conflicted = list(record.decided), record.conflicted
+    kept = list(record.kept)
     if carries:
         kept.append(patch.name)
         how = f"resolved by hand in {g.root}"
@@ -116,24 +112,21 @@ def _continue(
         how = f"resolved to the text of sglang {version}: dropped"
     previous.append(dataclasses.replace(conflicted, state="resolved", detail=how, conflicts=()))
 
-    artifacts = tuple(Artifact(a["kind"], a["filename"], a["sha256"]) for a in record["artifacts"])
-    release = pinned_release(version, artifacts, progress=progress)
+    release = pinned_release(version, record.artifacts, progress=progress)
     series_dir = old.series.directory.parent / version
-    stack, pin_changes = new_stack(
-        old.stack, version, release, record["commit"], series_dir, (config.path, config_text)
-    )
+    stack, pin_changes = new_stack(old.stack, version, release, record.commit, series_dir, (config.path, config_text))
     plan = Plan(
         config=config,
         old=old,
         anchors=project.anchors,
         version=version,
-        new_name=record["stack"],
+        new_name=record.stack,
         series_dir=series_dir,
-        source=record["source"],
-        strict=bool(record["strict"]),
+        source=record.source,
+        strict=record.strict,
         dry_run=False,
         config_text=config_text,
-        force=bool(record.get("force")),
+        force=record.force,
         pin_changes=pin_changes,
     )
     current = read_blobs(g, new_head, old.series.touched)
@@ -141,13 +134,14 @@ def _continue(
     start = names.index(patch.name) + 1
     conflict_at, files = advance(run, old, start, old_version=old.stack.sglang_version, new_version=version)
     commit_kept(run, date=g.commit_date(base))
-    port = PortContext(plan=plan, stack=stack, release=release, run=run, pypi_commit=record["pypi_commit"])
+    port = PortContext(plan=plan, stack=stack, release=release, run=run, pypi_commit=record.pypi_commit)
     result = base_result(port, tuple(previous))
     if conflict_at is not None:
         failures = tuple(f"{p.name}: conflict: {p.detail}" for p in run.ported if p.state == "conflict")
-        stopped = new_record(port, conflict_at, existed_empty=False)
-        stopped["decided"] = [p.record() for p in previous] + stopped["decided"]
-        stopped.update(existed_empty=record.get("existed_empty", False), replaced=record.get("replaced"))
+        stopped = new_record(port, conflict_at, existed_empty=record.existed_empty)
+        stopped = dataclasses.replace(
+            stopped, decided=(*(p.recorded() for p in previous), *stopped.decided), replaced=record.replaced
+        )
         files, replayed = replay_stop(config.root, files or {})
         result = dataclasses.replace(result, failures=failures, replayed=replayed)
         return stop_at(plan, stopped, run, conflict_at, files, result, head=new_head, into=g.root, target=g.root)
@@ -160,13 +154,14 @@ def _continue(
         return dataclasses.replace(ready.result, checkout=g.root, next_steps=steps)
     check_series_dir(plan, ready.outputs)
     outputs = {str(p.relative_to(config.root)): g.hash_blob(data) for p, data in ready.outputs.items()}
-    record.update(
+    record = dataclasses.replace(
+        record,
         phase="finishing",
         head=new_head,
         final=ready.final,
         outputs=outputs,
         config_before=hashlib.sha256(config.path.read_bytes()).hexdigest(),
-        decided=[p.record() for p in ready.result.patches],
+        decided=tuple(p.recorded() for p in ready.result.patches),
     )
     write_record(g, record)
     pause("port:finishing")
@@ -174,21 +169,21 @@ def _continue(
     return dataclasses.replace(ready.result, checkout=g.root, written=tuple(written))
 
 
-def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
+def settle_finish(config: Config, g: Git, record: PortRecord) -> list[Path]:
     """Move the checkout to the new series and write the new stack's files (again, after a kill)."""
     recover(g)
-    final, head = str(record["final"]), g.head()
+    final, head = str(record.final), g.head()
     if head != final:
-        if head != record["head"]:
+        if head != record.head:
             raise CheckoutError(
                 f"{g.root}: HEAD {str(head)[:12]} moved while the port was finishing",
                 hint="check the checkout with 'git status'; 'sgpatch port --continue' finishes from the record",
             )
-        move_checkout(g, old=str(record["head"]), new=final, reason=f"sgpatch port {record['stack']}")
+        move_checkout(g, old=record.head, new=final, reason=f"sgpatch port {record.stack}")
     pause("port:finish-moved")
-    series_dir = config.stack(record["from"]).series_dir.parent / record["version"]
+    series_dir = config.stack(record.old_stack).series_dir.parent / record.version
     outputs: dict[Path, str] = {}
-    for rel, blob in record["outputs"].items():
+    for rel, blob in (record.outputs or {}).items():
         path = config.root / rel
         if not (path == config.path or path.parent == series_dir) or not _OID.match(str(blob)):
             raise CheckoutError(f"{g.root}: the port record names {rel!r} to write", hint="'sgpatch port --abort'")
@@ -199,13 +194,13 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
     new_config = data[config.path]
     assert new_config is not None
     now = config.path.read_bytes()
-    if now != new_config and hashlib.sha256(now).hexdigest() != record["config_before"]:
+    if now != new_config and hashlib.sha256(now).hexdigest() != record.config_before:
         raise ConfigError(
-            f"{config.path}: changed while the port to {record['version']} was finishing",
-            hint=f"put it back, then run 'sgpatch port --continue' to finish writing {record['stack']}",
+            f"{config.path}: changed while the port to {record.version} was finishing",
+            hint=f"put it back, then run 'sgpatch port --continue' to finish writing {record.stack}",
         )
     written = []
-    if record.get("force") and series_dir.is_dir():
+    if record.force and series_dir.is_dir():
         for stale in {p for p in series_dir.iterdir() if p.is_file()} - set(data):
             stale.unlink()
     for path, content in data.items():
@@ -217,10 +212,8 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
     if now != new_config:
         write_atomic(config.path, new_config)
     written.append(config.path)
-    replaced = record.get("replaced")
     aside = aside_of(g.root)  # never a path from the record
-    mine = bool(replaced)
-    if mine and aside.is_dir() and not aside.is_symlink():
+    if record.replaced and aside.is_dir() and not aside.is_symlink():
         shutil.rmtree(aside)
     if g.rev_parse(STOP_REF) is not None:
         delete_ref(g, STOP_REF)
@@ -228,25 +221,22 @@ def settle_finish(config: Config, g: Git, record: dict[str, Any]) -> list[Path]:
     return written
 
 
-def _finished_result(
-    record: dict[str, Any], ported: list[PortedPatch], checkout: Path, written: list[Path]
-) -> PortResult:
+def _finished_result(record: PortRecord, checkout: Path, written: list[Path]) -> PortResult:
     """What a ``--continue`` that only finished an interrupted write reports."""
-    artifacts = tuple(Artifact(a["kind"], a["filename"], a["sha256"]) for a in record["artifacts"])
     return PortResult(
-        old_stack=record["from"],
-        new_stack=record["stack"],
-        version=record["version"],
-        source=record["source"],
-        artifacts=artifacts,
-        pypi_commit=record["pypi_commit"],
-        commit=record.get("commit"),
-        base=record["base"],
+        old_stack=record.old_stack,
+        new_stack=record.stack,
+        version=record.version,
+        source=record.source,
+        artifacts=record.artifacts,
+        pypi_commit=record.pypi_commit,
+        commit=record.commit,
+        base=record.base,
         checkout=checkout,
-        patches=tuple(ported[:-1]),
+        patches=record.decided,
         anchors=(),
         written=tuple(written),
         dry_run=False,
-        strict=bool(record.get("strict")),
+        strict=record.strict,
         notes=("finished writing the new stack, which an interrupted 'port --continue' had started",),
     )

@@ -20,9 +20,9 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from sgpatch.atomic import write_atomic
+from sgpatch.checkout.stop.kinds import PortRecord
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
 from sgpatch.series.absorb import Piece, Region, regions_of
@@ -195,9 +195,9 @@ def replay_stop(root: Path, files: Mapping[str, bytes | None]) -> tuple[dict[str
     return replay(root, files)
 
 
-def learn_from(root: Path, g: Git, record: Mapping[str, Any], resolution: str) -> int:
+def learn_from(root: Path, g: Git, record: PortRecord, resolution: str) -> int:
     """``learn`` from a port stopped as ``record`` says and the commit of the person's ``resolution``."""
-    paths = [str(f["file"]) for f in record["conflicted"].get("files", ()) if f.get("regions")]
+    paths = [f.path for f in record.conflicted.files if f.regions]
     if not paths:
         return 0
-    return learn(root, read_blobs(g, str(record["stop"]), paths), read_blobs(g, resolution, paths))
+    return learn(root, read_blobs(g, record.stop, paths), read_blobs(g, resolution, paths))

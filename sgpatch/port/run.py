@@ -33,8 +33,9 @@ from pathlib import Path
 
 from sgpatch.cache import Cache
 from sgpatch.checkout.stop.here import refuse_if_stopped, refuse_stopped, stopped_here
-from sgpatch.checkout.stop.project import STAGING, clear_leftovers, lock_project
+from sgpatch.checkout.stop.project import lock_project
 from sgpatch.checkout.stop.record import PORT
+from sgpatch.checkout.stop.recovery import STAGING, clear_leftovers
 from sgpatch.config import Config, Stack
 from sgpatch.config.pins import remove_stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
@@ -117,10 +118,10 @@ def _port(
     target = checkout or config.root / ".sgpatch" / "checkouts" / new_name
     stopped = None if dry_run else stopped_here(target)
     if stopped is not None and stopped.kind is PORT:
-        record = read_record(target) or {}  # an unreadable record is refused here, with the way out
+        record = read_record(target)  # an unreadable record is refused here, with the way out
         raise CheckoutError(
-            f"{target}: a port is stopped here: the port to sglang {record.get('version')} is in progress here, "
-            f"stopped at {record.get('conflict')}",
+            f"{target}: a port is stopped here: the port to sglang {record and record.version} is in progress "
+            f"here, stopped at {record and record.conflict}",
             hint=stopped.next_step,
         )
     refuse_stopped(stopped, f"sgpatch port --to {version}")
@@ -170,7 +171,7 @@ def _port(
     plan = dataclasses.replace(plan, pin_changes=pin_changes)
     parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
     parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))  # stop.project cleans up after a kill
+    work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))  # stop.recovery cleans up after a kill
     into = work / "checkout"
     # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
     wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None

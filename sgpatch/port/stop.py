@@ -18,11 +18,11 @@ import dataclasses
 import os
 import shlex
 from pathlib import Path
-from typing import Any
 
 from sgpatch.checkout.journal import move_checkout, recover
+from sgpatch.checkout.stop.kinds import PortRecord
 from sgpatch.checkout.stop.markers import reaches, refuse_markers
-from sgpatch.checkout.stop.project import aside_of
+from sgpatch.checkout.stop.recovery import Steps, aside_of
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.git.worktree import reset_index, worktree_changes
@@ -31,10 +31,10 @@ from sgpatch.port.outputs import Plan, PortContext, move_checkout_into_place
 from sgpatch.port.rebase import Files, Rebase
 from sgpatch.port.record import STOP_REF, write_record
 from sgpatch.port.result import PortResult
-from sgpatch.port.verdict import PortedPatch
 from sgpatch.series.engine import apply_modes
 from sgpatch.series.hunks import reject_text
 from sgpatch.series.patch import Patch
+from sgpatch.series.verdict import PortedPatch
 from sgpatch.source.tree import DirTree, LinkInPath
 
 # Left out of a resolution: what running Python or a merge tool leaves beside the files.
@@ -84,47 +84,59 @@ def stop_commit(
     return commit, rejects
 
 
-def enter_stop(g: Git, record: dict[str, Any], *, head: str, tip: str, stop: str, rejects: list[str]) -> None:
+def enter_stop(g: Git, record: PortRecord, *, head: str, tip: str, stop: str, rejects: list[str]) -> PortRecord:
     """Move the checkout from ``head`` to the stop (recorded first, so a kill is finished by ``settle``)."""
-    record.update(phase="stopping", head=head, tip=tip, stop=stop, rejects=rejects, moved=False)
+    record = dataclasses.replace(
+        record, phase="stopping", head=head, tip=tip, stop=stop, rejects=tuple(rejects), moved=False
+    )
     write_record(g, record)
     pause("port:stopping")
-    settle_stop(g, record)
+    return settle_stop(g, record)
 
 
-def settle_stop(g: Git, record: dict[str, Any]) -> None:
+def settle_stop(g: Git, record: PortRecord) -> PortRecord:
     """Finish the move to a stop, from wherever a kill left it."""
     recover(g)
-    head, stop, tip = g.head(), str(record["stop"]), str(record["tip"])
-    if not record.get("moved"):
-        if head == record["head"]:
-            move_checkout(g, old=str(record["head"]), new=stop, reason=f"sgpatch port: stop at {record['conflict']}")
+    head, stop, tip = g.head(), record.stop, record.tip
+    if not record.moved:
+        if head == record.head:
+            move_checkout(g, old=record.head, new=stop, reason=f"sgpatch port: stop at {record.conflict}")
         elif head != stop:
             raise CheckoutError(
-                f"{g.root}: HEAD {str(head)[:12]} moved while the port was stopping at {record['conflict']}",
+                f"{g.root}: HEAD {str(head)[:12]} moved while the port was stopping at {record.conflict}",
                 hint=f"'sgpatch port --abort --checkout {g.root}' gives the port up",
             )
-        record["moved"] = True
+        record = dataclasses.replace(record, moved=True)
         write_record(g, record)
     g.set_ref(STOP_REF, stop)
     reset_index(g, tip)
     if g.head() == stop:
-        g.update_head(tip, old=stop, reason=f"sgpatch port: stop at {record['conflict']}")
-    record["phase"] = "stopped"
+        g.update_head(tip, old=stop, reason=f"sgpatch port: stop at {record.conflict}")
+    record = dataclasses.replace(record, phase="stopped")
     write_record(g, record)
+    return record
 
 
-def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) -> tuple[str, bool]:
+# What a port registers with the room's one recovery: a kill between recording a stop and resting there is
+# finished from the record (``finishing`` writes the project: ``port --continue`` itself finishes it).
+STEPS = Steps(
+    record=PortRecord,
+    finish={"stopping": settle_stop},
+    doing={"stopping": "the port's move to its stop"},
+)
+
+
+def take_resolution(g: Git, record: PortRecord, patch: Patch, *, date: str) -> tuple[str, bool]:
     """The checkout as the person left it, as the commit of ``patch`` on the stop's tip (HEAD and index moved
     there, files untouched); and whether it carries anything (False: resolved to the release's text)."""
-    tip = str(record["tip"])
+    tip = record.tip
     head = g.head()
     if head is None or not reaches(g, head, tip):
         raise CheckoutError(
             f"{g.root}: HEAD {str(head)[:12]} is not the stop's {tip[:12]} or a commit on top of it",
             hint="put the resolution on top of the kept patches (or 'sgpatch port --abort')",
         )
-    left = [r for r in record.get("rejects", []) if os.path.lexists(g.root / r)]
+    left = [r for r in record.rejects if os.path.lexists(g.root / r)]
     if left:
         raise CheckFailed(
             f"{g.root / left[0]}: the reject file is still there ({len(left)} left)",
@@ -164,31 +176,32 @@ def take_resolution(g: Git, record: dict[str, Any], patch: Patch, *, date: str) 
 # --------------------------------------------------------------------------- the stop, as the port reports it
 
 
-def new_record(port: PortContext, conflict_at: int, *, existed_empty: bool) -> dict[str, Any]:
+def new_record(port: PortContext, conflict_at: int, *, existed_empty: bool) -> PortRecord:
     """What the record of a port stopped at patch ``conflict_at`` holds (``enter_stop`` adds where it is)."""
     plan, stack, release, run, pypi_commit = port.plan, port.stack, port.release, port.run, port.pypi_commit
     patch = plan.old.series.patches[conflict_at]
     names = [p.name for p in run.ported]
     decided = run.ported[: names.index(patch.name)]
-    return {
-        "from": plan.old.stack.name,
-        "stack": plan.new_name,
-        "version": plan.version,
-        "source": plan.source,
-        "commit": stack.commit,
-        "base": run.base,
-        "pypi_commit": pypi_commit,
-        "artifacts": [{"kind": a.kind, "filename": a.filename, "sha256": a.sha256} for a in release.artifacts],
-        "series": {p.name: p.sha256 for p in plan.old.series.patches},
-        "kept": list(run.kept),
-        "conflict": patch.name,
-        "decided": [p.record() for p in decided],
-        "conflicted": run.ported[names.index(patch.name)].record(),
-        "strict": plan.strict,
-        "force": plan.force,
-        "existed_empty": existed_empty,
-        "replaced": None,
-    }
+    return PortRecord(
+        phase="stopping",
+        old_stack=plan.old.stack.name,
+        stack=plan.new_name,
+        version=plan.version,
+        source=plan.source,
+        commit=stack.commit,
+        base=run.base,
+        pypi_commit=pypi_commit,
+        artifacts=tuple(release.artifacts),
+        series={p.name: p.sha256 for p in plan.old.series.patches},
+        kept=tuple(run.kept),
+        conflict=patch.name,
+        decided=tuple(p.recorded() for p in decided),
+        conflicted=run.ported[names.index(patch.name)].recorded(),
+        strict=plan.strict,
+        force=plan.force,
+        existed_empty=existed_empty,
+        replaced=None,
+    )
 
 
 def next_steps(checkout: Path, result: PortResult, rejects: list[str]) -> tuple[str, ...]:
@@ -212,7 +225,7 @@ def next_steps(checkout: Path, result: PortResult, rejects: list[str]) -> tuple[
 
 def stop_at(
     plan: Plan,
-    record: dict[str, Any],
+    record: PortRecord,
     run: Rebase,
     conflict_at: int,
     files: Files,
@@ -235,11 +248,11 @@ def stop_at(
         aside = aside_of(target)  # the stack --force replaces: back on --abort
         if os.path.lexists(aside):
             raise CheckoutError(f"{aside}: exists (left by an earlier port?)", hint="remove it and port again")
-        record["replaced"] = str(aside)
-    enter_stop(g, record, head=head, tip=run.tip, stop=stop, rejects=rejects)
+        record = dataclasses.replace(record, replaced=str(aside))
+    record = enter_stop(g, record, head=head, tip=run.tip, stop=stop, rejects=rejects)
     if into != target:
-        if record["replaced"]:
-            target.rename(record["replaced"])
+        if record.replaced:
+            target.rename(record.replaced)
         move_checkout_into_place(into, target)
     result = dataclasses.replace(result, checkout=target, stopped=patch.name, rejects=tuple(rejects))
     return dataclasses.replace(result, next_steps=next_steps(target, result, rejects))

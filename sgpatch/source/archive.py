@@ -74,11 +74,12 @@ def archive_kind(path: Path) -> Kind:
     return "sdist" if path.name.endswith(".tar.gz") else "wheel"
 
 
-def open_archive(path: Path, kind: Kind | None = None, *, sha256: str | None = None) -> Archive:
+def open_archive(path: Path, kind: Kind | None = None, *, sha256: str | None = None, digest: bool = False) -> Archive:
     """The archive at ``path``, its members checked; use it as a context manager.  With ``sha256`` (a pin),
     the bytes read through the one open descriptor are hashed first: the archive read is the one checked,
-    whatever happens to the path afterwards (SourceError, exit 2, on a mismatch)."""
-    return Archive(path, kind or archive_kind(path), sha256=sha256)
+    whatever happens to the path afterwards (SourceError, exit 2, on a mismatch).  With ``digest`` (or a pin)
+    the archive's ``sha256`` is that digest: a key for what is read from this archive, never from the path."""
+    return Archive(path, kind or archive_kind(path), sha256=sha256, digest=digest)
 
 
 def _open_regular(path: Path, *, follow: bool) -> IO[bytes]:
@@ -97,14 +98,13 @@ def _open_regular(path: Path, *, follow: bool) -> IO[bytes]:
     return raw
 
 
-def _check_sha256(raw: IO[bytes], path: Path, expected: str) -> None:
-    """The sha256 of every byte behind ``raw`` (read now, through it) is ``expected``; then back to the start."""
+def _sha256_of(raw: IO[bytes]) -> str:
+    """The sha256 of every byte behind ``raw`` (read now, through it); then back to the start."""
     h = hashlib.sha256()
     for chunk in iter(lambda: raw.read(1 << 20), b""):
         h.update(chunk)
-    if h.hexdigest() != expected:
-        raise SourceError(f"{path}: sha256 mismatch: expected {expected}, got {h.hexdigest()}")
     raw.seek(0)
+    return h.hexdigest()
 
 
 def sha256_record(digest: bytes) -> str:
@@ -246,7 +246,7 @@ class Archive:
     checkout's commit date is made from.
     """
 
-    def __init__(self, path: Path, kind: Kind, *, sha256: str | None = None) -> None:
+    def __init__(self, path: Path, kind: Kind, *, sha256: str | None = None, digest: bool = False) -> None:
         self.path = path
         self.kind: Kind = kind
         self.where = str(path)
@@ -255,10 +255,13 @@ class Archive:
         self._gz: gzip.GzipFile | None = None
         self._infos: dict[str, zipfile.ZipInfo | tarfile.TarInfo] = {}
         self.newest = 0
+        self.sha256: str | None = None  # the digest of the bytes this archive reads (with a pin or ``digest``)
         self._raw = _open_regular(path, follow=sha256 is None)
         try:
-            if sha256 is not None:
-                _check_sha256(self._raw, path, sha256)
+            if sha256 is not None or digest:
+                self.sha256 = _sha256_of(self._raw)
+            if sha256 is not None and self.sha256 != sha256:
+                raise SourceError(f"{path}: sha256 mismatch: expected {sha256}, got {self.sha256}")
             entries = self._scan_sdist() if kind == "sdist" else self._scan_wheel()
             _check_set(entries, self.where)
         except BaseException:

@@ -79,13 +79,6 @@ def trusted_dir(*names: str) -> Path:
     return path
 
 
-def verify_artifact(path: Path, artifact: Artifact) -> None:
-    """Refuse a local artifact whose sha256 is not the pinned one (before any extraction)."""
-    actual = sha256_file(path)
-    if actual != artifact.sha256:
-        raise SourceError(f"{path}: sha256 mismatch: expected {artifact.sha256}, got {actual}")
-
-
 def download(artifact: Artifact, version: str, dest: Path, *, progress: Progress | None = None) -> Path:
     """The pinned ``artifact`` of ``sglang==version`` downloaded into the directory ``dest`` and checked
     against its sha256 (SourceError, exit 2, on a mismatch: the file is removed).

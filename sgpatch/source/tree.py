@@ -200,11 +200,11 @@ class ZipTree:
     few hundred members and reopening the zip for each costs seconds.
     """
 
-    def __init__(self, wheel: Path) -> None:
+    def __init__(self, wheel: Path, *, digest: bool = False) -> None:
         from sgpatch.source.archive import open_archive  # only a wheel's view needs the archive reader
 
         self.wheel = wheel
-        self.archive = open_archive(wheel, "wheel")
+        self.archive = open_archive(wheel, "wheel", digest=digest)  # digest: the sha256 of the bytes read
 
     @property
     def label(self) -> str:

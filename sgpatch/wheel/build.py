@@ -53,7 +53,7 @@ from sgpatch.wheel.provenance import (
 from sgpatch.wheel.recipe import install_recipe, recipe_filename
 from sgpatch.wheel.repack import repack_wheel, repacked_filename, select_wheels
 from sgpatch.wheel.results import BuildResult
-from sgpatch.wheel.upstream import upstream_wheel_for
+from sgpatch.wheel.upstream import PinnedWheel, upstream_wheel_for
 from sgpatch.wheel.writer import rezip_wheel
 
 
@@ -306,12 +306,11 @@ def repack_wheels(
                 write_atomic(candidate, final)
         recipe.write_text(install_recipe(stack, version))
         say(f"checking {name} against {artifact.filename}")
-        report = check_wheel(
-            stack, series, candidate, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors
-        )
+        pinned = PinnedWheel(path=upstream, sha256=artifact.sha256)
+        report = check_wheel(stack, series, candidate, upstream=pinned, checkout=checkout, cache=cache, anchors=anchors)
         wheel, report = named_if_checked(candidate, out_dir / name, report)
         if report.ok and cached is None and cache is not None:
-            store_wheel(entry, wheel)
+            store_wheel(entry, wheel, checked=report.sha256)
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
         results.append(done)
     return tuple(results)
@@ -431,8 +430,8 @@ def build_wheel(
         recipe.write_text(install_recipe(stack, version))
 
     say(f"checking {name}")
-    report = check_wheel(stack, series, fresh, upstream_wheel=upstream, checkout=checkout, cache=cache, anchors=anchors)
+    report = check_wheel(stack, series, fresh, upstream=upstream, checkout=checkout, cache=cache, anchors=anchors)
     wheel, report = named_if_checked(fresh, wheel, report)
     if report.ok and cached is None and cache is not None:
-        store_wheel(entry, wheel)
+        store_wheel(entry, wheel, checked=report.sha256)
     return BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)

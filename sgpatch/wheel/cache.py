@@ -6,13 +6,15 @@ sha256 beside it is never used: the entry is removed and the wheel built again."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
 from sgpatch.atomic import write_atomic
 from sgpatch.cache import key
-from sgpatch.source.artifacts import sha256_file
+from sgpatch.config.projectfiles import read_regular
+from sgpatch.source.artifacts import MAX_DOWNLOAD
 from sgpatch.wheel.provenance import BuildInputs
 
 WHEEL_FORMAT = 1  # bump whenever post-processing changes a wheel's bytes: invalidates cached wheels
@@ -45,16 +47,27 @@ def cache_key(inputs: BuildInputs) -> str:
     return key("wheel", json.dumps(doc, sort_keys=True))
 
 
-def cached_wheel(entry: Path, name: str) -> Path | None:
+def cached_wheel(entry: Path, name: str) -> bytes | None:
+    """The bytes of the cached wheel ``name``, read once (never through a link) and checked against the
+    sha256 beside it: the bytes checked are the bytes returned (None: no entry, or a damaged one, removed)."""
     wheel, stamp = entry / name, entry / "sha256"
-    if not (wheel.is_file() and stamp.is_file()):
+    try:
+        data = read_regular(wheel, limit=MAX_DOWNLOAD, follow=False)
+        want = read_regular(stamp, limit=1024, follow=False)
+    except OSError:
         return None
-    if sha256_file(wheel) != stamp.read_text().strip():
+    if hashlib.sha256(data).hexdigest() != want.decode("ascii", "replace").strip():
         shutil.rmtree(entry, ignore_errors=True)  # a damaged entry is never trusted
         return None
-    return wheel
+    return data
 
 
-def store_wheel(entry: Path, wheel: Path) -> None:
-    write_atomic(entry / wheel.name, wheel)
-    (entry / "sha256").write_text(sha256_file(wheel) + "\n")
+def store_wheel(entry: Path, wheel: Path, *, checked: str | None) -> None:
+    """Keep ``wheel`` in ``entry`` with the sha256 of the very bytes kept (read once), only when they are the
+    bytes its checks read (``checked``: their sha256; a wheel changed since is not kept)."""
+    data = read_regular(wheel, limit=MAX_DOWNLOAD)
+    digest = hashlib.sha256(data).hexdigest()
+    if checked is not None and digest != checked:
+        return
+    write_atomic(entry / wheel.name, data)
+    write_atomic(entry / "sha256", (digest + "\n").encode())

@@ -39,6 +39,7 @@ from sgpatch.wheel.provenance import (
 from sgpatch.wheel.recipe import recipe_conflicts
 from sgpatch.wheel.repack import repacked_filename
 from sgpatch.wheel.results import WheelCheck, WheelReport
+from sgpatch.wheel.upstream import PinnedWheel
 
 
 def _check(name: str, problems: Sequence[str], ok_detail: str, *, shown: int = 3) -> WheelCheck:
@@ -256,28 +257,29 @@ def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> Whee
     return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
 
 
-def _upstream_contents(wheel: Path, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
-    """Each member's sha256 and size, and METADATA, of the upstream wheel (see :func:`_kept_digests`); the
-    wheel is opened only when nothing is kept for its bytes."""
-    found, entry = _kept_digests(wheel, cache)
-    if found is not None:
-        return found
-    with open_archive(wheel, "wheel") as up:
-        return _keep_digests(up, cache, entry)
+def _upstream_contents(
+    wheel: Path, cache: Cache | None, pin: str | None
+) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
+    """Each member's sha256 and size, and METADATA, of the upstream wheel (``_kept_or_read``), its bytes
+    checked against their ``pin`` as they are read (never the path hashed first and read again)."""
+    with open_archive(wheel, "wheel", sha256=pin, digest=cache is not None) as up:
+        return _kept_or_read(up, cache)
 
 
-def _kept_digests(
-    wheel: Path, cache: Cache | None
-) -> tuple[tuple[dict[str, tuple[bytes, int]], bytes | None] | None, str | None]:
-    """Each member's sha256 and size, and METADATA, of ``wheel`` as an earlier read kept them in ``cache``
-    under the wheel's own bytes (its sha256), and that entry's key (None, None: no cache)."""
+def _kept_or_read(archive: Archive, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
+    """Each member's sha256 and size, and METADATA, of ``archive``: as an earlier read kept them in ``cache``
+    under the archive's own bytes, or read now (and kept).  The key is the digest of the bytes read through
+    the archive's one descriptor (``open_archive(digest=True)``), never a second read of its path: what is kept
+    under a key, and what is used, is what was hashed."""
     from sgpatch.cache import key
-    from sgpatch.source.artifacts import sha256_file
 
-    if cache is None:
-        return None, None
-    entry = key("wheel-digests", sha256_file(wheel))
-    return _digests_from(cache.get("wheel-digests", entry)), entry
+    entry = None
+    if cache is not None and archive.sha256 is not None:
+        entry = key("wheel-digests", archive.sha256)
+        found = _digests_from(cache.get("wheel-digests", entry))
+        if found is not None:
+            return found
+    return _keep_digests(archive, cache, entry)
 
 
 def _keep_digests(
@@ -319,14 +321,15 @@ def check_wheel(
     series: Series,
     wheel: Path,
     *,
-    upstream_wheel: Path | None = None,
+    upstream: PinnedWheel | None = None,
     checkout: Path | None = None,
     cache: Cache | None = None,
     anchors: Sequence[Anchor] | None = None,
 ) -> WheelReport:
     """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
-    patched anchors, verify's report on its files; with ``upstream_wheel`` the file set and
-    the unpatched bytes; with ``checkout`` the patched files' bytes.
+    patched anchors, verify's report on its files; with ``upstream`` (a pinned wheel, its bytes
+    checked against the pin as they are read) the file set and the unpatched bytes; with
+    ``checkout`` the patched files' bytes.
 
     ``anchors``: the stack's, as the caller read them with its series (``Project.anchors``), so that one
     run reads anchors.toml once; None: read here.
@@ -343,14 +346,14 @@ def check_wheel(
         raise BuildError(f"{wheel}: no such wheel file")
     version = wheel_version(stack, series)
     dist_info = f"{DIST_NAME}-{version}.dist-info"
-    upstream: dict[str, tuple[bytes, int]] | None = None
+    theirs: dict[str, tuple[bytes, int]] | None = None
     upstream_metadata = None
-    if upstream_wheel is not None:
-        upstream, upstream_metadata = _upstream_contents(upstream_wheel, cache)
-    with ZipTree(wheel) as tree:
-        # every member's CRC checked before any check reads it (or by an earlier run, on these same bytes)
-        kept, entry = _kept_digests(wheel, cache)
-        digests = kept[0] if kept is not None else _keep_digests(tree.archive, cache, entry)[0]
+    if upstream is not None:
+        theirs, upstream_metadata = _upstream_contents(upstream.path, cache, upstream.sha256)
+    with ZipTree(wheel, digest=True) as tree:
+        # every member's CRC checked before any check reads it (or by an earlier run, on these same bytes:
+        # the key is the digest of the bytes the tree reads, through its one descriptor)
+        digests = _kept_or_read(tree.archive, cache)[0]
         contents = _Contents(tree.archive, digests)
         checks = [
             _check_name(stack, wheel, version, contents, dist_info),
@@ -373,12 +376,12 @@ def check_wheel(
                 shown=len(patched),
             )
         )
-        if upstream is not None:
-            checks.extend(_check_upstream(contents.digests, upstream, dist_info, series))
+        if theirs is not None:
+            checks.extend(_check_upstream(contents.digests, theirs, dist_info, series))
         if checkout is not None:
             checks.append(_check_checkout(contents, checkout, series))
         report = verify_tree(stack, series, anchors, tree, require_patched=True, cache=cache)
-    return WheelReport(wheel, stack.name, version, tuple(checks), report)
+    return WheelReport(wheel, stack.name, version, tuple(checks), report, sha256=tree.archive.sha256)
 
 
 def read_provenance(wheel: Path) -> dict[str, Any] | None:

@@ -58,7 +58,10 @@ def record_build(root: Path, stack: str, results: Sequence[BuildResult]) -> None
         "format": RECORD_FORMAT,
         "stack": stack,
         "version": results[0].version,
-        "wheels": [{"wheel": str(r.wheel), "sha256": sha256_file(r.wheel), "ok": r.checks.ok} for r in results],
+        "wheels": [
+            {"wheel": str(r.wheel), "sha256": r.checks.sha256 or sha256_file(r.wheel), "ok": r.checks.ok}
+            for r in results
+        ],
     }
     path = record_path(root, stack)
     path.parent.mkdir(parents=True, exist_ok=True)

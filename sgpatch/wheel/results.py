@@ -32,6 +32,7 @@ class WheelReport:
     version: str
     checks: tuple[WheelCheck, ...]
     verify: VerifyReport | None
+    sha256: str | None = None  # the digest of the bytes the checks read (None: a report not made by check_wheel)
 
     @property
     def ok(self) -> bool:
@@ -71,7 +72,7 @@ class BuildResult:
         return {
             "schema_version": SCHEMA_VERSION,
             "wheel": str(self.wheel),
-            "sha256": sha256_file(self.wheel),
+            "sha256": self.checks.sha256 or sha256_file(self.wheel),
             "recipe": str(self.recipe),
             "version": self.version,
             "cached": self.cached,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from sgpatch.config import Artifact, Stack, wheel_tags
@@ -16,9 +17,18 @@ def matching_upstream(stack: Stack, wheel: Path) -> Artifact | None:
     return next((a for a in stack.wheels if wheel_tags(a.filename) == tags), None)
 
 
-def upstream_wheel_for(stack: Stack, wheel: Path, progress: Progress | None = None) -> Path | None:
-    """``matching_upstream`` downloaded into the cache (sha256-checked), or None if none is pinned."""
+@dataclass(frozen=True, slots=True)
+class PinnedWheel:
+    """An upstream wheel in the download cache and its pinned sha256 (checked on the bytes read, when read)."""
+
+    path: Path
+    sha256: str
+
+
+def upstream_wheel_for(stack: Stack, wheel: Path, progress: Progress | None = None) -> PinnedWheel | None:
+    """``matching_upstream`` downloaded into the cache, with its pin, or None if none is pinned."""
     artifact = matching_upstream(stack, wheel)
     if artifact is None:
         return None
-    return fetch_artifact(artifact, stack.sglang_version, progress=progress)
+    path = fetch_artifact(artifact, stack.sglang_version, progress=progress)
+    return PinnedWheel(path=path, sha256=artifact.sha256)

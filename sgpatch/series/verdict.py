@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -66,6 +67,10 @@ class PortedPatch:
             "files": [f.as_dict() for f in self.files],
             "evidence": [e.as_dict() for e in self.evidence],
         }
+
+    def recorded(self) -> PortedPatch:
+        """The patch as the port record keeps it (``record``, read back by ``from_record``)."""
+        return dataclasses.replace(self, hunks=(), side_by_side=())
 
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> PortedPatch:
