@@ -19,6 +19,7 @@ from sgpatch.checkout.state import CheckoutState, check_base_files, inspect, ope
 from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError, PatchError
+from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git, object_types
 from sgpatch.lock import Notify, pause
 from sgpatch.series.classify import Files, PatchState, classify
@@ -43,14 +44,14 @@ class ApplyResult:
         return all(p.state in ("applicable", "applied") for p in self.patches)
 
 
-def read_files(g: Git, rev: str, paths: tuple[str, ...]) -> dict[str, bytes | None]:
-    return {p: g.read_blob(rev, p) for p in paths}
+def read_files(g: Git, rev: str, paths: Sequence[str]) -> dict[str, bytes | None]:
+    """``path -> bytes`` at ``rev`` (None: not a file there), read by one git process."""
+    return read_blobs(g, rev, paths)
 
 
-def read_modes(g: Git, rev: str, paths: tuple[str, ...]) -> dict[str, str]:
-    """The git modes of those ``paths`` that exist at ``rev``."""
-    found = {p: g.file_mode(rev, p) for p in paths}
-    return {p: m for p, m in found.items() if m is not None}
+def read_modes(g: Git, rev: str, paths: Sequence[str]) -> dict[str, str]:
+    """The git modes of those ``paths`` that exist at ``rev``, asked of one git process."""
+    return g.modes(rev, paths) if paths else {}
 
 
 def commit_series(g: Git, base: str, series: Series, after: list[dict[str, bytes | None]]) -> str:

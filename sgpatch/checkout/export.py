@@ -37,6 +37,7 @@ from sgpatch.checkout.stop.project import lock_project
 from sgpatch.config import Config, Stack, parse_config
 from sgpatch.config.pins import FilePin, set_file_pins
 from sgpatch.errors import CheckFailed, PatchError
+from sgpatch.git.batch import blob_ids, read_blobs
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.anchors import ANCHORS_FILE, load_anchors
@@ -137,7 +138,7 @@ def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], direct
     from sgpatch.series.classify import classify
 
     paths = tuple(_series_touched(patches))
-    files = {p: g.read_blob(base, p) for p in paths}
+    files = read_blobs(g, base, paths)
     modes = read_modes(g, base, paths)
     states, after = classify(files, Series(directory, tuple(patches)), modes)
     for state in states:
@@ -149,10 +150,9 @@ def check_applies(g: Git, base: str, head: str, patches: Sequence[Patch], direct
     for patch in patches:
         modes = apply_modes(modes, patch)
     final = after[-1] if after else files
+    made, made_modes = read_blobs(g, head, paths), read_modes(g, head, paths)
     for path in paths:
-        if final[path] != g.read_blob(head, path) or (
-            final[path] is not None and modes.get(path) != g.file_mode(head, path)
-        ):
+        if final[path] != made[path] or (final[path] is not None and modes.get(path) != made_modes.get(path)):
             raise CheckFailed(f"{directory}: applying the exported series does not reproduce {path} of {head[:12]}")
 
 
@@ -213,8 +213,8 @@ def _export(
     touched = _series_touched(new_patches)
     old_touched = list(series.touched)
     all_paths = list(dict.fromkeys([*old_touched, *touched]))
-    base_files = {p: g.read_blob(base, p) for p in all_paths}
-    head_files = {p: g.read_blob(head, p) for p in all_paths}
+    base_files = read_blobs(g, base, all_paths)
+    head_files = read_blobs(g, head, all_paths)
     old_patched = _old_patched(base_files, series)
     old_view = {p: {"pristine": base_files[p], "patched": (old_patched or {}).get(p)} for p in all_paths}
     new_view = {p: {"pristine": base_files[p], "patched": head_files[p]} for p in all_paths}
@@ -226,8 +226,7 @@ def _export(
         outputs[anchors_path] = render_anchors(original, moves, where=anchors_path).encode()
 
     pins = []
-    for path in touched:
-        pristine, patched = g.blob_id(base, path), g.blob_id(head, path)
+    for (path, pristine), (_, patched) in zip(blob_ids(g, base, touched), blob_ids(g, head, touched), strict=True):
         if pristine is not None and patched is not None:  # a file the series creates or deletes has no pin
             pins.append(FilePin(path, pristine, patched))
     users = [s.name for s in config.stacks.values() if s.series_dir.resolve() == directory.resolve()]

@@ -33,7 +33,7 @@ from sgpatch.git.clone import clone_shared
 from sgpatch.git.diff import diff_patch
 from sgpatch.git.repo import Git
 from sgpatch.results import SCHEMA_VERSION, Progress
-from sgpatch.series.adopt import Resolution, adopt, precheck
+from sgpatch.series.adopt import Resolution, SourceFiles, adopt, precheck
 from sgpatch.series.classify import classify
 from sgpatch.series.dep3 import describe
 from sgpatch.series.engine import HunkFailure, apply_file, apply_patch
@@ -334,7 +334,7 @@ def _import_on(
     """The import on ``g`` (locked, exactly patched with ``series`` at ``head``): refused with each hunk's
     reason, or committed and exported; the checkout moves back if the export refuses."""
     directory = series.directory
-    source_files = g.list_files(head, ".")
+    source_files = SourceFiles(g.list_files(head, "."))
     adopted = [adopt(u.data, u.where, source_files, strip=request.strip) for u in units]
     headers = [_header(u, a.prose, request.origin) for u, a in zip(units, adopted, strict=True)]
     subjects = [h.decode().split("\n", 1)[0].removeprefix("Description: ") for h in headers]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from sgpatch.checkout.stop.record import read_json
 from sgpatch.errors import CheckoutError, SgpatchError
+from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git, git_dirs
 
 if TYPE_CHECKING:
@@ -241,13 +242,14 @@ def _foreign_changes(g: Git, old: str, new: str) -> list[str]:
     """The differences from ``old`` that are not the interrupted move's own (never overwritten)."""
     changed = g.changed_paths(old, new)
     foreign = [e[3:] for e in g.status() if not e.startswith("??") and e[3:] not in changed]
+    olds, news = read_blobs(g, old, sorted(changed)), read_blobs(g, new, sorted(changed))
     for rel in sorted(changed):
         local = g.root / rel
         if local.is_symlink() or (local.exists() and not local.is_file()):
             foreign.append(rel)
         elif local.exists():
             data = local.read_bytes()
-            before, after = g.read_blob(old, rel), g.read_blob(new, rel)
+            before, after = olds[rel], news[rel]
             # Ours: the old file, the new one, or the new one cut short by the kill.
             if data != before and (after is None or not after.startswith(data)):
                 foreign.append(rel)
@@ -263,9 +265,11 @@ def _moved_nothing(g: Git, old: str, new: str) -> bool:
     """
     if g.head() != old or not g.index_matches(old):
         return False
-    for rel in sorted(g.changed_paths(old, new)):
+    changed = sorted(g.changed_paths(old, new))
+    olds, news = read_blobs(g, old, changed), read_blobs(g, new, changed)
+    for rel in changed:
         local = g.root / rel
-        before, after = g.read_blob(old, rel), g.read_blob(new, rel)
+        before, after = olds[rel], news[rel]
         if local.is_symlink() or not local.exists():
             if before is not None:
                 return False  # removed: by the move, or by the user; either way not provably untouched

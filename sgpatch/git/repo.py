@@ -158,6 +158,8 @@ class Git:
 
     def modes(self, rev: str, paths: Sequence[str]) -> dict[str, str]:
         """``path -> mode`` of the entries ``paths`` name in ``rev`` (literal paths, no globbing)."""
+        if not paths:
+            return {}  # ls-tree with no path lists the whole root
         literal = {"GIT_LITERAL_PATHSPECS": "1"}
         listed = self._run("ls-tree", "-z", rev, "--", *paths, env=literal).stdout.decode("utf-8", "surrogateescape")
         found = {}
@@ -183,12 +185,6 @@ class Git:
     def git_dir(self) -> Path:
         """The repository's own git directory (absolute)."""
         return Path(self._out("rev-parse", "--absolute-git-dir"))
-
-    def file_mode(self, rev: str, path: str) -> str | None:
-        out = self._run("ls-tree", "-z", rev, "--", path).stdout.decode()
-        if not out:
-            return None
-        return out.split(" ", 1)[0]
 
     def message(self, commit: str) -> str:
         return self._run("log", "-1", "--format=%B", commit).stdout.decode("utf-8", "replace")
@@ -279,8 +275,10 @@ class Git:
         stated = modes or {}
         changes: dict[str, tuple[str, str]] = {}
         removed: list[str] = []
+        if old_modes is None:
+            old_modes = self.modes(parent, list(files)) if files else {}
         for path, data in files.items():
-            old_mode = old_modes.get(path) if old_modes is not None else self.file_mode(parent, path)
+            old_mode = old_modes.get(path)
             mode = stated.get(path) or old_mode or "100644"
             if data == before.get(path) and (data is None or mode == (old_mode or "100644")):
                 continue

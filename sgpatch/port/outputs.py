@@ -22,6 +22,7 @@ from sgpatch.config.pins import (
     stack_block,
 )
 from sgpatch.errors import CheckoutError, ConfigError
+from sgpatch.git.batch import blob_ids, read_blobs
 from sgpatch.git.repo import Git
 from sgpatch.port.rebase import OldSeries, Rebase
 from sgpatch.series.anchors import ANCHORS_FILE, Anchor, load_anchors
@@ -125,7 +126,8 @@ def render_outputs(
     touched = list(dict.fromkeys(f.path for p in new_patches for f in p.files))
     paths = list(dict.fromkeys([*old.series.touched, *touched, *(a.file for a in plan.anchors)]))
     old_view = {p: {"pristine": old.states[0].get(p), "patched": old.states[-1].get(p)} for p in paths}
-    new_view = {p: {"pristine": g.read_blob(base, p), "patched": g.read_blob(final, p)} for p in paths}
+    pristine_files, patched_files = read_blobs(g, base, paths), read_blobs(g, final, paths)
+    new_view = {p: {"pristine": pristine_files[p], "patched": patched_files[p]} for p in paths}
     moves = relocate_all(plan.anchors, old_view, new_view, keep_files=touched)
     anchors_path = old.series.directory / ANCHORS_FILE
     original = anchors_path.read_text(encoding="utf-8") if anchors_path.exists() else ""
@@ -136,8 +138,7 @@ def render_outputs(
     outputs[series_dir / ANCHORS_FILE] = render_anchors(original, moves, where=anchors_path).encode()
 
     pins = []
-    for path in touched:
-        pristine, patched = g.blob_id(base, path), g.blob_id(final, path)
+    for (path, pristine), (_, patched) in zip(blob_ids(g, base, touched), blob_ids(g, final, touched), strict=True):
         if pristine is not None and patched is not None:
             pins.append(FilePin(path, pristine, patched))
     kept = [p.name[:4] for p in ported if p.state in KEPT]

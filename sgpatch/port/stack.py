@@ -15,6 +15,7 @@ from sgpatch.config import Artifact, InstallRecipe, Stack
 from sgpatch.config.pins import RENAMES, check_build_requires, port_pins
 from sgpatch.errors import SourceError
 from sgpatch.git.attributes import write_info_attributes
+from sgpatch.git.batch import blob_ids
 from sgpatch.git.clone import clone
 from sgpatch.git.repo import Git
 from sgpatch.port.outputs import new_stack_name
@@ -154,8 +155,8 @@ def make_checkout(
         laid_out = Path(tmp) / "co"
         pypi_commit = create_pypi_checkout(dataclasses.replace(stack, commit=commit), path, laid_out, artifact)
         other = Git(laid_out)
-        for p in paths:
-            if other.blob_id(pypi_commit, p) != g.blob_id(commit, p):
+        for (p, laid), (_, tagged) in zip(blob_ids(other, pypi_commit, paths), blob_ids(g, commit, paths), strict=True):
+            if laid != tagged:
                 raise SourceError(
                     f"{p}: {artifact.filename} and {url} at {stack.tag} differ",
                     hint="the new stack would pin two different sources; port with --source pypi",

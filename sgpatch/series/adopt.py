@@ -197,8 +197,8 @@ def _sections(lines: Sequence[bytes], where: str) -> tuple[list[_Section], int]:
 # --------------------------------------------------------------------------- paths
 
 
-class _Source:
-    """The pinned checkout's files, looked up by path suffix."""
+class SourceFiles:
+    """The pinned checkout's files, looked up by path suffix (made once, shared by every input file)."""
 
     def __init__(self, files: Collection[str]) -> None:
         self.files = frozenset(files)
@@ -254,7 +254,7 @@ def _clean(raw: str, strip: int | None, *, git: bool, side: str, where: str) -> 
     return path
 
 
-def _mapped(path: str, mappings: dict[str, str], source: _Source) -> str | None:
+def _mapped(path: str, mappings: dict[str, str], source: SourceFiles) -> str | None:
     """A new file's checkout path by the prefix mappings its input showed, or the package's own layout."""
     for raw_prefix, prefix in sorted(mappings.items(), key=lambda kv: -len(kv[0])):
         if path.startswith(raw_prefix) and (raw_prefix or "/" in path):
@@ -272,7 +272,7 @@ def _mapped(path: str, mappings: dict[str, str], source: _Source) -> str | None:
 
 
 def _resolve(
-    sec: _Section, strip: int | None, source: _Source, mappings: dict[str, str], where: str
+    sec: _Section, strip: int | None, source: SourceFiles, mappings: dict[str, str], where: str
 ) -> tuple[str, str, list[Resolution]]:
     """The section's old and new checkout paths (``/dev/null`` kept) and how each was found."""
     out: dict[str, str] = {}
@@ -355,13 +355,13 @@ def precheck(data: bytes, where: str, *, strip: int | None = None) -> int:
     return len(sections)
 
 
-def adopt(data: bytes, where: str, files: Collection[str], *, strip: int | None = None) -> Adopted:
+def adopt(data: bytes, where: str, files: SourceFiles | Collection[str], *, strip: int | None = None) -> Adopted:
     """``data`` (one input file's bytes) as git-style sections on the checkout whose paths are ``files``."""
     lines = strip_bom(data).splitlines(keepends=True)
     sections, first = _sections(lines, where)
     if not sections:
         raise PatchError(f"{where}: no diff in it (no 'diff --git' and no '---'/'+++' pair before a hunk)")
-    source = _Source(files)
+    source = files if isinstance(files, SourceFiles) else SourceFiles(files)
     mappings: dict[str, str] = {}
     out: list[bytes] = []
     shown: list[Resolution] = []

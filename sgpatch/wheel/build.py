@@ -30,7 +30,7 @@ from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
 from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError
-from sgpatch.git.batch import blob_ids
+from sgpatch.git.batch import blob_ids, read_blobs
 from sgpatch.git.repo import Git
 from sgpatch.results import Progress
 from sgpatch.series.anchors import Anchor, load_anchors
@@ -269,7 +269,7 @@ def repack_wheels(
     if not wanted:
         raise BuildError(f"{stack.name}: pins no wheel to repack", hint="pin the release's wheels (sgpatch port)")
     paths = series.touched
-    patched = {p: g.read_blob(head, p) for p in paths}
+    patched = read_blobs(g, head, paths)
     if anchors is None:  # read once for every wheel's check
         anchors = load_anchors(stack.series_dir / "anchors.toml")
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
