@@ -466,3 +466,65 @@ def test_combine_around_lines_the_release_changed() -> None:
     ours = (b"    if isinstance(mlp, MoeBlock):\n", b"        h = mlp(h, batch)\n")
     theirs = (b"    if isinstance(mlp, MoeBlock):\n", b"        h = mlp(\n", b"            h, batch\n", b"        )\n")
     assert region_choice(Region(ours, (), theirs)).choice == ""
+
+
+SLIME = Path(__file__).parent / "data" / "series"
+MEMORY_POOL = "python/sglang/srt/mem_cache/memory_pool.py"
+
+
+def test_memory_pool_take_upstream_needs_the_same_definitions_as_asts(
+    release_tree: Any, merger: Any, tmp_path: Path
+) -> None:
+    """slime's memory_pool.py hunk #3 adds NSATokenToKVPool.get_cpu_copy/load_cpu_copy; 0.5.12.post1 has both,
+    equal as Python ASTs (comments aside): take-upstream, with that evidence.  A release whose get_cpu_copy has
+    another body (one argument changed) proves nothing: no take-upstream, although the name stands there and
+    every other line of the hunk too."""
+    from sgpatch.series.engine import apply_file
+
+    series = parse_patch(HEADER + (SLIME / "slime-sglang-0.5.9.patch").read_bytes(), tmp_path / "s.patch")
+    fp = next(f for f in series.files if f.path == MEMORY_POOL)
+    before = (release_tree("0.5.9") / MEMORY_POOL).read_bytes()
+    new = (release_tree("0.5.12.post1") / MEMORY_POOL).read_bytes()
+    after = apply_file(before, fp)
+    assert isinstance(after, bytes)
+    verdicts = carry_file(fp, before, after, new, merger).verdict.hunks
+    assert [v.state for v in verdicts] == ["applies", "merged", "conflict"]
+    third = suggest(fp, verdicts, before, new, merger)[2]
+    assert third.suggestion == TAKE_UPSTREAM
+    assert third.evidence.startswith("ast-equal: NSATokenToKVPool.get_cpu_copy, NSATokenToKVPool.load_cpu_copy")
+    # The same name, another body: the release's chunk size is not the hunk's.
+    old_line = b"        page_chunk_size = max(1, chunk_size // self.page_size)\n"
+    start = new.index(b"class NSATokenToKVPool")
+    at = new.index(old_line, new.index(b"    def get_cpu_copy(self, indices):", start))
+    other = new[:at] + b"        page_chunk_size = max(2, chunk_size // self.page_size)\n" + new[at + len(old_line) :]
+    assert absorbed(fp.hunks[2], before, new, apply_file(before, only_hunk(fp, 3))) is not None
+    assert absorbed(fp.hunks[2], before, other, apply_file(before, only_hunk(fp, 3))) is None
+    verdicts = carry_file(fp, before, after, other, merger).verdict.hunks
+    assert suggest(fp, verdicts, before, other, merger)[2].suggestion != TAKE_UPSTREAM
+
+
+def only_hunk(fp: Any, index: int) -> Any:
+    from sgpatch.series.hunks import only
+
+    return only(fp, (fp.hunks[index - 1],))
+
+
+def test_a_definition_added_by_name_alone_is_not_absorbed() -> None:
+    """The line evidence used to hold for a hunk adding a method whose lines stand in the release's class, in
+    another method: now a definition the hunk adds must stand under its own name, equal as an AST."""
+    before = b"class A:\n    def f(self):\n        return 1\n"
+    after = b"class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return compute_value(self)\n"
+    new = b"class A:\n    def f(self):\n        return 1\n\n    def h(self):\n        return compute_value(self)\n"
+    fp = parse_patch(HEADER + _diff(Path("."), before, after), Path("p.patch")).files[0]
+    assert absorbed(fp.hunks[0], before, new, after) is None
+    renamed_too = new.replace(b"def h(", b"def g(")
+    assert absorbed(fp.hunks[0], before, renamed_too, after) == (
+        "ast-equal: A.g stand(s) in the release, equal as Python ASTs"
+    )
+    # A run found inside a longer line proves nothing: it must stand from a line's start to a line's end.
+    mod_before = b"import os\n\nvalue = 1\n"
+    mod_after = b"import os\n\nvalue = 1\nlimit = compute(2)\n"
+    mod_new = b"import os\n\nvalue = 1\nmylimit = compute(2)\n"
+    fp = parse_patch(HEADER + _diff(Path("."), mod_before, mod_after), Path("p.patch")).files[0]
+    assert absorbed(fp.hunks[0], mod_before, mod_new, mod_after) is None
+    assert absorbed(fp.hunks[0], mod_before, mod_new.replace(b"mylimit", b"limit"), mod_after) is not None
