@@ -106,7 +106,9 @@ def _continue(
     version = record["version"]
     base = record["base"]
     new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
-    learn_from(config.root, g, record, new_head)  # kept for later ports of the series (reuse)
+    rejected = {str(r).removesuffix(".rej") for r in record.get("rejects", [])}
+    gone = [fp for fp in patch.files if fp.path in rejected]
+    learn_from(config.root, g, record, new_head, gone)  # kept for later ports of the series (reuse)
     *previous, conflicted = ported
     kept = [str(k) for k in record["kept"]]
     if carries:

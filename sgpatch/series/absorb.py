@@ -55,6 +55,7 @@ class Suggestion:
 
 
 NONE = Suggestion("", "")
+_DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
 _LISTED = re.compile(rb"^[ \t]*(?:(?:import|from)[ \t]+\S.*|[A-Za-z_][A-Za-z0-9_.]*,)[ \t]*\r?\n?$")
 
 
@@ -127,7 +128,7 @@ def absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | None = N
     A definition the hunk adds must stand in the release under its qualified name, once, equal as a Python AST
     (a definition of that name with another body proves nothing: the hunk's version may still be needed).
     """
-    added = _added_definitions(before, after_hunk)
+    added = _added_definitions(hunk, before, after_hunk)
     if added is None:
         return None
     if added:
@@ -139,11 +140,11 @@ def absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | None = N
     return _lines_absorbed(hunk, before, new)
 
 
-def _added_definitions(before: bytes, after_hunk: bytes | None) -> list[str] | None:
+def _added_definitions(hunk: Hunk, before: bytes, after_hunk: bytes | None) -> list[str] | None:
     """The qualified names of the definitions ``after_hunk`` has that ``before`` lacks ([] when none, or for a file
     that is not Python); None when only one side parses."""
-    if after_hunk is None:
-        return []
+    if after_hunk is None or not any(_DEFINES.match(ln) for _, ln in hunk.added):
+        return []  # no def or class line added: no definition either (and nothing to parse)
     o_before, o_after = outline(before), outline(after_hunk)
     if o_before is None or o_after is None:
         return [] if o_before is None and o_after is None else None
