@@ -11,7 +11,7 @@ committed, then `git apply -3`), then `sgpatch port --resolve suggested`.  Print
   lines their port adds to that file (to any file, for a file the release lacks);
 - `take-patch`/`combine` suggestions the maintainers' port contradicts (they dropped the hunk);
 - hunks merged automatically (applies/merged) that the maintainers dropped;
-- port time against its floor;
+- port time against its floor (wall clock, and CPU time of the processes, steadier on a shared machine);
 - the chain 0.5.9 -> 0.5.12.post1 -> 0.5.15.post1: the first port resolved as its maintainers did (their file for
   each file left, the suggestions taken elsewhere), `port --continue`, then the new stack ported on, against
   porting 0.5.15.post1 from the base; and the same first port made again in a fresh project holding the
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,13 @@ def _release_file(checkout: Path, path: str) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def _cpu() -> float:
+    """CPU seconds (user + system) the finished child processes used so far: steadier than the wall clock on a
+    shared machine."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
 def sg(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
     proc = subprocess.run(
@@ -115,12 +123,15 @@ def sg(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
 
 def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict[str, FilePatch]) -> dict[str, Any]:
     wheel = fetch_artifact(RELEASES[version], version)
+    cpu0 = _cpu()
     layout, apply3 = floor(pristine, wheel, SERIES, work)
+    cpu1 = _cpu()
     proj = work / f"proj-{version}"
     shutil.rmtree(proj, ignore_errors=True)
     shutil.copytree(template, proj, symlinks=True)
     on = ["--config", str(proj / "VERSIONS.toml")]
     took, done = sg("port", "0.5.9-cu130", "--to", version, "--json", *on)
+    cpu2 = _cpu()
     if done.returncode not in (0, 1):
         raise SystemExit(f"port: exit {done.returncode}: {done.stderr[-800:]}")
     doc = json.loads(done.stdout)
@@ -184,6 +195,8 @@ def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict
         "contradictions": contradictions,
         "port_s": took,
         "floor_s": layout + apply3,
+        "port_cpu_s": cpu2 - cpu1,
+        "floor_cpu_s": cpu1 - cpu0,
     }
 
 
@@ -289,7 +302,11 @@ def main() -> None:
             f"  hunks carried automatically that the maintainers dropped (their choice; no evidence in the release): "
             f"{len(r['automatic_they_dropped'])}"
         )
-        print(f"  port {r['port_s']:.1f} s, floor {r['floor_s']:.1f} s: {r['port_s'] / r['floor_s']:.1f}x (target 2x)")
+        print(
+            f"  port {r['port_s']:.1f} s, floor {r['floor_s']:.1f} s: {r['port_s'] / r['floor_s']:.1f}x (target 2x); "
+            f"CPU time {r['port_cpu_s']:.1f} s against {r['floor_cpu_s']:.1f} s: "
+            f"{r['port_cpu_s'] / r['floor_cpu_s']:.1f}x"
+        )
     if linked:
         print("\nchain 0.5.9 -> 0.5.12.post1 (resolved as the maintainers did, --continue) -> 0.5.15.post1")
         if linked.get("continue_exit"):
