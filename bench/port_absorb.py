@@ -11,7 +11,7 @@ committed, then `git apply -3`), then `sgpatch port --resolve suggested`.  Print
   lines their port adds to that file (to any file, for a file the release lacks);
 - `take-patch`/`combine` suggestions the maintainers' port contradicts (they dropped the hunk);
 - hunks merged automatically (applies/merged) that the maintainers dropped;
-- port time against its floor;
+- port time against its floor (wall clock, and CPU time of the processes, steadier on a shared machine);
 - the chain 0.5.9 -> 0.5.12.post1 -> 0.5.15.post1: the first port resolved as its maintainers did (their file for
   each file left, the suggestions taken elsewhere), `port --continue`, then the new stack ported on, against
   porting 0.5.15.post1 from the base; and the same first port made again in a fresh project holding the
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -37,8 +39,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.port_series import MESSAGE, SERIES, _env, floor, git, run  # noqa: E402
-from sgpatch.series.engine import HunkFailure, apply_file, duplicate_definitions  # noqa: E402
+from sgpatch.series.engine import HunkFailure, apply_file  # noqa: E402
 from sgpatch.series.patch import FilePatch, Hunk, parse_patch  # noqa: E402
+from sgpatch.series.upstream import outline  # noqa: E402
 from sgpatch.source.artifacts import fetch_artifact  # noqa: E402
 from tests.conftest import RELEASES  # noqa: E402
 from tests.helpers import empty_series_project  # noqa: E402
@@ -65,17 +68,30 @@ class Key:
         for c in self.files.values():
             self.anywhere.update(c)
 
-    def twice(self, path: str, hunk: Hunk, release: bytes | None) -> list[str]:
-        """The names the maintainers' file defines twice (the release once) that ``hunk`` defines."""
+    def dead_copies(self, path: str, hunk: Hunk, release: bytes | None) -> bool:
+        """Whether every definition ``hunk`` adds stands in the maintainers' file only as copies equal (as Python
+        ASTs) to the release's own one: they kept the hunk's text, but not its effect (Python keeps one, the
+        same as the release's), so it counts as dropped."""
         fp = self.theirs.get(path)
         if fp is None or release is None:
-            return []
+            return False
         text = apply_file(release, fp)
-        if isinstance(text, HunkFailure):
-            return []
-        dups = duplicate_definitions(release, text)
+        o_theirs, o_release = outline(None if isinstance(text, HunkFailure) else text), outline(release)
+        if o_theirs is None or o_release is None:
+            return False
         added = b"".join(ln for _, ln in hunk.added)
-        return [d for d in dups if f"def {d.split(' in ')[0]}(".encode() in added]
+        names = {m.decode() for m in re.findall(rb"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", added, re.M)}
+        if not names:
+            return False
+        for name in names:
+            copies = [d for q, ds in o_theirs.definitions.items() if q.rsplit(".", 1)[-1] == name for d in ds]
+            mine = [d for q, ds in o_release.definitions.items() if q.rsplit(".", 1)[-1] == name for d in ds]
+            if len(copies) < 2 or not any(c.qualname == m.qualname for c in copies for m in mine):
+                return False
+            by_name = {m.qualname: m.dump for m in mine}
+            if any(c.dump != by_name.get(c.qualname) for c in copies):
+                return False
+        return True
 
     def kept(self, path: str, hunk: Hunk) -> bool:
         added = [b"".join(ln.split()) for _, ln in hunk.added if ln.strip()]
@@ -90,6 +106,13 @@ def _release_file(checkout: Path, path: str) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def _cpu() -> float:
+    """CPU seconds (user + system) the finished child processes used so far: steadier than the wall clock on a
+    shared machine."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
 def sg(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
     proc = subprocess.run(
@@ -100,12 +123,15 @@ def sg(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
 
 def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict[str, FilePatch]) -> dict[str, Any]:
     wheel = fetch_artifact(RELEASES[version], version)
+    cpu0 = _cpu()
     layout, apply3 = floor(pristine, wheel, SERIES, work)
+    cpu1 = _cpu()
     proj = work / f"proj-{version}"
     shutil.rmtree(proj, ignore_errors=True)
     shutil.copytree(template, proj, symlinks=True)
     on = ["--config", str(proj / "VERSIONS.toml")]
     took, done = sg("port", "0.5.9-cu130", "--to", version, "--json", *on)
+    cpu2 = _cpu()
     if done.returncode not in (0, 1):
         raise SystemExit(f"port: exit {done.returncode}: {done.stderr[-800:]}")
     doc = json.loads(done.stdout)
@@ -117,13 +143,25 @@ def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict
     contradicted: list[str] = []
     auto_against: list[str] = []
     wrong: list[str] = []
+    checkout = Path(doc["checkout"]) if doc.get("checkout") else None
+    dead: list[str] = []
+    lost: dict[str, list[str]] = {}  # file -> its hunks dropped as upstream that the maintainers kept
     for f in files:
         section = ours[f["file"]]
+        release = _release_file(checkout, f["file"]) if checkout is not None else None
         for h in f["hunks"]:
-            kept = key.kept(f["file"], section.hunks[h["index"] - 1])
+            hunk = section.hunks[h["index"] - 1]
+            kept = key.kept(f["file"], hunk)
+            if kept and key.dead_copies(f["file"], hunk, release):
+                kept = False
+                dead.append(f"{f['file'].rsplit('/', 1)[-1]}#{h['index']}")
             name = f"{f['file'].rsplit('/', 1)[-1]}#{h['index']}"
             if h["state"] in ("applies", "merged") and not kept:
                 auto_against.append(name)
+            if h["state"] in ("upstream", "superseded") and kept:
+                lost.setdefault(f["file"], []).append(f"{name} ({h['state']})")
+            if h["state"] == "conflict" and h.get("suggestion") == "take-upstream" and kept:
+                lost.setdefault(f["file"], []).append(f"{name} (take-upstream)")
             if h["state"] != "conflict":
                 continue
             up = h.get("suggestion") == "take-upstream"
@@ -131,15 +169,14 @@ def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict
             fp_ += up and kept
             fn += (not up) and not kept
             if up and kept:
-                release = _release_file(Path(doc["checkout"]), f["file"]) if doc.get("checkout") else None
-                twice = key.twice(f["file"], section.hunks[h["index"] - 1], release)
-                wrong.append(f"{name}" + (f" (their port defines {', '.join(twice)} twice)" if twice else ""))
+                wrong.append(name)
             if h.get("suggestion") in ("take-patch", "combine") and not kept:
                 contradicted.append(f"{name} ({h['suggestion']})")
     _, resolved = sg("port", "--resolve", "suggested", "--json", *on)
     if resolved.returncode != 0:
         raise SystemExit(f"port --resolve: exit {resolved.returncode}: {resolved.stderr[-800:]}")
     left = json.loads(resolved.stdout)["left"]
+    contradictions = sorted(f"{p.rsplit('/', 1)[-1]}: {', '.join(lost[p])}" for p in lost if p not in left)
     return {
         "version": version,
         "files": len(files),
@@ -149,14 +186,17 @@ def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict
         "after_resolve_dropped_by_maintainers": sum(1 for p in left if p not in key.files),
         "take_upstream": tp + fp_,
         "precision": tp / (tp + fp_) if tp + fp_ else None,
-        "precision_but_duplicates": (tp + sum("twice)" in w for w in wrong)) / (tp + fp_) if tp + fp_ else None,
+        "kept_only_as_dead_copies": dead,
         "recall": tp / (tp + fn) if tp + fn else None,
         "take_upstream_kept_by_maintainers": wrong,
         "patch_or_combine_they_dropped": contradicted,
         "automatic_they_dropped": auto_against,
         "left_files": left,
+        "contradictions": contradictions,
         "port_s": took,
         "floor_s": layout + apply3,
+        "port_cpu_s": cpu2 - cpu1,
+        "floor_cpu_s": cpu1 - cpu0,
     }
 
 
@@ -249,8 +289,24 @@ def main() -> None:
             f"  take-patch/combine the maintainers dropped: {len(r['patch_or_combine_they_dropped'])} "
             f"{', '.join(r['patch_or_combine_they_dropped'])}"
         )
-        print(f"  hunks carried automatically that the maintainers dropped: {len(r['automatic_they_dropped'])}")
-        print(f"  port {r['port_s']:.1f} s, floor {r['floor_s']:.1f} s: {r['port_s'] / r['floor_s']:.1f}x (target 2x)")
+        if r["kept_only_as_dead_copies"]:
+            print(
+                f"    kept by the maintainers only as dead copies of the release's own definitions (counted as "
+                f"dropped): {', '.join(r['kept_only_as_dead_copies'])}"
+            )
+        print(
+            f"  files settled without a person that contradict the maintainers' port (a change they kept, dropped "
+            f"as upstream): {len(r['contradictions'])} {'; '.join(r['contradictions'])}"
+        )
+        print(
+            f"  hunks carried automatically that the maintainers dropped (their choice; no evidence in the release): "
+            f"{len(r['automatic_they_dropped'])}"
+        )
+        print(
+            f"  port {r['port_s']:.1f} s, floor {r['floor_s']:.1f} s: {r['port_s'] / r['floor_s']:.1f}x (target 2x); "
+            f"CPU time {r['port_cpu_s']:.1f} s against {r['floor_cpu_s']:.1f} s: "
+            f"{r['port_cpu_s'] / r['floor_cpu_s']:.1f}x"
+        )
     if linked:
         print("\nchain 0.5.9 -> 0.5.12.post1 (resolved as the maintainers did, --continue) -> 0.5.15.post1")
         if linked.get("continue_exit"):

@@ -1329,6 +1329,14 @@ case(
     "the stop's files as the merge left them",
 )
 case(
+    "resolution-store-crafted-reject",
+    UPGRADE,
+    "a kept decision for a hunk of a file the release lacks whose sides do not hash to its name",
+    None,
+    "a miss: the reject file is written",
+    "the stop's reject file as the port writes it",
+)
+case(
     "port-continue-killed-stopping",
     UPGRADE,
     "SIGKILL of `sgpatch port --continue` after it recorded the next stop (0006 conflicts too), before moving there",

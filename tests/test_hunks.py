@@ -116,3 +116,20 @@ def test_a_hunk_that_would_define_a_name_twice_is_marked(tmp_path: Path) -> None
     region = out.text.decode().splitlines(keepends=True)[start - 1 : end]
     theirs = "".join(region[region.index("=======\n") + 1 : -1])
     assert "".join(added) in theirs and region[0] == "<<<<<<< the release\n"
+
+
+def test_a_hunk_naming_what_the_release_never_says_is_not_parsed_for_a_proof(tmp_path: Path) -> None:
+    from sgpatch.series.hunks import names_stand
+
+    before = b"def f(x):\n    return x\n"
+    after = b"def f(x):\n    # keep the old value: see issue 7\n    return clamp(x, lo=0)\n"
+    (hunk,) = _fp(before, after, tmp_path).hunks
+    # Every name the added code says stands in the release (the comment's words need not): a proof may hold.
+    assert names_stand(hunk, b"def f(x):\n    return clamp(x, lo=0)\n")
+    # One name missing (lo): neither an AST nor a verbatim proof can hold.
+    assert not names_stand(hunk, b"def f(x):\n    return clamp(x, 0)\n")
+    # The verdict is the same either way: a reformatted upstream copy is still found upstream.
+    merge = _merge(tmp_path)
+    new = b"def f(x):\n    return clamp(\n        x, lo=0\n    )\n"
+    fp = _fp(before, after, tmp_path)
+    assert [h.state for h in carry_file(fp, before, after, new, merge).verdict.hunks] == ["upstream"]

@@ -428,7 +428,7 @@ def test_slime_resolutions_made_at_continue_are_replayed_by_the_next_port(
     done = sg("port", "--continue", "--config", str(first / "VERSIONS.toml"))
     assert done.returncode == 0, done.stderr
     # Each conflict kept once, by its content, where the text around it tells where it stood.
-    stored = {e.stem for e in (first / STORE).glob("*.json")}
+    stored = {e.stem for e in (first / STORE).glob("*.json") if json.loads(e.read_text()).get("kind") != "reject"}
     every = set().union(*conflicts.values())
     assert stored <= every and len(stored) > len(every) // 2
     settled = sorted(path for path, keys in conflicts.items() if keys <= stored)
@@ -437,13 +437,34 @@ def test_slime_resolutions_made_at_continue_are_replayed_by_the_next_port(
     second = tmp_path / "second"
     shutil.copytree(slime_project[0], second, symlinks=True)
     shutil.copytree(first / STORE, second / STORE)
+    # The files the release lacks: each hunk's decision was kept (three left absent, one recreated).
+    gone = sorted(f["file"] for p in stopped[1]["patches"] for f in p["files"] if f["gone"])
+    decisions: dict[str, set[str]] = {}
+    for entry in (first / STORE).glob("*.json"):
+        kept = json.loads(entry.read_text())
+        if kept.get("kind") == "reject":
+            decisions.setdefault(kept["path"], set()).add(kept["decision"])
+    recreated = "python/sglang/srt/managers/scheduler_metrics_mixin.py"
+    assert sorted(decisions) == gone and len(gone) == 4
+    assert {p: d for p, d in decisions.items() if d != {"absent"}} == {recreated: {"recreated"}}
+    # Every conflict and every reject file settled by what was kept: the port replays the person's resolution and
+    # goes on by itself, to the person's stack (but for the line the person added outside any conflict: not kept).
+    assert settled == marked
     again = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(second / "VERSIONS.toml"))
-    assert again.returncode == 1, again.stderr
+    assert again.returncode == 0, again.stderr
+    assert "settled by kept resolutions: continuing" in again.stderr
     doc = json.loads(again.stdout)
-    assert sorted(doc["replayed"]) == settled and doc["rejects"]
+    assert doc["stopped"] is None and doc["rejects"] == [] and [p["state"] for p in doc["patches"]] == ["resolved"]
+    from .test_port_series import MOVED_TO
+
+    (mine,) = sorted((first / "patches" / "0.5.12.post1").glob("*.patch"))
+    (again_patch,) = sorted((second / "patches" / "0.5.12.post1").glob("*.patch"))
+    touched = {fp.path for fp in parse_patch(mine.read_bytes(), mine).files}
+    assert touched - {fp.path for fp in parse_patch(again_patch.read_bytes(), again_patch).files} == {MOVED_TO}
     co2 = second / ".sgpatch/checkouts" / NEW
-    for path in settled:
+    for path in sorted(touched - {MOVED_TO}):
         assert (co2 / path).read_bytes() == (co / path).read_bytes(), path
+    assert not list(co2.rglob("*.rej")) and all(not (co2 / p).exists() for p in gone if p != recreated)
 
 
 def test_combine_around_lines_the_release_changed() -> None:
@@ -466,3 +487,91 @@ def test_combine_around_lines_the_release_changed() -> None:
     ours = (b"    if isinstance(mlp, MoeBlock):\n", b"        h = mlp(h, batch)\n")
     theirs = (b"    if isinstance(mlp, MoeBlock):\n", b"        h = mlp(\n", b"            h, batch\n", b"        )\n")
     assert region_choice(Region(ours, (), theirs)).choice == ""
+
+
+SLIME = Path(__file__).parent / "data" / "series"
+MEMORY_POOL = "python/sglang/srt/mem_cache/memory_pool.py"
+
+
+def test_memory_pool_take_upstream_needs_the_same_definitions_as_asts(
+    release_tree: Any, merger: Any, tmp_path: Path
+) -> None:
+    """slime's memory_pool.py hunk #3 adds NSATokenToKVPool.get_cpu_copy/load_cpu_copy; 0.5.12.post1 has both,
+    equal as Python ASTs (comments aside): take-upstream, with that evidence.  A release whose get_cpu_copy has
+    another body (one argument changed) proves nothing: no take-upstream, although the name stands there and
+    every other line of the hunk too."""
+    from sgpatch.series.engine import apply_file
+
+    series = parse_patch(HEADER + (SLIME / "slime-sglang-0.5.9.patch").read_bytes(), tmp_path / "s.patch")
+    fp = next(f for f in series.files if f.path == MEMORY_POOL)
+    before = (release_tree("0.5.9") / MEMORY_POOL).read_bytes()
+    new = (release_tree("0.5.12.post1") / MEMORY_POOL).read_bytes()
+    after = apply_file(before, fp)
+    assert isinstance(after, bytes)
+    verdicts = carry_file(fp, before, after, new, merger).verdict.hunks
+    assert [v.state for v in verdicts] == ["applies", "merged", "conflict"]
+    third = suggest(fp, verdicts, before, new, merger)[2]
+    assert third.suggestion == TAKE_UPSTREAM
+    assert third.evidence.startswith("ast-equal: NSATokenToKVPool.get_cpu_copy, NSATokenToKVPool.load_cpu_copy")
+    # The same name, another body: the release's chunk size is not the hunk's.
+    old_line = b"        page_chunk_size = max(1, chunk_size // self.page_size)\n"
+    start = new.index(b"class NSATokenToKVPool")
+    at = new.index(old_line, new.index(b"    def get_cpu_copy(self, indices):", start))
+    other = new[:at] + b"        page_chunk_size = max(2, chunk_size // self.page_size)\n" + new[at + len(old_line) :]
+    assert absorbed(fp.hunks[2], before, new, apply_file(before, only_hunk(fp, 3))) is not None
+    assert absorbed(fp.hunks[2], before, other, apply_file(before, only_hunk(fp, 3))) is None
+    verdicts = carry_file(fp, before, after, other, merger).verdict.hunks
+    assert suggest(fp, verdicts, before, other, merger)[2].suggestion != TAKE_UPSTREAM
+
+
+def only_hunk(fp: Any, index: int) -> Any:
+    from sgpatch.series.hunks import only
+
+    return only(fp, (fp.hunks[index - 1],))
+
+
+def test_a_definition_added_by_name_alone_is_not_absorbed() -> None:
+    """The line evidence used to hold for a hunk adding a method whose lines stand in the release's class, in
+    another method: now a definition the hunk adds must stand under its own name, equal as an AST."""
+    before = b"class A:\n    def f(self):\n        return 1\n"
+    after = b"class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return compute_value(self)\n"
+    new = b"class A:\n    def f(self):\n        return 1\n\n    def h(self):\n        return compute_value(self)\n"
+    fp = parse_patch(HEADER + _diff(Path("."), before, after), Path("p.patch")).files[0]
+    assert absorbed(fp.hunks[0], before, new, after) is None
+    renamed_too = new.replace(b"def h(", b"def g(")
+    assert absorbed(fp.hunks[0], before, renamed_too, after) == (
+        "ast-equal: A.g stand(s) in the release, equal as Python ASTs"
+    )
+    # A run found inside a longer line proves nothing: it must stand from a line's start to a line's end.
+    mod_before = b"import os\n\nvalue = 1\n"
+    mod_after = b"import os\n\nvalue = 1\nlimit = compute(2)\n"
+    mod_new = b"import os\n\nvalue = 1\nmylimit = compute(2)\n"
+    fp = parse_patch(HEADER + _diff(Path("."), mod_before, mod_after), Path("p.patch")).files[0]
+    assert absorbed(fp.hunks[0], mod_before, mod_new, mod_after) is None
+    assert absorbed(fp.hunks[0], mod_before, mod_new.replace(b"mylimit", b"limit"), mod_after) is not None
+
+
+def test_reject_decisions_are_kept_per_hunk_and_replayed(tmp_path: Path) -> None:
+    from sgpatch.port.reuse import STORE, learn_rejects, reject_key, replay_rejects
+
+    gone_text = b"def load(path):\n    return read(path)\n"
+    diff = _diff(tmp_path, gone_text, gone_text.replace(b"read(path)", b"read_checked(path, strict=True)"), "a/g.py")
+    fp = parse_patch(HEADER + diff, tmp_path / "p.patch").files[0]
+    other = parse_patch(HEADER + diff.replace(b"a/g.py", b"a/h.py"), tmp_path / "p.patch").files[0]
+    # Left absent: kept, and replayed as absent; another file's hunks (same lines, another path) are not settled.
+    assert learn_rejects(tmp_path, [fp], {}, {fp.path: None}) == 1
+    assert replay_rejects(tmp_path, [fp, other]) == {fp.path: None}
+    # Recreated: the file's text is replayed.
+    made = b"def load(path):\n    return read_checked(path, strict=True)\n"
+    learn_rejects(tmp_path, [fp], {fp.path: None}, {fp.path: made})
+    assert replay_rejects(tmp_path, [fp]) == {fp.path: made}
+    # Moved: its added line now stands in another file the resolution changed: kept, named, never replayed.
+    learn_rejects(tmp_path, [fp], {"b/x.py": b"x = 1\n"}, {fp.path: None, "b/x.py": b"x = 1\n" + made})
+    entry = json.loads((tmp_path / STORE / f"{reject_key(fp.path, fp.hunks[0])}.json").read_text())
+    assert entry["decision"] == "moved" and entry["into"] == ["b/x.py"]
+    assert replay_rejects(tmp_path, [fp]) == {}
+    # A crafted entry (its sides no longer hash to its name) is a miss.
+    entry.update(decision="absent", old="something else\n")
+    (tmp_path / STORE / f"{reject_key(fp.path, fp.hunks[0])}.json").write_text(json.dumps(entry))
+    assert replay_rejects(tmp_path, [fp]) == {}
+    record("resolution-store-crafted-reject", exit=None, shown="a miss: the reject file is written")

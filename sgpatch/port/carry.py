@@ -93,22 +93,23 @@ def _carry(run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: st
     carried: Files = {}  # release files the hunks of a missing file were carried into (``moved``)
     for fp in patch.files:
         b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
-        with parses_shared():  # the hunk tests, the file-level tests and the duplicate check parse each text once
-            outcome = carry_file(fp, b, a, n, merge)
+        with parses_shared():  # the hunk tests, the file-level tests, the duplicate check and the suggestions
+            outcome = carry_file(fp, b, a, n, merge)  # parse each text once
             states = {h.state for h in outcome.verdict.hunks}
             if states - {"upstream"} and "applies" not in states:  # a hunk that applies is not upstream
                 whole = _whole_file(patch, fp, before, after, run.current)
                 if whole is not None:
                     outcome = carry_file(fp, b, a, n, merge, whole=whole)
+            conflict = outcome.verdict.state == "conflict" and not outcome.verdict.gone and fp.hunks
+            if conflict and b is not None and n is not None:
+                hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge))
+                outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
             if b is not None and run.release is not None:
                 busy = frozenset(f.path for f in patch.files) | frozenset(carried)
                 outcome, into = _follow(run, fp, outcome, b, merge, busy)
                 carried.update(into)
-        elif outcome.verdict.state == "conflict" and b is not None and n is not None and fp.hunks:
-            hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge))
-            outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
         outcomes.append(outcome)
     ported, texts = _verdict(patch, outcomes, old_label, new_label)
     return ported, ({**texts, **carried} if texts is not None else None)

@@ -125,6 +125,9 @@ def resolve_port(
             full = g.root / fv.path
             new, left_at_stop = release.get(fv.path), at_stop.get(fv.path)
             before = old.states[k].get(fv.path)
+            if fv.gone and f"{fv.path}.rej" not in record.rejects:
+                out.append(ResolvedFile(fv.path, "resolved", len(fv.hunks), 0))  # settled by kept decisions (reuse)
+                continue
             if fv.gone or new is None or before is None:
                 out.append(ResolvedFile(fv.path, "gone", 0, len(fv.hunks)))
                 continue

@@ -70,9 +70,12 @@ class PortResult:
 
     @property
     def settled(self) -> bool:
-        """Stopped, but every conflict of the stopped patch settled by kept resolutions (no reject file either)."""
+        """Stopped, but every conflict of the stopped patch settled by kept resolutions (no reject file either: a
+        file the release lacks settled by kept decisions is among ``replayed``)."""
         if self.stopped is None or self.rejects:
             return False
         stopped = next((p for p in self.patches if p.name == self.stopped), None)
-        marked = {f.path for f in stopped.files if f.regions} if stopped else {""}
+        if stopped is None:
+            return False
+        marked = {f.path for f in stopped.files if f.regions or f.gone}
         return bool(marked) and marked <= set(self.replayed)

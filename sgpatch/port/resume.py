@@ -102,7 +102,9 @@ def _continue(config: Config, g: Git, record: PortRecord, *, progress: Progress 
     version = record.version
     base = record.base
     new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
-    learn_from(config.root, g, record, new_head)  # kept for later ports of the series (reuse)
+    rejected = {r.removesuffix(".rej") for r in record.rejects}
+    gone = [fp for fp in patch.files if fp.path in rejected]
+    learn_from(config.root, g, record, new_head, gone)  # kept for later ports of the series (reuse)
     previous, conflicted = list(record.decided), record.conflicted
     kept = list(record.kept)
     if carries:

@@ -8,12 +8,20 @@ port of the series (another stack of the same line, a port given up and made aga
 same conflict, byte for byte, writes the kept resolution in place of its markers; the resolution then goes
 through every check ``port --continue`` runs, like any other.
 
+A reject file (a file the release lacks: its hunks wait in ``<path>.rej``) is decided per hunk as well: at
+``port --continue`` each hunk of it is kept, by the sha256 of its path and its two sides (``reject_key``), with
+what the person made of its file: left ``absent``, ``recreated`` (the file's text kept), or ``moved`` (its added
+lines now stand in other files the resolution changed: kept, named, never replayed, since the change went
+elsewhere).  A later port that meets the same missing file with the same hunks, each kept with one and the same
+``absent`` or ``recreated`` decision, settles it so (no reject file; the recreated file written).
+
 A kept file is data from outside: it is read only when it is a regular file of at most ``MAX_ENTRY`` bytes
 whose sides hash to its name; anything else is a miss.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -25,8 +33,8 @@ from sgpatch.atomic import write_atomic
 from sgpatch.checkout.stop.kinds import PortRecord
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
-from sgpatch.series.absorb import Piece, Region, regions_of
-from sgpatch.series.patch import split_lines
+from sgpatch.series.absorb import Piece, Region, norm, regions_of, says_something
+from sgpatch.series.patch import FilePatch, Hunk, split_lines
 
 STORE = ".sgpatch-resolutions"
 MAX_ENTRY = 1 << 20
@@ -195,9 +203,118 @@ def replay_stop(root: Path, files: Mapping[str, bytes | None]) -> tuple[dict[str
     return replay(root, files)
 
 
-def learn_from(root: Path, g: Git, record: PortRecord, resolution: str) -> int:
-    """``learn`` from a port stopped as ``record`` says and the commit of the person's ``resolution``."""
+def learn_from(root: Path, g: Git, record: PortRecord, resolution: str, gone: Sequence[FilePatch] = ()) -> int:
+    """``learn`` (and ``learn_rejects`` for the sections ``gone`` of the files the release lacks) from a port stopped
+    as ``record`` says and the commit of the person's ``resolution``."""
+    stop = record.stop
     paths = [f.path for f in record.conflicted.files if f.regions]
-    if not paths:
-        return 0
-    return learn(root, read_blobs(g, record.stop, paths), read_blobs(g, resolution, paths))
+    kept = learn(root, read_blobs(g, stop, paths), read_blobs(g, resolution, paths)) if paths else 0
+    if gone:
+        changed = sorted(g.changed_paths(stop, resolution) | {fp.path for fp in gone})
+        kept += learn_rejects(root, gone, read_blobs(g, stop, changed), read_blobs(g, resolution, changed))
+    return kept
+
+
+# --------------------------------------------------------------------------- reject files
+
+ABSENT, RECREATED, MOVED = "absent", "recreated", "moved"
+
+
+def reject_key(path: str, hunk: Hunk) -> str:
+    """The content key of one hunk of a file the release lacks: its path and its two sides."""
+    h = hashlib.sha256(b"sgpatch-reject-1\0")
+    for part in (path.encode(), b"".join(hunk.old), b"".join(hunk.new)):
+        h.update(str(len(part)).encode() + b"\0" + part)
+    return h.hexdigest()
+
+
+def learn_rejects(
+    root: Path, gone: Sequence[FilePatch], stopped: Mapping[str, bytes | None], resolved: Mapping[str, bytes | None]
+) -> int:
+    """Keep the person's decision for each hunk of the sections ``gone`` (files the release lacks); ``stopped`` and
+    ``resolved``: every file the resolution changed, at the stop and in the resolution."""
+    store = root / STORE
+    kept = 0
+    for fp in gone:
+        text = resolved.get(fp.path)
+        shown = _text(text) if text is not None else None
+        if text is not None and shown is None:
+            continue
+        for hunk in fp.hunks:
+            into: list[str] = []
+            if text is None:
+                into = _moved_into(hunk, fp.path, stopped, resolved)
+            sides = [_text(b"".join(side)) for side in (hunk.old, hunk.new)]
+            if any(side is None for side in sides) or store.is_symlink():
+                continue
+            entry = {
+                "schema_version": _SCHEMA,
+                "kind": "reject",
+                "path": fp.path,
+                "old": sides[0],
+                "new": sides[1],
+                "decision": RECREATED if text is not None else MOVED if into else ABSENT,
+                "file": shown,
+                "into": into,
+            }
+            store.mkdir(exist_ok=True)
+            write_atomic(store / f"{reject_key(fp.path, hunk)}.json", (json.dumps(entry, indent=1) + "\n").encode())
+            kept += 1
+    return kept
+
+
+def _moved_into(
+    hunk: Hunk, path: str, stopped: Mapping[str, bytes | None], resolved: Mapping[str, bytes | None]
+) -> list[str]:
+    """The other files the resolution gave a line the hunk adds (one that says something) that they lacked."""
+    wanted = {norm(ln) for _, ln in hunk.added} - {b""}
+    wanted = {n for n in wanted if says_something(n)}
+    into = []
+    for other, after in resolved.items():
+        if other == path or other.endswith(".rej") or after is None:
+            continue
+        had = {norm(ln) for ln in split_lines(stopped.get(other) or b"")}
+        if any(n in wanted and n not in had for n in (norm(ln) for ln in split_lines(after))):
+            into.append(other)
+    return sorted(into)
+
+
+def _recall_reject(store: Path, path: str, hunk: Hunk) -> tuple[str, str | None] | None:
+    """(decision, the recreated file's text) kept for one hunk of a missing file, or None."""
+    k = reject_key(path, hunk)
+    try:
+        st = os.lstat(store / f"{k}.json")
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY:
+            return None
+        entry = json.loads((store / f"{k}.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("schema_version") != _SCHEMA or entry.get("kind") != "reject":
+        return None
+    old, new, where = _lines(entry.get("old")), _lines(entry.get("new")), entry.get("path")
+    if old is None or new is None or not isinstance(where, str):
+        return None
+    if reject_key(where, dataclasses.replace(hunk, old=old, new=new)) != k:
+        return None
+    decision, text = entry.get("decision"), entry.get("file")
+    if decision == ABSENT and text is None:
+        return ABSENT, None
+    if decision == RECREATED and isinstance(text, str):
+        return RECREATED, text
+    return None
+
+
+def replay_rejects(root: Path, gone: Sequence[FilePatch]) -> dict[str, bytes | None]:
+    """The files the release lacks that kept decisions settle: path -> the recreated text, or None (left absent).
+    A file is settled only when each of its hunks is kept with one and the same decision."""
+    store = root / STORE
+    if not store.is_dir() or store.is_symlink():
+        return {}
+    out: dict[str, bytes | None] = {}
+    for fp in gone:
+        found = {_recall_reject(store, fp.path, hunk) for hunk in fp.hunks}
+        if len(found) != 1 or None in found:
+            continue
+        ((decision, text),) = found  # type: ignore[misc]
+        out[fp.path] = text.encode() if decision == RECREATED and text is not None else None
+    return out

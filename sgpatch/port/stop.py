@@ -31,6 +31,7 @@ from sgpatch.port.outputs import Plan, PortContext, move_checkout_into_place
 from sgpatch.port.rebase import Files, Rebase
 from sgpatch.port.record import STOP_REF, write_record
 from sgpatch.port.result import PortResult
+from sgpatch.port.reuse import replay_rejects
 from sgpatch.series.engine import apply_modes
 from sgpatch.series.hunks import reject_text
 from sgpatch.series.patch import Patch
@@ -66,15 +67,29 @@ def _section(patch: Patch, index: int) -> bytes:
 
 
 def stop_commit(
-    g: Git, patch: Patch, ported: PortedPatch, files: Files, current: Files, tip: str, *, release: str, date: str
+    g: Git,
+    patch: Patch,
+    ported: PortedPatch,
+    files: Files,
+    current: Files,
+    tip: str,
+    *,
+    release: str,
+    date: str,
+    settled: Files | None = None,
 ) -> tuple[str, list[str]]:
-    """The commit of the conflict as left for the person (on ``tip``), and its reject files."""
+    """The commit of the conflict as left for the person (on ``tip``), and its reject files.  ``settled``: the files
+    the release lacks that kept decisions settle (``reuse.replay_rejects``): no reject file; a text is written."""
     texts: dict[str, bytes | None] = dict(files)
     rejects: list[str] = []
     verdicts = {f.path: f for f in ported.files}
     for i, fp in enumerate(patch.files):
         verdict = verdicts.get(fp.path)
         if verdict is None or not verdict.gone:
+            continue
+        if settled is not None and fp.path in settled:
+            if settled[fp.path] is not None:
+                texts[fp.path] = settled[fp.path]
             continue
         reject = f"{fp.path}.rej"
         texts[reject] = reject_text(fp, _section(patch, i), release=release, renamed=verdict.renamed)
@@ -241,8 +256,12 @@ def stop_at(
     ported = next(p for p in result.patches if p.name == patch.name)
     exclude_droppings(g)
     date = g.commit_date(run.base)
+    gone = {f.path for f in ported.files if f.gone}
+    settled = replay_rejects(plan.config.root, [fp for fp in patch.files if fp.path in gone])
+    if settled:
+        result = dataclasses.replace(result, replayed=(*result.replayed, *sorted(settled)))
     stop, rejects = stop_commit(
-        g, patch, ported, files, run.current, run.tip, release=f"sglang {plan.version}", date=date
+        g, patch, ported, files, run.current, run.tip, release=f"sglang {plan.version}", date=date, settled=settled
     )
     if into != target and target.exists() and not (target.is_dir() and not any(target.iterdir())):
         aside = aside_of(target)  # the stack --force replaces: back on --abort

@@ -22,6 +22,7 @@ asks for presence in the same definition and for the absence of what the hunk re
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -54,6 +55,7 @@ class Suggestion:
 
 
 NONE = Suggestion("", "")
+_DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
 _LISTED = re.compile(rb"^[ \t]*(?:(?:import|from)[ \t]+\S.*|[A-Za-z_][A-Za-z0-9_.]*,)[ \t]*\r?\n?$")
 
 
@@ -95,13 +97,15 @@ def _runs(hunk: Hunk) -> list[list[bytes]]:
 
 
 def _removed(hunk: Hunk) -> list[bytes]:
+    """The normalised lines the hunk removes.  A line it only re-indents counts as removed: in Python the
+    indentation is what the line does."""
     kept = Counter(hunk.new)
     out = []
     for line in hunk.old:
         if kept[line]:
             kept[line] -= 1
-        else:
-            out.append(line)
+        elif norm(line):
+            out.append(norm(line))
     return out
 
 
@@ -117,8 +121,50 @@ def _landing(hunk: Hunk, lines: Sequence[bytes]) -> tuple[int, int] | None:
     return None
 
 
-def absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
-    """The evidence that ``new`` already does what ``hunk`` (made on ``before``) does; None without proof."""
+def absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | None = None) -> str | None:
+    """The evidence that ``new`` already does what ``hunk`` (made on ``before``; ``after_hunk``: ``before`` with
+    it alone applied) does; None without proof.
+
+    A definition the hunk adds must stand in the release under its qualified name, once, equal as a Python AST
+    (a definition of that name with another body proves nothing: the hunk's version may still be needed).
+    """
+    added = _added_definitions(hunk, before, after_hunk)
+    if added is None:
+        return None
+    if added:
+        return (
+            f"ast-equal: {', '.join(added)} stand(s) in the release, equal as Python ASTs"
+            if _all_equal(added, before, after_hunk, new)
+            else None
+        )
+    return _lines_absorbed(hunk, before, new)
+
+
+def _added_definitions(hunk: Hunk, before: bytes, after_hunk: bytes | None) -> list[str] | None:
+    """The qualified names of the definitions ``after_hunk`` has that ``before`` lacks ([] when none, or for a file
+    that is not Python); None when only one side parses."""
+    if after_hunk is None or not any(_DEFINES.match(ln) for _, ln in hunk.added):
+        return []  # no def or class line added: no definition either (and nothing to parse)
+    o_before, o_after = outline(before), outline(after_hunk)
+    if o_before is None or o_after is None:
+        return [] if o_before is None and o_after is None else None
+    return [q for q in o_after.definitions if q not in o_before.definitions]
+
+
+def _all_equal(names: Sequence[str], before: bytes, after_hunk: bytes | None, new: bytes) -> bool:
+    o_after, o_new = outline(after_hunk), outline(new)
+    if o_after is None or o_new is None:
+        return False
+    for q in names:
+        mine, theirs = o_after.definitions.get(q, ()), o_new.definitions.get(q, ())
+        if len(mine) != 1 or len(theirs) != 1 or mine[0].dump != theirs[0].dump:
+            return False
+    return True
+
+
+def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
+    """The line evidence: where the hunk would land, every run it adds stands (whitespace, line breaks and
+    comments aside, from the start of a line to the end of one) and no line it removes is left."""
     first, last = changed_span(hunk)
     o_before, o_new = outline(before), outline(new)
     lines = split_lines(new)
@@ -136,8 +182,10 @@ def absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
         window = lines[span[0] : span[1]]
         where = f"where it lands (lines {span[0] + 1}-{span[1]})"
     present = {norm(ln) for ln in window}
-    flat = b"".join(norm(ln) for ln in window)
-    removed = [n for n in (norm(ln) for ln in _removed(hunk)) if n]
+    said = [n for n in (norm(ln) for ln in window) if n]
+    flat = b"".join(said)
+    bounds = set(itertools.accumulate((len(n) for n in said), initial=0))
+    removed = _removed(hunk)
     if any(n in present for n in removed if says_something(n)):
         return None  # a line it removes is still there
     runs = [[n for n in (norm(ln) for ln in run) if n] for run in _runs(hunk)]
@@ -148,9 +196,19 @@ def absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
         return None
     if not any(says_something(n) for r in runs for n in r):
         return None
-    if all(b"".join(r) in flat for r in runs):
+    if all(_stands(b"".join(r), flat, bounds) for r in runs):
         return f"normalised: its {len(runs)} added run(s) stand {where}, and no line it removes is left"
     return None
+
+
+def _stands(run: bytes, flat: bytes, bounds: set[int]) -> bool:
+    """Whether ``run`` occurs in ``flat`` from a line's start to a line's end (``bounds``: where lines start)."""
+    at = flat.find(run)
+    while at >= 0:
+        if at in bounds and at + len(run) in bounds:
+            return True
+        at = flat.find(run, at + 1)
+    return False
 
 
 # --------------------------------------------------------------------------- the conflicts a merge leaves
@@ -318,12 +376,12 @@ def suggest(
     for k, (hunk, v) in enumerate(zip(fp.hunks, verdicts, strict=True)):
         if v.state != "conflict":
             continue
-        proof = absorbed(hunk, before, new)
-        if proof is not None:
-            out[k] = dataclasses.replace(v, suggestion=TAKE_UPSTREAM, evidence=proof)
-            continue
         other = apply_file(before, only(fp, (hunk,)))
         if isinstance(other, HunkFailure):
+            continue
+        proof = absorbed(hunk, before, new, other)
+        if proof is not None:
+            out[k] = dataclasses.replace(v, suggestion=TAKE_UPSTREAM, evidence=proof)
             continue
         merged, conflicts = merge(new, before, other)
         if not conflicts:

@@ -189,7 +189,7 @@ def _judge_hunk(fp: FilePatch, hunk: Hunk, before: bytes, after: bytes, new: byt
     after_hunk = apply_file(before, one)
     if isinstance(after_hunk, HunkFailure):  # cannot be: the patch applies to its own base
         return HunkVerdict(hunk.index, header, "conflict", f"does not apply to its own base: {after_hunk.reason}")
-    proof = hunk_upstream(one, before, after_hunk, after, new)
+    proof = hunk_upstream(one, before, after_hunk, after, new) if names_stand(hunk, new) else None
     if proof is not None:
         kind, _, why = proof.partition(": ")
         return HunkVerdict(hunk.index, header, "upstream", why, kind)
@@ -270,6 +270,19 @@ def _combine(fp: FilePatch, verdicts: list[HunkVerdict], before: bytes, new: byt
     counts = Counter(v.state for v in verdicts)
     detail = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])
     return FileOutcome(FileVerdict(fp.path, state, tuple(verdicts), detail, conflict_regions(text)), text)
+
+
+_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def names_stand(hunk: Hunk, new: bytes) -> bool:
+    """Whether every name the hunk's added lines say (comments aside) occurs in ``new``: without it neither an AST
+    nor a verbatim proof can hold, and nothing is parsed.  A name cut off wrongly (a ``#`` in a string) only
+    leaves fewer names to find: the test can miss a proof, never make one."""
+    wanted = {m for _, line in hunk.added for m in _NAME.findall(line.split(b"#", 1)[0])}
+    if not wanted:
+        return True
+    return wanted <= set(_NAME.findall(new))
 
 
 _DEFINING = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class|@)[ \t]*\S")
