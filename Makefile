@@ -37,8 +37,9 @@ venv-run: $(VENV)/.installed-run
 
 venv: $(VENV)/.installed
 
+# --dist loadfile: a test file runs on one worker, so its module fixtures (wheel builds, venvs) are made once
 test: venv
-	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check sgpatch tests bench tools
