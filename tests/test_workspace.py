@@ -249,7 +249,9 @@ def test_status_names_the_last_built_wheel(tmp_path: Path) -> None:
     wheel = tmp_path / "dist" / f"sglang-{row['wheel_version']}-py3-none-any.whl"
     wheel.parent.mkdir()
     wheel.write_bytes(b"not really a wheel")
-    report = WheelReport(wheel, STACK, str(row["wheel_version"]), (), None)
+    report = WheelReport(
+        wheel=wheel, stack=STACK, version=str(row["wheel_version"]), checks=(), verify=None, sha256=_sha256(wheel)
+    )
     record_build(proj, STACK, (BuildResult(wheel, tmp_path / "r.txt", str(row["wheel_version"]), False, report),))
     row = _rows(config.path)[STACK]
     assert row["build_current"] is True

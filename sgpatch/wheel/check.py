@@ -23,6 +23,7 @@ from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.fileset import file_set_problems, series_file_change
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
+from sgpatch.source.artifacts import sha256_file
 from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
 from sgpatch.verify.engine import verify_tree
 from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
@@ -259,7 +260,7 @@ def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> Whee
 def _upstream_contents(wheel: Path, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
     """Each member's sha256 and size, and METADATA, of the upstream wheel (see :func:`_kept_digests`); the
     wheel is opened only when nothing is kept for its bytes."""
-    found, entry = _kept_digests(wheel, cache)
+    found, entry = _kept_digests(sha256_file(wheel), cache)
     if found is not None:
         return found
     with open_archive(wheel, "wheel") as up:
@@ -267,16 +268,15 @@ def _upstream_contents(wheel: Path, cache: Cache | None) -> tuple[dict[str, tupl
 
 
 def _kept_digests(
-    wheel: Path, cache: Cache | None
+    sha256: str, cache: Cache | None
 ) -> tuple[tuple[dict[str, tuple[bytes, int]], bytes | None] | None, str | None]:
-    """Each member's sha256 and size, and METADATA, of ``wheel`` as an earlier read kept them in ``cache``
-    under the wheel's own bytes (its sha256), and that entry's key (None, None: no cache)."""
+    """Each member's sha256 and size, and METADATA, of the wheel whose bytes have ``sha256``, as an earlier
+    read kept them in ``cache``, and that entry's key (None, None: no cache)."""
     from sgpatch.cache import key
-    from sgpatch.source.artifacts import sha256_file
 
     if cache is None:
         return None, None
-    entry = key("wheel-digests", sha256_file(wheel))
+    entry = key("wheel-digests", sha256)
     return _digests_from(cache.get("wheel-digests", entry)), entry
 
 
@@ -347,9 +347,10 @@ def check_wheel(
     upstream_metadata = None
     if upstream_wheel is not None:
         upstream, upstream_metadata = _upstream_contents(upstream_wheel, cache)
+    sha256 = sha256_file(wheel)
     with ZipTree(wheel) as tree:
         # every member's CRC checked before any check reads it (or by an earlier run, on these same bytes)
-        kept, entry = _kept_digests(wheel, cache)
+        kept, entry = _kept_digests(sha256, cache)
         digests = kept[0] if kept is not None else _keep_digests(tree.archive, cache, entry)[0]
         contents = _Contents(tree.archive, digests)
         checks = [
@@ -378,7 +379,9 @@ def check_wheel(
         if checkout is not None:
             checks.append(_check_checkout(contents, checkout, series))
         report = verify_tree(stack, series, anchors, tree, require_patched=True, cache=cache)
-    return WheelReport(wheel, stack.name, version, tuple(checks), report)
+    return WheelReport(
+        wheel=wheel, stack=stack.name, version=version, checks=tuple(checks), verify=report, sha256=sha256
+    )
 
 
 def read_provenance(wheel: Path) -> dict[str, Any] | None:

@@ -13,7 +13,6 @@ from typing import Any
 
 from sgpatch.atomic import write_atomic
 from sgpatch.config.projectfiles import read_project_file
-from sgpatch.source.artifacts import sha256_file
 from sgpatch.wheel.results import BuildResult
 
 RECORD_FORMAT = 1
@@ -58,7 +57,7 @@ def record_build(root: Path, stack: str, results: Sequence[BuildResult]) -> None
         "format": RECORD_FORMAT,
         "stack": stack,
         "version": results[0].version,
-        "wheels": [{"wheel": str(r.wheel), "sha256": sha256_file(r.wheel), "ok": r.checks.ok} for r in results],
+        "wheels": [{"wheel": str(r.wheel), "sha256": r.checks.sha256, "ok": r.checks.ok} for r in results],
     }
     path = record_path(root, stack)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.results import SCHEMA_VERSION
-from sgpatch.source.artifacts import sha256_file
 from sgpatch.verify.engine import VerifyReport
 
 
@@ -32,6 +31,7 @@ class WheelReport:
     version: str
     checks: tuple[WheelCheck, ...]
     verify: VerifyReport | None
+    sha256: str  # of the bytes checked, taken once (the report, the record of the last build and the cache use it)
 
     @property
     def ok(self) -> bool:
@@ -71,7 +71,7 @@ class BuildResult:
         return {
             "schema_version": SCHEMA_VERSION,
             "wheel": str(self.wheel),
-            "sha256": sha256_file(self.wheel),
+            "sha256": self.checks.sha256,
             "recipe": str(self.recipe),
             "version": self.version,
             "cached": self.cached,
