@@ -86,12 +86,25 @@ def code_digest() -> str:
     if not _CODE:
         import sgpatch
 
-        root = Path(sgpatch.__file__).resolve().parent
         parts: list[str | bytes] = [sgpatch.__version__]
-        for src in sorted(root.rglob("*.py")):
-            parts += [src.relative_to(root).as_posix(), src.read_bytes()]
+        for rel, path in sorted(_sources(os.path.dirname(os.path.realpath(sgpatch.__file__)), "")):
+            with open(path, "rb") as fh:
+                parts += [rel, fh.read()]
         _CODE.append(digest(*parts))
     return _CODE[0]
+
+
+def _sources(folder: str, rel: str) -> list[tuple[str, str]]:
+    """Every ``*.py`` below ``folder``: its path relative to the package (``/``-separated), and on disk.
+    (``os.scandir`` rather than ``Path.rglob``: this runs on every cached command's start.)"""
+    out: list[tuple[str, str]] = []
+    with os.scandir(folder) as found:
+        for e in found:
+            if e.is_dir(follow_symlinks=False):
+                out += _sources(e.path, f"{rel}{e.name}/")
+            elif e.name.endswith(".py"):
+                out.append((rel + e.name, e.path))
+    return out
 
 
 def key(kind: str, *parts: str | bytes) -> str:

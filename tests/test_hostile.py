@@ -30,7 +30,7 @@ import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -39,6 +39,7 @@ from sgpatch.config import load_config
 from sgpatch.deployed.answer import imported_failure
 from sgpatch.errors import SgpatchError
 from sgpatch.project import load_project
+from sgpatch.source.archive import ArchiveError, check_member_name
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.tree import DirTree, LinkInPath
 from sgpatch.wheel.provenance import wheel_version
@@ -1040,3 +1041,46 @@ def test_a_wheel_pinned_twice_is_refused(tmp_path: Path) -> None:
     result = run_cli("stacks", "--config", str(proj / "VERSIONS.toml"), catch=True)
     _check_refused("wheels-pinned-twice", result, (tmp_path,))
     assert "VERSIONS.toml:" in result.stderr
+
+
+def test_dirtree_keeping_its_directories_reads_the_same_and_never_through_a_link(hostile_template: Hostile) -> None:
+    """Inside ``with``, DirTree opens each directory once and keeps it: the same bytes, the same refusal of
+    a symlinked directory, and a directory swapped for a link after it was kept is never read through."""
+    root = hostile_template.tiny.checkout
+    plain = DirTree(root)
+    with DirTree(root) as kept:
+        assert kept.read("python/pkg/mod0.py") == plain.read("python/pkg/mod0.py") is not None
+        assert kept.read("python/pkg/absent.py") is None and kept.read("python/absent/x.py") is None
+        with pytest.raises(LinkInPath):
+            kept.read("python/link/anything.py")
+        assert kept.list("python") == plain.list("python")
+        assert kept._dirs  # kept open while the block runs
+        fds = list(kept._dirs.values())
+    assert kept._dirs is None
+    for fd in fds:  # every kept directory was closed on leaving
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a/b.py", "a//b", "./a", "a/./b", "a/", "/a", "//a", "..", "a/../b", "", ".", "a\\b", ".GIT/x", "x/.git", "a\x01"],
+)
+def test_member_names_are_judged_as_pathlib_judges_them(name: str) -> None:
+    """The member-name check splits strings (a wheel lists thousands of names): the same verdict and parts
+    as the pathlib rule it replaced."""
+    pure = PurePosixPath(name)
+    bad = (
+        name.startswith("/")
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or "\\" in name
+        or not pure.parts
+        or any(p.lower() == ".git" for p in pure.parts)
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    )
+    if bad:
+        with pytest.raises(ArchiveError):
+            check_member_name(name, "w.whl")
+    else:
+        assert check_member_name(name, "w.whl") == list(pure.parts)

@@ -585,3 +585,39 @@ def test_the_first_release_capturing_eagle3_aux_after_the_fused_all_reduce_is_05
     capture = layer.split("def prepare_attn_and_capture_last_layer_outputs(", 1)[1].split("\n    def ", 1)[0]
     assert capture.index("self.prepare_attn(") < capture.index("captured_last_layer_outputs.append(")
     assert "AuxHiddenStatePacker" not in new  # a later change (#28956), not the marker of #28343
+
+
+@pytest.mark.parametrize("which", ["pristine", "patched", "edited"])
+def test_check_interface_says_the_same_with_the_cache_warm_and_without_it(
+    which: str,
+    pristine_checkout: Callable[[], Path],
+    patched_checkout: Callable[[], Path],
+    project,  # type: ignore[no-untyped-def]
+) -> None:
+    """The fast path (each file's facts read from the cache by its bytes, the checkout's directories each
+    opened once) and the slow one (``--no-cache``: every file parsed) give byte-identical reports and exit
+    codes, on a failing checkout, a passing one, and one edited after the cache was filled."""
+    from .helpers import run_cli
+
+    co = pristine_checkout() if which == "pristine" else patched_checkout()
+    base = ["check-interface", "--checkout", str(co), "--config", str(project.config.path)]
+    run_cli(*base, "--json")  # fills the cache with this checkout's facts
+    if which == "edited":  # the facts kept for the old bytes must not answer for the new ones
+        path = co / "python/sglang/srt/models/kimi_k25.py"
+        text = path.read_text()
+        assert "def get_embed_and_head(" in text
+        path.write_text(text.replace("def get_embed_and_head(", "def get_embed_and_head_gone("))
+    for shown in (["--json"], []):
+        warm, cold = run_cli(*base, *shown), run_cli(*base, *shown, "--no-cache")
+        assert (warm.exit_code, warm.stdout) == (cold.exit_code, cold.stdout)
+        assert warm.exit_code == (0 if which == "patched" else 1)
+        if shown:
+            gaps = sorted(g["name"] for g in json.loads(warm.stdout)["gaps"])
+            assert (
+                gaps
+                == {
+                    "pristine": ["get_embed_and_head", "set_eagle3_layers_to_capture"],
+                    "patched": [],
+                    "edited": ["get_embed_and_head"],
+                }[which]
+            )

@@ -40,6 +40,22 @@ VERIFY_ROOMS = {
     "sgpatch.interface",
 }
 
+# check-interface reads the config and the tree's files and runs the interface check: no git, no series, no
+# patch parser (unidiff), no verify engine
+CHECK_INTERFACE_ROOMS = {
+    "sgpatch",
+    "sgpatch.cli",
+    "sgpatch.errors",
+    "sgpatch.results",
+    "sgpatch.config",
+    "sgpatch.cache",
+    "sgpatch.pyast",
+    "sgpatch.source",
+    "sgpatch.interface",
+}
+# of sgpatch.source, only the trees
+CHECK_INTERFACE_SOURCE = {"sgpatch.source", "sgpatch.source.tree"}
+
 
 def imported(tmp_path: Path, *args: str, cwd: Path | None = None) -> tuple[int, set[str]]:
     """Run ``python -m sgpatch ARGS`` as a process; its exit code and every module it had imported."""
@@ -55,11 +71,11 @@ def imported(tmp_path: Path, *args: str, cwd: Path | None = None) -> tuple[int, 
     return proc.returncode, set(json.loads(out.read_text()))
 
 
-def outside_budget(modules: set[str], rooms: set[str]) -> list[str]:
+def outside_budget(modules: set[str], rooms: set[str], *, third_party: set[str] = THIRD_PARTY) -> list[str]:
     tops = {m.split(".")[0] for m in modules}
     foreign = sorted(t for t in tops - set(sys.stdlib_module_names) - {"__main__", "sgpatch"} if t[0] != "_")
     ours = {".".join(m.split(".")[:2]) for m in modules if m.split(".")[0] == "sgpatch"}
-    return [*(t for t in foreign if t not in THIRD_PARTY), *sorted(ours - rooms)]
+    return [*(t for t in foreign if t not in third_party), *sorted(ours - rooms)]
 
 
 def test_verify_imports_no_pydantic_and_stays_in_its_budget(
@@ -80,7 +96,8 @@ def test_check_interface_imports_no_pydantic_and_stays_in_its_budget(
     code, modules = imported(tmp_path, "check-interface", "--checkout", str(co), "--config", CONFIG, "--json")
     assert code == 0 and "sgpatch.interface.check" in modules
     assert modules & NEVER == set()
-    assert outside_budget(modules, VERIFY_ROOMS) == []
+    assert outside_budget(modules, CHECK_INTERFACE_ROOMS, third_party=THIRD_PARTY - {"unidiff"}) == []
+    assert {m for m in modules if m.startswith("sgpatch.source")} <= CHECK_INTERFACE_SOURCE
 
 
 @pytest.mark.parametrize("args", [("--help",), ("verify", "--help"), ()])
@@ -96,3 +113,9 @@ def test_the_budget_check_sees_a_heavy_import(tmp_path: Path) -> None:
     """The check itself: a foreign package and a room a verify does not need are both over the budget."""
     modules = {"sgpatch", "sgpatch.cli", "sgpatch.port.run", "yaml", "json"}
     assert outside_budget(modules, VERIFY_ROOMS) == ["yaml", "sgpatch.port"]
+    walked = {"sgpatch", "sgpatch.git.run", "sgpatch.verify.engine", "unidiff"}
+    assert outside_budget(walked, CHECK_INTERFACE_ROOMS, third_party=THIRD_PARTY - {"unidiff"}) == [
+        "unidiff",
+        "sgpatch.git",
+        "sgpatch.verify",
+    ]

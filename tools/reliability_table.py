@@ -68,7 +68,20 @@ from tests.reliability import CASES, LOG_ENV, Case  # noqa: E402
 
 def run_tests(log: Path, extra: list[str]) -> int:
     env = {**os.environ, LOG_ENV: str(log)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadfile", *TESTS, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "auto",
+        "--dist",
+        "loadfile",
+        *TESTS,
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
 
 

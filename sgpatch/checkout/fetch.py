@@ -38,7 +38,7 @@ from sgpatch.git.clone import check_git_url, check_ref_name, clone
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.lock import Held, exclusive, pause
 from sgpatch.results import Progress
-from sgpatch.source.archive import Kind, open_archive
+from sgpatch.source.archive import WHEEL_CHECKOUT_EPOCH, Kind, open_archive
 from sgpatch.source.artifacts import cache_root, fetch_artifact, trusted_dir
 
 # Files an sdist or wheel has that upstream's git tree does not: packaging output.
@@ -49,7 +49,6 @@ _VERSION_FILE = "sglang/_version.py"  # written by setuptools-scm at build time;
 _EXTENSION = re.compile(r"\.(so|pyd|dylib)(\.[0-9.]+)?$")
 # A checkout made from wheels has no date of its own (each platform's wheel was zipped at another
 # time): its commit carries this fixed one, so the same files make the same commit from any wheel.
-WHEEL_CHECKOUT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip member can carry
 
 
 def is_extension(name: str) -> bool:

@@ -50,24 +50,23 @@ def check_interface_cmd(
     if st.interface is None:
         raise ConfigError(f"{cfg.path}: stack {st.name} declares no [interface] table (target class)")
     tree: SourceTree
+    held: DirTree | ZipTree  # what the check holds open while it reads
     if wheel is not None:
         if not wheel.is_file():
             raise Bad(f"{wheel}: no such wheel")
-        tree = ZipTree(wheel)
+        tree = held = ZipTree(wheel)
     elif installed:
         from sgpatch.deployed.installed import installed_tree
 
         tree = installed_tree(python=python)
+        held = tree.inner
     else:
         root = _checkout(cfg, st, checkout)
         if not root.is_dir():
             raise Bad(f"{root}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
-        tree = DirTree(root)
-    try:
+        tree = held = DirTree(root)
+    with held:  # a wheel's archive stays open, a tree's directories are each opened once
         report: Any = check_interface(tree, cache=_cache(no_cache), **interface_of(st.interface))
-    finally:
-        if isinstance(tree, ZipTree):
-            tree.close()
     echo_json(dumps(report.as_dict())) if json_out else echo(render_interface(report))
     if not report.ok:
         raise typer.Exit(1)

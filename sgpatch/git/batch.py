@@ -57,4 +57,11 @@ def object_ids(g: Git, specs: Sequence[str]) -> list[str | None]:
 
 def blob_ids(g: Git, rev: str, paths: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
     """``(path, blob id)`` of ``paths`` in ``rev`` (None: not there), asked of git once."""
-    return tuple(zip(paths, object_ids(g, [f"{rev}:{p}" for p in paths]), strict=True))
+    return blob_ids_at(g, (rev,), paths)[0]
+
+
+def blob_ids_at(g: Git, revs: Sequence[str], paths: Sequence[str]) -> list[tuple[tuple[str, str | None], ...]]:
+    """:func:`blob_ids` of ``paths`` in each of ``revs``, in their order, asked of git in one process."""
+    ids = object_ids(g, [f"{rev}:{p}" for rev in revs for p in paths])
+    n = len(paths)
+    return [tuple(zip(paths, ids[i * n : (i + 1) * n], strict=True)) for i in range(len(revs))]

@@ -55,6 +55,7 @@ MAX_RATIO = 200  # unpacked / packed, per member over RATIO_FLOOR and for the wh
 RATIO_FLOOR = 1 << 20  # smaller members may compress better than MAX_RATIO without costing anything
 MAX_DIRECTORY_BYTES = 16 << 20  # a zip's central directory (real: ~1 MB)
 MAX_HEADER_READ = 4 << 20  # one read of tar header data (pax, long names); data is read in CHUNK pieces
+WHEEL_CHECKOUT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip member can carry
 CHUNK = 1 << 20
 
 _HOSTILE = "the artifact is hostile or corrupt"
@@ -120,18 +121,19 @@ def sha256_record(digest: bytes) -> str:
 _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
 
 
-def check_member_name(name: str, where: str) -> PurePosixPath:
-    """``name`` as a relative path that stays inside the archive; ArchiveError otherwise."""
-    pure = PurePosixPath(name)
-    if name.startswith("/") or pure.is_absolute() or ".." in pure.parts or "\\" in name or not pure.parts:
+def check_member_name(name: str, where: str) -> list[str]:
+    """The parts of ``name`` (``PurePosixPath(name).parts``, by string operations: a wheel lists thousands)
+    when it is a relative path that stays inside the archive; ArchiveError otherwise."""
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if name.startswith("/") or ".." in parts or "\\" in name or not parts:
         raise ArchiveError(f"{where}: member {name!r} escapes the archive root", hint=_HOSTILE)
-    if any(part.lower() == ".git" for part in pure.parts):
+    if any(part.lower() == ".git" for part in parts):
         raise ArchiveError(
             f"{where}: member {name!r} is git metadata; refusing to extract", hint="the artifact is hostile"
         )
     if _CONTROL_CHAR.search(name):
         raise ArchiveError(f"{where}: member {name!r} has a control character in its name", hint=_HOSTILE)
-    return pure
+    return parts
 
 
 def _parents(name: str) -> list[str]:
@@ -360,21 +362,21 @@ class Archive:
             self._gz = gzip.GzipFile(fileobj=self._raw, mode="rb")
             self._tar = tarfile.open(fileobj=_BoundedStream(self._gz, self.where), mode="r:")  # noqa: SIM115
             for info in self._tar:  # each header is checked before the next is read
-                pure = check_member_name(info.name, self.where)
+                parts = check_member_name(info.name, self.where)
                 if not (info.isfile() or info.isdir()):
                     raise ArchiveError(f"{self.where}: member {info.name!r} is a link or device; refusing to extract")
                 if top is None:
-                    top = pure.parts[0]
-                if pure.parts[0] != top:
+                    top = parts[0]
+                if parts[0] != top:
                     raise ArchiveError(f"{self.where}: member {info.name!r} is outside the top directory {top!r}")
                 self.newest = max(self.newest, int(info.mtime))
                 if info.isdir():
                     limits.add(info.name, 0)  # counted: tarfile keeps each header listed
                     continue
-                if len(pure.parts) < 2:
+                if len(parts) < 2:
                     raise ArchiveError(f"{self.where}: member {info.name!r} is outside the top directory {top!r}")
                 limits.add(info.name, info.size)
-                name = str(PurePosixPath(*pure.parts[1:]))
+                name = "/".join(parts[1:])  # as str(PurePosixPath(*parts[1:])): no empty or "." part
                 entries.append(Entry(name, info.size, bool(info.mode & 0o111)))
                 self._infos[name] = info
         except _TAR_ERRORS as exc:

@@ -27,7 +27,6 @@ from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.lock import exclusive, pause
 from sgpatch.results import Progress
-from sgpatch.source.http import shown
 
 PACKAGE = "sglang"
 MAX_DOWNLOAD = 1 << 30  # bytes; sglang's largest file today is 39 MB (a 0.5.23 manylinux wheel)
@@ -85,6 +84,7 @@ def download(artifact: Artifact, version: str, dest: Path, *, progress: Progress
 
     Where from: the first index of pip's that lists it with the pinned sha256 (sgpatch.source.index.locate).
     """
+    from sgpatch.source.http import shown  # the HTTP client and the index are loaded only to download
     from sgpatch.source.index import locate
 
     try:

@@ -72,21 +72,38 @@ class DirTree:
         self.root = root
         self.strip_prefix = strip_prefix
         self._label = label or f"checkout {root}"
+        self._dirs: dict[tuple[str, ...], int] | None = None  # inside ``with``: each directory opened once
 
     @property
     def label(self) -> str:
         return self._label
 
+    def __enter__(self) -> DirTree:
+        """Within the block, each directory walked to (without following links, as always) is kept open and
+        walked to once: a check that reads a few hundred files does not open every directory on each path."""
+        self._dirs = {}
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        kept, self._dirs = self._dirs or {}, None
+        for fd in kept.values():
+            os.close(fd)
+
     def _parts(self, path: str) -> list[str] | None:
         """The components of ``path`` below ``root`` (None: outside ``strip_prefix``)."""
         if "\0" in path:
             return None  # no file system holds such a name
-        rel = str(_check_relative(path))
+        parts = [p for p in path.split("/") if p not in ("", ".")]  # as PurePosixPath(path).parts, faster
+        if path.startswith("/") or ".." in parts:
+            raise ValueError(f"not a relative path inside the tree: {path!r}")
         if self.strip_prefix:
+            rel = "/".join(parts)
             if not (rel + "/").startswith(self.strip_prefix):
                 return None
-            rel = rel[len(self.strip_prefix) :]
-        return [p for p in rel.split("/") if p not in ("", ".")]
+            parts = [p for p in rel[len(self.strip_prefix) :].split("/") if p]
+        return parts
 
     def _refuse(self, dir_fd: int, name: str, walked: list[str], path: str) -> None:
         """Raise LinkInPath if ``name`` in ``dir_fd`` is a symlink."""
@@ -103,33 +120,60 @@ class DirTree:
             )
 
     def _open_dir(self, parts: list[str], path: str) -> int | None:
-        """A descriptor of the directory ``root/parts``, each step without following links (None: missing)."""
-        try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        walked: list[str] = []
-        for part in parts:
-            try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                try:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        self._refuse(fd, part, walked, path)
+        """A descriptor of the directory ``root/parts``, each step without following links (None: missing);
+        the caller closes it.  Inside ``with``, each directory on the way is opened once and kept."""
+        kept = self._dirs
+        if kept is None:
+            fd = self._root_fd()
+            for n, part in enumerate(parts):
+                if fd is None:
                     return None
+                try:
+                    nxt = self._child(fd, part, parts[:n], path)
                 finally:
                     os.close(fd)
-            os.close(fd)
-            fd = nxt
-            walked.append(part)
-        return fd
+                fd = nxt
+            return fd
+        fd = self._kept_dir(kept, parts, path)
+        return None if fd is None else os.dup(fd)
+
+    def _kept_dir(self, kept: dict[tuple[str, ...], int], parts: list[str], path: str) -> int | None:
+        """The kept descriptor of ``root/parts`` (not to be closed), each directory on the way opened once."""
+        found = kept.get(tuple(parts))
+        if found is not None:
+            return found
+        for n in range(len(parts) + 1):
+            here = tuple(parts[:n])
+            if here not in kept:
+                fd = self._root_fd() if n == 0 else self._child(kept[here[:-1]], parts[n - 1], parts[: n - 1], path)
+                if fd is None:
+                    return None
+                kept[here] = fd
+        return kept[tuple(parts)]
+
+    def _root_fd(self) -> int | None:
+        try:
+            return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+
+    def _child(self, fd: int, part: str, walked: list[str], path: str) -> int | None:
+        """The directory ``part`` in ``fd``, opened without following a link; None when missing; LinkInPath
+        when it is a symbolic link."""
+        try:
+            return os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                self._refuse(fd, part, walked, path)
+            return None
 
     def _open_file(self, path: str) -> int | None:
         """A descriptor of the regular file ``path`` (opened without following links), or None."""
         parts = self._parts(path)
         if not parts:
             return None
-        dir_fd = self._open_dir(parts[:-1], path)
+        kept = self._dirs
+        dir_fd = self._open_dir(parts[:-1], path) if kept is None else self._kept_dir(kept, parts[:-1], path)
         if dir_fd is None:
             return None
         try:
@@ -137,7 +181,8 @@ class DirTree:
         except OSError:
             return None  # missing, a symlink (ELOOP), or unreadable: not a file of the tree
         finally:
-            os.close(dir_fd)
+            if kept is None:
+                os.close(dir_fd)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             return None

@@ -25,17 +25,16 @@ from packaging.utils import canonicalize_name
 
 from sgpatch.atomic import write_atomic
 from sgpatch.cache import EXPORTS, Cache
-from sgpatch.checkout.fetch import WHEEL_CHECKOUT_EPOCH
 from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
 from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError
-from sgpatch.git.batch import blob_ids, read_blobs
+from sgpatch.git.batch import blob_ids_at, read_blobs
 from sgpatch.git.repo import Git
 from sgpatch.results import Progress
 from sgpatch.series.anchors import Anchor, load_anchors
 from sgpatch.series.patch import Series
-from sgpatch.source.archive import Archive
+from sgpatch.source.archive import WHEEL_CHECKOUT_EPOCH, Archive
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.wheel.cache import cache_key, cached_wheel, store_wheel
 from sgpatch.wheel.check import check_wheel
@@ -184,7 +183,7 @@ def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bo
             f"{checkout}: is pristine: the series of {stack.name} is not applied",
             hint=f"run 'sgpatch apply {stack.name}' first",
         )
-    check_base_files(g, stack, state.base)
+    check_base_files(g, stack, state.base, dict(state.base_blobs))  # read with the state: no git process each
     return g, state.base, state.head, state.phase
 
 
@@ -275,6 +274,7 @@ def repack_wheels(
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
     recipe = out_dir / recipe_filename(stack)
     results: list[BuildResult] = []
+    before, after = blob_ids_at(g, (base, head), paths)
     common = BuildInputs(
         stack=stack,
         series=series,
@@ -285,8 +285,8 @@ def repack_wheels(
         tree=g.tree_of(head),
         source_date_epoch=WHEEL_CHECKOUT_EPOCH,
         isolated=True,
-        before=blob_ids(g, base, paths),
-        after=blob_ids(g, head, paths),
+        before=before,
+        after=after,
     )
     for artifact in wanted:
         inputs = dataclasses.replace(common, repacked=artifact)
@@ -362,6 +362,7 @@ def build_wheel(
     g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
     version = wheel_version(stack, series)
     paths = series.touched
+    before, after = blob_ids_at(g, (base, head), paths)
     inputs = BuildInputs(
         stack=stack,
         series=series,
@@ -373,8 +374,8 @@ def build_wheel(
         source_date_epoch=int(g.commit_date(base).split()[0]),
         isolated=isolated,
         python=python or sys.executable,
-        before=blob_ids(g, base, paths),
-        after=blob_ids(g, head, paths),
+        before=before,
+        after=after,
     )
     key = cache_key(inputs)
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
