@@ -6,7 +6,8 @@ SGPATCH := $(VENV)/bin/sgpatch
 STACK  ?=
 PLATFORM ?=
 PYTEST_ARGS ?=
-PYTEST_WORKERS ?= auto
+# one worker more than cores: while one waits on a subprocess, a timeout or a lock, the cores stay busy
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 
 .PHONY: help venv venv-run test lint patch wheel bench fuzz reliability-table reference clean
 
