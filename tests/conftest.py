@@ -135,17 +135,6 @@ RELEASES: dict[str, Artifact] = {
 USER_RESULTS_ROOT = sgpatch.cache.results_root  # the real one, for the tests of the cache's own directory
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Bigger test files first; each file's tests keep their order and stay together (a stable sort).  With
-    ``make test``'s ``--dist loadfile`` the last files the workers start are then small ones, so no worker is left
-    alone with a file that builds wheels while the others are idle."""
-    sizes: dict[Path, int] = {}
-    for item in items:
-        if item.path not in sizes:
-            sizes[item.path] = item.path.stat().st_size
-    items.sort(key=lambda item: -sizes[item.path])
-
-
 @pytest.fixture(scope="session", autouse=True)
 def result_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cache]:
     """This session's own result cache (every in-process command, and any test asking for it, uses it);

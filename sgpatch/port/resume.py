@@ -22,7 +22,7 @@ from sgpatch.checkout.journal import lock_checkout, move_checkout, recover
 from sgpatch.checkout.state import open_checkout
 from sgpatch.checkout.stop.kinds import PortRecord
 from sgpatch.checkout.stop.project import lock_project
-from sgpatch.checkout.stop.recovery import aside_of, clear_leftovers, recover_stop
+from sgpatch.checkout.stop.recovery import aside_of, clear_leftovers, hidden_checkouts, recover_stop
 from sgpatch.config import Config
 from sgpatch.errors import CheckoutError, ConfigError
 from sgpatch.git.batch import read_blobs, read_objects
@@ -59,6 +59,9 @@ def find_port(config: Config, stack_name: str | None, version: str | None, check
             if record is not None and (stack_name is None or record.old_stack == stack_name):
                 found.append(d)
     if not found:
+        hidden = hidden_checkouts(root)  # moved aside by a killed --force port or --abort: the next command restores it
+        if len(hidden) == 1:
+            return hidden[0]
         raise CheckoutError(
             f"no port in progress under {root}", hint="pass --checkout DIR for a port into another directory"
         )

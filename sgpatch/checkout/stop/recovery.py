@@ -85,6 +85,21 @@ def aside_of(checkout: Path) -> Path:
     return real.parent / f".{real.name}{ASIDE}"
 
 
+def hidden_checkouts(parent: Path) -> list[Path]:
+    """The checkouts below ``parent`` that a killed ``port --force`` or ``port --abort`` left moved aside (the
+    checkout itself missing): ``clear_leftovers`` of each puts it back."""
+    if parent.is_symlink() or not parent.is_dir():
+        return []
+    found = []
+    for entry in sorted(parent.iterdir()):
+        name = entry.name
+        if name.startswith(".") and name.endswith(ASIDE) and entry.is_dir() and not entry.is_symlink():
+            target = parent / name[1 : -len(ASIDE)]
+            if target.name and not os.path.lexists(target):
+                found.append(target)
+    return found
+
+
 def clear_leftovers(target: Path) -> tuple[str, ...]:
     """Finish or clean up what a killed port of the checkout ``target`` left beside it (under the project lock);
     what was done, in words."""
