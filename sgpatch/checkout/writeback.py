@@ -106,6 +106,24 @@ def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record
         )
     taken = g.commit_tree(CommitSpec(tree, (below,), series.patches[at].commit_message(), date))
     tip = taken
+
+    def moving(
+        *, tip: str, stop: str | None, conflict_index: int | None, conflicts: tuple[Conflict, ...]
+    ) -> EditRecord:
+        """The record of the move to ``tip`` (or to the ``stop`` for a person), written before anything moves."""
+        return dataclasses.replace(
+            record,
+            phase="moving",
+            moving_from=head,
+            taken=taken,
+            tip=tip,
+            stop=stop,
+            conflict_index=conflict_index,
+            moved=False,
+            conflicts=conflicts,
+            untracked=tuple(untracked),
+        )
+
     for j in range(at + 1, len(series.patches)):
         files, conflicts = _carry(g, series, commits, j, tip, edited=record.patch)
         before = read_blobs(g, tip, list(files))
@@ -113,18 +131,7 @@ def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record
         if conflicts:
             message = f"sgpatch edit: {series.patches[j].name} stopped for a person\n"
             stop = g.commit_files(tip, files, before, message, date, modes=modes)
-            record = dataclasses.replace(
-                record,
-                phase="moving",
-                moving_from=head,
-                taken=taken,
-                tip=tip,
-                stop=stop,
-                conflict_index=j,
-                moved=False,
-                conflicts=tuple(conflicts),
-                untracked=tuple(untracked),
-            )
+            record = moving(tip=tip, stop=stop, conflict_index=j, conflicts=tuple(conflicts))
             write_record(g, record)
             return record
         tip = g.commit_files(tip, files, before, series.patches[j].commit_message(), date, modes=modes)
@@ -134,18 +141,7 @@ def _take_and_carry(config: Config, stack: Stack, g: Git, series: Series, record
         raise CheckFailed(
             exc.message, hint=f"fix your work in {g.root} (it is as you left it), then 'sgpatch edit --continue'"
         ) from None
-    record = dataclasses.replace(
-        record,
-        phase="moving",
-        moving_from=head,
-        taken=taken,
-        tip=tip,
-        stop=None,
-        conflict_index=None,
-        moved=False,
-        conflicts=(),
-        untracked=tuple(untracked),
-    )
+    record = moving(tip=tip, stop=None, conflict_index=None, conflicts=())
     write_record(g, record)
     return record
 
