@@ -2113,6 +2113,25 @@ case(
     "byte; `verify` exit 0",
 )
 case(
+    "stop-kill-finishing",
+    STOP,
+    "SIGKILL of `port --continue` after it recorded the new series (phase `finishing`), before the checkout moved; "
+    "then `sgpatch verify STACK`",
+    1,
+    "'sgpatch port --continue --checkout DIR' finishes what a killed 'sgpatch port --continue' left half written",
+    "every command names the one command that finishes the phase (`port --continue --checkout DIR`); `--abort` "
+    "refuses; the next `--continue` leaves the project and the checkout byte for byte as an uninterrupted one",
+)
+case(
+    "edit-kill-aborting",
+    STOP,
+    "SIGKILL of `edit --abort` after it recorded the phase `aborting`, before it restored anything; then "
+    "`sgpatch edit --continue`, then `sgpatch edit --abort`",
+    0,
+    "an abort of this edit was interrupted",
+    "`--continue` refuses naming `edit --abort`; `--abort` puts the project and HEAD back byte for byte",
+)
+case(
     "stop-record-previous-version",
     STOP,
     "an edit record in the exact form the previous sgpatch wrote (no `restore` key); `sgpatch edit --continue`",

@@ -253,6 +253,33 @@ def test_a_killed_edit_is_recovered_by_abort(tiny: Tiny, point: str, command: st
     )
 
 
+def test_an_abort_killed_before_restoring_is_finished_only_by_abort(tiny: Tiny) -> None:
+    """``edit --abort`` killed once it recorded ``aborting``: the phase restores the project, so ``--continue``
+    refuses naming ``--abort``, every other command names it too, and the next ``--abort`` puts everything back."""
+    before, head = project_bytes(tiny), git(tiny.checkout, "rev-parse", "HEAD")
+    assert sg(tiny, "edit", P1).exit_code == 0
+    replace(tiny.checkout / MOD1, "        return 1\n", "        return 100\n")
+    _kill_at(tiny, "edit:aborting", "edit", "--abort")
+    refused = sg(tiny, "edit", "--continue")
+    assert refused.exit_code == 2 and "an abort of this edit was interrupted" in refused.stderr
+    assert "run 'sgpatch edit --abort'" in refused.stderr
+    owner = f"'sgpatch edit --abort --checkout {tiny.checkout}' finishes what a killed 'sgpatch edit --abort' left"
+    verified = sg(tiny, "verify")
+    assert verified.exit_code == 1 and owner in verified.stderr, verified.stderr
+    aborted = sg(tiny, "edit", "--abort")
+    assert aborted.exit_code == 0, aborted.stderr
+    assert project_bytes(tiny) == before
+    assert git(tiny.checkout, "rev-parse", "HEAD") == head
+    assert git(tiny.checkout, "status", "--porcelain") == ""
+    assert not (tiny.checkout / ".git" / RECORD).exists()
+    record(
+        "edit-kill-aborting",
+        exit=aborted.exit_code,
+        shown=f"`edit --continue`: {first_error(refused.stderr)}; next `sgpatch edit --abort`: exit 0",
+        roots=(tiny.root, tiny.checkout.parent),
+    )
+
+
 def test_a_killed_write_back_is_finished_by_continue(tiny: Tiny) -> None:
     assert sg(tiny, "edit", P1).exit_code == 0
     replace(tiny.checkout / MOD1, "        return 1\n", "        return 100\n")

@@ -165,10 +165,59 @@ def test_a_port_abort_killed_between_its_two_renames_is_finished_by_the_rooms_re
     record("stop-kill-abort-window", exit=again.returncode, shown=said, roots=(proj, tmp_path))
 
 
-def _paused_port(proj: Path, marker: Path) -> subprocess.Popen[bytes]:
+def _resolve(proj: Path) -> None:
+    """Resolve 0004's conflict as a person would: the release's side, with the one line 0003 adds."""
+    target = proj / ".sgpatch/checkouts" / STACK
+    release_side(target / KIMI)
+    mlp = '            prefix=add_prefix("mlp", prefix),'
+    edit(target / KIMI, f"{mlp}\n", f"{mlp}  # 0003\n")
+
+
+def _relative(proj: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(proj)): data for p, data in project_bytes(proj).items()}
+
+
+@pytest.mark.parametrize("point", ["port:finishing", "port:finish-moved"])
+def test_a_continue_killed_while_writing_the_stack_is_finished_only_by_continue(
+    force_stopped: Path, tmp_path: Path, point: str
+) -> None:
+    """``port --continue`` killed once it recorded the new series (before the checkout moved, or after): the
+    phase writes the project, so only ``port --continue`` finishes it; every other command names that command,
+    ``--abort`` refuses, and the next ``--continue`` leaves the project and the checkout as an uninterrupted
+    one does."""
+    ref, killed = tmp_path / "ref", tmp_path / "killed"
+    for proj in (ref, killed):
+        shutil.copytree(force_stopped, proj, symlinks=True)
+        _resolve(proj)
+    assert sg(ref, "port", "--continue").returncode == 0
+    paused = _paused_port(killed, tmp_path / "paused", point, "port", "--continue")
+    paused.send_signal(signal.SIGKILL)
+    paused.wait()
+    target = killed / ".sgpatch/checkouts" / STACK
+    assert (target / ".git/sgpatch-port.json").exists() and _relative(killed) != _relative(ref)
+    owner = f"'sgpatch port --continue --checkout {target}' finishes what a killed 'sgpatch port --continue' left"
+    verified = sg(killed, "verify", STACK)
+    assert verified.returncode == 1 and owner in verified.stderr, verified.stderr
+    assert owner in sg(killed, "status").stdout
+    refused = sg(killed, "port", "--abort")
+    assert refused.returncode == 2 and "run 'sgpatch port --continue' to finish it" in refused.stderr
+    done = sg(killed, "port", "--continue")
+    assert done.returncode == 0, done.stderr
+    assert "finished writing the new stack" in done.stdout
+    assert _relative(killed) == _relative(ref)
+    ref_co = ref / ".sgpatch/checkouts" / STACK
+    assert snapshot(target) == snapshot(ref_co)
+    assert not (target.parent / f".{STACK}.sgpatch-replaced").exists()
+    assert sg(killed, "verify", STACK).returncode == 0
+    if point == "port:finishing":
+        record("stop-kill-finishing", exit=verified.returncode, shown=first_error(verified.stderr), roots=(killed,))
+
+
+def _paused_port(proj: Path, marker: Path, point: str = "port:stopping", *args: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGPATCH_TEST_")}
-    env.update({PAUSE_ENV: "port:stopping", PAUSE_FILE_ENV: str(marker)})
-    argv = [*SGPATCH, "port", "--to", "0.5.10", "--force", "--config", str(proj / "VERSIONS.toml")]
+    env.update({PAUSE_ENV: point, PAUSE_FILE_ENV: str(marker)})
+    args = args or ("port", "--to", "0.5.10", "--force")
+    argv = [*SGPATCH, *args, "--config", str(proj / "VERSIONS.toml")]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     end = time.monotonic() + 600
     while not marker.exists():

@@ -23,9 +23,12 @@ from typing import Any
 import pytest
 
 from sgpatch.cache import Cache, key
-from sgpatch.checkout.stop.kinds import Conflict, EditRecord, PortRecord, RecordError
+from sgpatch.checkout.stop.kinds import EDIT, PORT, Conflict, EditRecord, PortRecord, RecordError
 from sgpatch.checkout.stop.record import load, write
+from sgpatch.checkout.stop.recovery import Steps
+from sgpatch.checkout.writeback import STEPS as EDIT_STEPS
 from sgpatch.lock import PAUSE_ENV, PAUSE_FILE_ENV
+from sgpatch.port.stop import STEPS as PORT_STEPS
 from sgpatch.results import SCHEMA_VERSION
 from sgpatch.series.hunks import FileVerdict, HunkVerdict
 from sgpatch.series.obsolete import Finding
@@ -325,3 +328,19 @@ def test_a_cached_wheel_is_read_once_and_never_through_a_fifo_or_link(tmp_path: 
     os.unlink(entry / wheel.name)
     (entry / wheel.name).symlink_to(wheel)
     assert cached_wheel(entry, wheel.name) is None
+
+
+def test_every_phase_of_each_kind_is_accounted_for_once() -> None:
+    """Each phase a record may be in waits for a person, is finished from the record by a step its command
+    registered with the one recovery, or is owned by the one command that writes the project in it; a
+    registration that leaves a phase out (or claims one another command owns) is refused."""
+    for kind, steps in ((PORT, PORT_STEPS), (EDIT, EDIT_STEPS)):
+        owned = {phase for phase, _ in kind.owned}
+        waits, finished = set(kind.waits), set(steps.finish)
+        assert waits | owned | finished == set(kind.phases)
+        assert not (waits & owned or waits & finished or owned & finished)
+    assert PORT.owner("finishing") == "port --continue" and EDIT.owner("aborting") == "edit --abort"
+    with pytest.raises(ValueError, match="not its phases"):
+        Steps(record=PortRecord, finish={}, doing={})
+    with pytest.raises(ValueError, match="not its phases"):
+        Steps(record=EditRecord, finish={**EDIT_STEPS.finish, "aborting": EDIT_STEPS.finish["moving"]}, doing={})

@@ -105,8 +105,8 @@ def parse(doc: dict[str, Any], kind: StopKind, path: Path, checkout: Path) -> Re
     return _port(f) if kind is PORT else _edit(f)
 
 
-PORT_PHASES = ("stopped", "stopping", "finishing")
-EDIT_PHASES = ("entering", "editing", "moving", "stopped", "finishing", "aborting")
+PORT_PHASES = PORT.phases
+EDIT_PHASES = EDIT.phases
 
 
 def _port(f: Fields) -> PortRecord:

@@ -9,7 +9,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.checkout.stop.record import EDIT, KINDS, PORT, StopKind, present
+from sgpatch.checkout.stop.kinds import EditRecord, PortRecord, RecordError
+from sgpatch.checkout.stop.record import EDIT, KINDS, PORT, StopKind, load, present
 from sgpatch.errors import CheckoutError
 from sgpatch.git.repo import Git, git_dirs
 
@@ -20,6 +21,7 @@ class Stopped:
 
     kind: StopKind
     checkout: Path
+    phase: str | None = None  # None: the record could not be read (its own command says why)
 
     @property
     def what(self) -> str:
@@ -28,6 +30,9 @@ class Stopped:
     @property
     def next_step(self) -> str:
         co = shlex.quote(str(self.checkout))
+        owner = self.kind.owner(self.phase) if self.phase else None
+        if owner is not None:  # killed while writing the project: only that command finishes it
+            return f"'sgpatch {owner} --checkout {co}' finishes what a killed 'sgpatch {owner}' left half written"
         if self.kind is PORT:
             return (
                 f"resolve it, then 'sgpatch port --continue --checkout {co}' "
@@ -44,8 +49,17 @@ def stopped_in(g: Git) -> Stopped | None:
     git_dir = git_dirs(g)[0]
     for kind in KINDS:
         if present(git_dir, kind):
-            return Stopped(kind, g.root)
+            return Stopped(kind, g.root, _phase(git_dir, kind, g.root))
     return None
+
+
+def _phase(git_dir: Path, kind: StopKind, checkout: Path) -> str | None:
+    """The phase of the record of ``kind`` (None: it cannot be read; the command that reads it says why)."""
+    try:
+        found = load(git_dir, PortRecord if kind is PORT else EditRecord, checkout)
+    except RecordError:
+        return None
+    return found.phase if found is not None else None
 
 
 def stopped_here(checkout: Path) -> Stopped | None:

@@ -21,18 +21,41 @@ from sgpatch.series.verdict import PortedPatch
 
 @dataclass(frozen=True, slots=True)
 class StopKind:
-    """A command that stops for a person: its name, its record's file name and the command that gives it up."""
+    """A command that stops for a person: its name, its record's file name, the command that gives it up, and
+    its phases.  Every phase is one of three: it waits for a person (``waits``); it is a move of the checkout
+    that any later command of the kind finishes from the record alone (the steps the command registers with
+    ``recovery.Steps``); or it writes or restores the project's files and only one command finishes it
+    (``owned``: the phase -> that command's arguments), which every other command names in its refusal."""
 
     name: str  # "port" or "edit"
     file: str
+    phases: tuple[str, ...] = ()
+    waits: tuple[str, ...] = ()
+    owned: tuple[tuple[str, str], ...] = ()
 
     def abort(self, checkout: Path) -> str:
         """The command that gives the stopped command up, for a hint (it works on any record, even a bad one)."""
         return f"sgpatch {self.name} --abort --checkout {shlex.quote(str(checkout))}"
 
+    def owner(self, phase: str) -> str | None:
+        """The arguments of the one command that finishes ``phase`` (None: not such a phase)."""
+        return dict(self.owned).get(phase)
 
-PORT = StopKind(name="port", file="sgpatch-port.json")
-EDIT = StopKind(name="edit", file="sgpatch-edit.json")
+
+PORT = StopKind(
+    name="port",
+    file="sgpatch-port.json",
+    phases=("stopped", "stopping", "finishing"),
+    waits=("stopped",),
+    owned=(("finishing", "port --continue"),),  # writing the new stack's files and VERSIONS.toml
+)
+EDIT = StopKind(
+    name="edit",
+    file="sgpatch-edit.json",
+    phases=("entering", "editing", "moving", "stopped", "finishing", "aborting"),
+    waits=("editing", "stopped"),
+    owned=(("finishing", "edit --continue"), ("aborting", "edit --abort")),  # writing or restoring the project
+)
 KINDS = (PORT, EDIT)
 
 

@@ -10,7 +10,10 @@ command of either kind runs ``recover_stop`` before it acts, under the project a
    ``port --abort`` had moved aside with nothing in its place put back);
 2. a move of the checkout the journal records, finished (``journal.recover``);
 3. the record read (the one reader and validator) and each step the kill interrupted finished by the function
-   its command registered, until the record rests in a phase that waits for a person (or for the command).
+   its command registered, until the record rests in a phase that waits for a person, or in one that writes
+   the project, which only its own command finishes (``StopKind.owned``: ``port --continue`` the new stack's
+   files, ``edit --continue`` the edited series, ``edit --abort`` the files it saved); every other command
+   names that command (``here.Stopped.next_step``).
 
 Each thing done is said in the notes the command reports.
 """
@@ -43,6 +46,14 @@ class Steps(Generic[R]):
     record: type[R]
     finish: Mapping[str, Callable[[Git, R], R]]
     doing: Mapping[str, str]  # a phase -> what its step does, in words ("moving the checkout to the stop")
+
+    def __post_init__(self) -> None:
+        """Every phase of the kind is accounted for: it waits for a person, one command owns it (it writes the
+        project), or a step registered here finishes it — never two of these, never none."""
+        kind = self.record.kind
+        rest = set(kind.phases) - set(kind.waits) - {phase for phase, _ in kind.owned}
+        if set(self.finish) != rest or set(self.doing) != rest:
+            raise ValueError(f"the {kind.name} steps {sorted(self.finish)} are not its phases {sorted(rest)}")
 
 
 @dataclass(frozen=True, slots=True)
