@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -160,7 +161,7 @@ def project(config: Config) -> Project:
 def template_checkout(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Path:
     into = tmp_path_factory.mktemp("template") / "checkout"
     fetch(config.stack(None), into)
-    return into
+    return _packed(into)
 
 
 @pytest.fixture(scope="session")
@@ -168,7 +169,15 @@ def template_patched(tmp_path_factory: pytest.TempPathFactory, template_checkout
     into = tmp_path_factory.mktemp("template-patched") / "checkout"
     shutil.copytree(template_checkout, into, symlinks=True)
     apply_series(project.stack, project.series, into)
-    return into
+    return _packed(into)
+
+
+def _packed(checkout: Path) -> Path:
+    """The checkout's objects in one pack: each of the suite's many copies copies a few files instead of the
+    2,100 loose objects ``fetch`` and ``apply`` write (git reads either the same; a copy takes about a third
+    less time)."""
+    subprocess.run(["git", "-C", str(checkout), "repack", "-adq"], check=True)
+    return checkout
 
 
 @pytest.fixture(scope="session")
