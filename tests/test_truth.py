@@ -471,6 +471,7 @@ def test_row8_anchors_swapped_between_and_during_runs(patched_checkout: Callable
             shutil.copyfile(moved if k % 2 else good, spare)
             os.replace(spare, anchors)
             k += 1
+            stop.wait(0.002)  # hundreds of swaps during each run, without taking a core from the runs
 
     swapper = threading.Thread(target=swap)
     swapper.start()
