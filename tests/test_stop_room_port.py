@@ -156,6 +156,13 @@ def test_a_port_abort_killed_between_its_two_renames_is_finished_by_the_rooms_re
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not target.exists() and snapshot(aside) == replaced  # the window: the stack's checkout hidden
+    put_back = f"'sgpatch port --abort --checkout {target}' puts it back"
+    verified = sg(proj, "verify", STACK)  # every command names the way back, none says "fetch" over it
+    assert verified.returncode == 2 and "left it moved aside to" in verified.stderr, verified.stderr
+    assert put_back in verified.stderr and "sgpatch fetch" not in verified.stderr
+    status = sg(proj, "status")
+    assert f"{STACK}: stopped: a killed 'port --force' or 'port --abort' left the checkout moved aside" in status.stdout
+    assert put_back in status.stdout, status.stdout
     again = sg(proj, "port", "--abort")  # as a person runs it: the hidden checkout is found without --checkout
     assert again.returncode == 0, again.stderr
     said = f"put back {target}, which a killed 'port --force' or 'port --abort' had moved aside"

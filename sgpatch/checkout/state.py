@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sgpatch.checkout.journal import recover
+from sgpatch.checkout.stop.recovery import moved_aside, put_back_hint
 from sgpatch.config import Stack
 from sgpatch.errors import CheckoutError
 from sgpatch.git.history import first_parent_line
@@ -50,6 +51,12 @@ def open_checkout(path: Path) -> Git:
     """The git repository at ``path``; CheckoutError if there is none."""
     g = Git(path)
     if not path.is_dir():
+        aside = moved_aside(path)
+        if aside is not None:
+            raise CheckoutError(
+                f"{path}: no such checkout: a killed 'port --force' or 'port --abort' left it moved aside to {aside}",
+                hint=put_back_hint(path),
+            )
         raise CheckoutError(f"{path}: no such checkout", hint="run 'sgpatch fetch' first, or pass --checkout DIR")
     if not g.is_repo():
         raise CheckoutError(f"{path}: not the top of a git work tree", hint="a checkout is a git clone of sglang")

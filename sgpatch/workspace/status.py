@@ -18,6 +18,7 @@ from typing import Any
 
 from sgpatch.checkout.state import base_candidates, trailers
 from sgpatch.checkout.stop.here import stopped_in
+from sgpatch.checkout.stop.recovery import moved_aside, put_back_hint
 from sgpatch.config import Config, Stack
 from sgpatch.errors import SgpatchError
 from sgpatch.git.history import first_parent_line
@@ -107,6 +108,10 @@ def stack_status(config: Config, stack: Stack) -> StackStatus:
         return dataclasses.replace(row, state="error", detail=getattr(exc, "message", None) or str(exc))
     row = dataclasses.replace(row, series=len(series.patches), wheel_version=wheel_version(stack, series))
     if not checkout.exists() and not checkout.is_symlink():
+        aside = moved_aside(checkout)
+        if aside is not None:
+            why = f"a killed 'port --force' or 'port --abort' left the checkout moved aside to {aside}"
+            return dataclasses.replace(row, state="stopped", detail=f"{why}; {put_back_hint(checkout)}")
         return row
     try:
         state, detail, applied, dirty, unexported = _checkout_state(Git(checkout), stack, series)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -94,6 +95,19 @@ def aside_of(checkout: Path) -> Path:
     """Where a ``--force`` port keeps the checkout it replaces until the new one is finished."""
     real = checkout.resolve()
     return real.parent / f".{real.name}{ASIDE}"
+
+
+def moved_aside(checkout: Path) -> Path | None:
+    """Where a killed ``port --force`` or ``port --abort`` left ``checkout`` moved aside (None: it is not)."""
+    if os.path.lexists(checkout):
+        return None
+    aside = aside_of(checkout)
+    return aside if aside.is_dir() and not aside.is_symlink() else None
+
+
+def put_back_hint(checkout: Path) -> str:
+    """The command that puts a checkout moved aside back (``clear_leftovers``, run by every port and edit)."""
+    return f"'sgpatch port --abort --checkout {shlex.quote(str(checkout))}' puts it back"
 
 
 def hidden_checkouts(parent: Path) -> list[Path]:
