@@ -40,7 +40,7 @@ venv: $(VENV)/.installed
 
 # --dist loadfile: a test file runs on one worker, so its module fixtures (wheel builds, venvs) are made once
 test: venv
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check sgpatch tests bench tools
