@@ -8,7 +8,7 @@ touched (a file the person already edited is theirs); a file the release lacks (
 ``upstream``   every conflict takes the release's side: the conflicting hunks are dropped.
 ``patch``      every conflict takes the patch's side.
 ``suggested``  the hunks suggested ``take-upstream`` are dropped (the file's other hunks merged again,
-               three-way, without them); every conflict left takes what ``absorb.region_choice``
+               three-way, without them); every conflict left takes what ``combine.region_choice``
                suggests, if the file still parses and defines no name twice; the rest stays marked.
 """
 
@@ -29,13 +29,13 @@ from sgpatch.git.diff import merge_file
 from sgpatch.port.rebase import load_old
 from sgpatch.port.record import load_record
 from sgpatch.results import Progress
-from sgpatch.series.absorb import (
+from sgpatch.series.combine import region_choice
+from sgpatch.series.conflicts import (
     NONE,
     TAKE_PATCH,
     TAKE_UPSTREAM,
     Region,
     Suggestion,
-    region_choice,
     regions_of,
     resolve_regions,
     sound,
