@@ -29,7 +29,7 @@ from sgpatch.git.diff import merge_file
 from sgpatch.port.rebase import load_old
 from sgpatch.port.record import load_record
 from sgpatch.results import Progress
-from sgpatch.series.combine import region_choice
+from sgpatch.series.combine import chooser
 from sgpatch.series.conflicts import (
     NONE,
     TAKE_PATCH,
@@ -170,7 +170,7 @@ def _resolve_file(
         pieces = regions_of(text)
         if pieces is None:
             return stopped, 0, len(fv.regions), ()
-    resolved, done, left = resolve_regions(pieces, region_choice)
+    resolved, done, left = resolve_regions(pieces, chooser(pieces))
     if done and not left and not sound(fp.path, new, resolved):  # the choices together break the file
         resolved, done, left = resolve_regions(pieces, lambda _: NONE)
     if drop and not left and not sound(fp.path, new, resolved):

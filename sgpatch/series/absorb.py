@@ -24,7 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from sgpatch.series.combine import region_choice
+from sgpatch.series.combine import chooser
 from sgpatch.series.conflicts import (
     NONE,
     TAKE_UPSTREAM,
@@ -40,6 +40,7 @@ from sgpatch.series.engine import HunkFailure, apply_file
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
+from sgpatch.series.statements import statements_absorbed
 from sgpatch.series.upstream import Outline, outline
 
 _DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
@@ -112,7 +113,7 @@ def absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | None = N
             if _all_equal(added, before, after_hunk, new)
             else None
         )
-    return _lines_absorbed(hunk, before, new)
+    return _lines_absorbed(hunk, before, new, after_hunk)
 
 
 def _added_definitions(hunk: Hunk, before: bytes, after_hunk: bytes | None) -> list[str] | None:
@@ -137,7 +138,7 @@ def _all_equal(names: Sequence[str], before: bytes, after_hunk: bytes | None, ne
     return True
 
 
-def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
+def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | None = None) -> str | None:
     """The line evidence: where the hunk would land, every run it adds stands (whitespace, line breaks and
     comments aside, from the start of a line to the end of one) and no line it removes is left."""
     first, last = changed_span(hunk)
@@ -173,7 +174,7 @@ def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
         return None
     if all(_stands(b"".join(r), flat, bounds) for r in runs):
         return f"normalised: its {len(runs)} added run(s) stand {where}, and no line it removes is left"
-    return None
+    return statements_absorbed(hunk, scope, after_hunk, new) if scope and after_hunk is not None else None
 
 
 def _stands(run: bytes, flat: bytes, bounds: set[int]) -> bool:
@@ -191,7 +192,8 @@ def lone_choice(merged: bytes) -> Suggestion:
     pieces = regions_of(merged)
     if not pieces:
         return NONE
-    found = {region_choice(p) for p in pieces if isinstance(p, Region)}
+    choose = chooser(pieces)
+    found = {choose(p) for p in pieces if isinstance(p, Region)}
     if len(found) == 1:
         (one,) = found
         return one
@@ -222,7 +224,7 @@ def suggest(
         pieces = regions_of(merged)
         one = lone_choice(merged)
         if one.choice and pieces is not None:
-            text, _, left = resolve_regions(pieces, lambda r: region_choice(r))
+            text, _, left = resolve_regions(pieces, chooser(pieces))
             if not left and sound(fp.path, new, text):
                 out[k] = dataclasses.replace(v, suggestion=one.choice, evidence=one.evidence)
     return out

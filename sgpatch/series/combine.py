@@ -3,24 +3,40 @@
 ``take-patch``  the release's side differs from the old base only in formatting, or every line the release
                 added there is on the patch's side too and no line it removed is: the patch's side already
                 holds the release's change.
-``combine``     both sides only insert lines at the same place, with no line in common: the release's lines,
-                then the patch's; or the patch only adds import lines or list names before (after) the old
-                lines, which the release changed.
+``combine``     both sides only insert lines at the same place: the release's lines, then the patch's, when
+                they have no line in common, or every line they share is boilerplate (the file has it at
+                least ``BOILERPLATE`` times outside its conflicts, like ``parser.add_argument(``), or each
+                side inserts only whole definitions, none named as one of the other's; or the patch only
+                adds import lines or list names before (after) the old lines, which the release changed; or
+                the release's side already holds, as Python statements, what the patch's side changed
+                (``statements.region_holds``): the release's lines.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from sgpatch.series.conflicts import COMBINE, NONE, TAKE_PATCH, Region, Suggestion, norm, says_something
+from sgpatch.pyast import parse_python
+from sgpatch.series.conflicts import COMBINE, NONE, TAKE_PATCH, Piece, Region, Suggestion, norm, says_something
+from sgpatch.series.statements import region_holds
 
 _LISTED = re.compile(rb"^[ \t]*(?:(?:import|from)[ \t]+\S.*|[A-Za-z_][A-Za-z0-9_.]*,)[ \t]*\r?\n?$")
+BOILERPLATE = 3  # times a line stands in the file outside its conflicts to prove nothing about an insertion
 
 
-def region_choice(r: Region) -> Suggestion:
-    """``take-patch`` or ``combine`` for one conflict, with its evidence; ``NONE`` without one."""
+def chooser(pieces: Sequence[Piece]) -> Callable[[Region], Suggestion]:
+    """``region_choice`` for the conflicts of one file (``pieces``), knowing the lines it has outside them."""
+    common = Counter(n for p in pieces if isinstance(p, bytes) for n in [norm(p)] if n)
+    return lambda r: region_choice(r, common)
+
+
+def region_choice(r: Region, common: Counter[bytes] | None = None) -> Suggestion:
+    """``take-patch`` or ``combine`` for one conflict, with its evidence; ``NONE`` without one.  ``common``: how
+    often each normalised line stands in the file outside its conflicts (none known: no line is boilerplate)."""
     ours = [n for n in (norm(ln) for ln in r.ours) if n]
     base = [n for n in (norm(ln) for ln in r.base) if n]
     theirs = [n for n in (norm(ln) for ln in r.theirs) if n]
@@ -31,14 +47,47 @@ def region_choice(r: Region) -> Suggestion:
     have = Counter(theirs)
     if any(says_something(n) for n in added) and not (added - have) and not any(have[n] for n in gone):
         return Suggestion(TAKE_PATCH, "the patch's side already holds every line the release changed here")
-    if not base and ours and theirs and not _shared(ours, theirs):
-        return Suggestion(COMBINE, "both sides only add lines here, none in common: the release's, then the patch's")
+    if not base and ours and theirs:
+        return _insertions(r, ours, theirs, common or Counter())
+    held = region_holds(r.base, r.ours, r.theirs)
+    if held is not None:
+        return Suggestion(COMBINE, held, r.ours)
     return _around(r, ours)
 
 
-def _shared(ours: Sequence[bytes], theirs: Sequence[bytes]) -> bool:
-    """Whether both sides hold a line that says something (the same insertion twice, perhaps reformatted)."""
-    return any(says_something(n) for n in set(ours) & set(theirs))
+def _insertions(r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Counter[bytes]) -> Suggestion:
+    """``combine`` (the release's lines, then the patch's) for two insertions at one place that are not the same
+    insertion twice: no line in common but boilerplate, or whole definitions with other names."""
+    shared = [n for n in set(ours) & set(theirs) if says_something(n)]
+    if not shared:
+        return Suggestion(COMBINE, "both sides only add lines here, none in common: the release's, then the patch's")
+    if all(common[n] >= BOILERPLATE for n in shared):
+        return Suggestion(
+            COMBINE,
+            f"both sides only add lines here; the {len(shared)} line(s) they share stand at least {BOILERPLATE} "
+            "times elsewhere in the file (boilerplate): the release's, then the patch's",
+        )
+    mine, yours = _defined(r.ours), _defined(r.theirs)
+    if mine and yours and not (set(mine) & set(yours)):
+        return Suggestion(
+            COMBINE,
+            f"both sides only add whole definitions here, with other names ({', '.join(mine)}; {', '.join(yours)}): "
+            "the release's, then the patch's",
+        )
+    return NONE
+
+
+def _defined(lines: Sequence[bytes]) -> list[str]:
+    """The names ``lines`` define when they are nothing but whole definitions (dedented, they parse as a module
+    of ``def``/``class`` statements); [] otherwise."""
+    try:
+        tree = parse_python(textwrap.dedent(b"".join(lines).decode()).encode())
+    except (SyntaxError, ValueError, RecursionError, UnicodeDecodeError):
+        return []
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    if not tree.body or not all(isinstance(node, kinds) for node in tree.body):
+        return []
+    return [node.name for node in tree.body if isinstance(node, kinds)]
 
 
 def _around(r: Region, ours: Sequence[bytes]) -> Suggestion:
