@@ -227,3 +227,52 @@ def test_a_conflict_side_that_is_not_whole_statements_proves_nothing() -> None:
     )
     assert region_choice(holds).choice == COMBINE
     assert region_choice(holds).lines == holds.ours
+
+
+# --------------------------------------------------------------------------- imports-union
+
+IMPORTS = b"""import os
+from pkg.utils import Mode
+from pkg.other import thing
+
+
+def run():
+    return Mode, thing, os
+"""
+
+
+def test_imports_changed_on_both_sides_are_united(tmp_path: Path, merge: Any) -> None:
+    old = b"from pkg.utils import Mode\n"
+    release = b"from pkg.utils import (\n    Mode,\n    filter_for_rank,\n)\n"
+    patch = b"from pkg.utils import Mode, iter_specs\n"
+    (v,), text = _port(tmp_path, IMPORTS, IMPORTS.replace(old, patch), IMPORTS.replace(old, release), merge)
+    assert (v.state, v.suggestion) == ("conflict", COMBINE)
+    assert v.evidence.startswith("imports-union:") and "(iter_specs)" in v.evidence
+    assert text == IMPORTS.replace(
+        old, b"from pkg.utils import (\n    Mode,\n    filter_for_rank,\n    iter_specs,\n)\n"
+    )
+    # Another module's name, and a plain import, come as statements of their own after the release's lines.
+    patch2 = b"from pkg.utils import Mode\nfrom pkg.extra import helper as h\nimport json\n"
+    (v,), text = _port(tmp_path, IMPORTS, IMPORTS.replace(old, patch2), IMPORTS.replace(old, release), merge)
+    assert v.suggestion == COMBINE
+    assert text == IMPORTS.replace(old, release + b"from pkg.extra import helper as h\nimport json\n")
+
+
+def test_imports_union_refuses_code_removed_names_and_names_the_release_binds(tmp_path: Path) -> None:
+    from sgpatch.series.combine import imports_union
+
+    # A side that is not only imports: no union.
+    code = Region((b"from a import (\n", b"    b,\n", b")\n"), (b"from a import b\n",), (b"x = 1\n",))
+    assert imports_union(code) is None
+    # The patch only removes a name: nothing to add, the release's lines stand (no union).
+    removes = Region(
+        (b"from a import (\n", b"    b,\n", b"    c,\n", b")\n"), (b"from a import b, c\n",), (b"from a import b\n",)
+    )
+    assert imports_union(removes) is None
+    # A name the release already binds (from elsewhere): not imported twice.
+    binds = Region((b"from z import d\n",), (b"from a import b\n",), (b"from a import b, d\n",))
+    assert imports_union(binds) is None
+    # A name the release removed (the old base had it) is not brought back.
+    gone = Region((b"from a import c\n",), (b"from a import b\n",), (b"from a import b, e\n",))
+    union = imports_union(gone)
+    assert union is not None and union.lines == (b"from a import c\n", b"from a import e\n")

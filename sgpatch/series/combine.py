@@ -9,7 +9,9 @@
                 side inserts only whole definitions, none named as one of the other's; or the patch only
                 adds import lines or list names before (after) the old lines, which the release changed; or
                 the release's side already holds, as Python statements, what the patch's side changed
-                (``statements.region_holds``): the release's lines.
+                (``statements.region_holds``): the release's lines; or all three sides are import statements
+                only (``imports-union``): the release's imports with the names the patch adds that the
+                release lacks (none is removed: a name the release still imports, its code may use).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def region_choice(r: Region, common: Counter[bytes] | None = None) -> Suggestion
         return Suggestion(TAKE_PATCH, "the patch's side already holds every line the release changed here")
     if not base and ours and theirs:
         return _insertions(r, ours, theirs, common or Counter())
+    union = imports_union(r)
+    if union is not None:
+        return union
     held = region_holds(r.base, r.ours, r.theirs)
     if held is not None:
         return Suggestion(COMBINE, held, r.ours)
@@ -113,3 +118,78 @@ def _around(r: Region, ours: Sequence[bytes]) -> Suggestion:
     where = "before" if before else "after"
     why = f"the patch only adds lines {where} the old ones, which the release changed: the release's, with them"
     return Suggestion(COMBINE, why, lines)
+
+
+def imports_union(r: Region) -> Suggestion | None:
+    """``combine`` for a conflict where every side is import statements only: the release's lines, with each name
+    the patch's side imports and the old base did not, unless the release binds that name already; None when
+    a side is anything else, or the patch adds no name."""
+    sides = [_imports(side) for side in (r.base, r.ours, r.theirs)]
+    base, ours, theirs = sides
+    if base is None or ours is None or theirs is None or not r.ours:
+        return None
+    bound = {alias.asname or alias.name.split(".")[0] for _, alias in ours}
+    seen = {(module, alias.name, alias.asname) for module, alias in base}
+    new = [
+        (module, alias)
+        for module, alias in theirs
+        if (module, alias.name, alias.asname) not in seen and (alias.asname or alias.name.split(".")[0]) not in bound
+    ]
+    if not new:
+        return None
+    lines = _with_names(list(r.ours), new)
+    names = ", ".join(alias.name if not alias.asname else f"{alias.name} as {alias.asname}" for _, alias in new)
+    why = f"imports-union: both sides changed these imports; the release's, with the name(s) the patch adds ({names})"
+    return Suggestion(COMBINE, why, tuple(lines))
+
+
+def _imports(lines: Sequence[bytes]) -> list[tuple[str | None, ast.alias]] | None:
+    """(module, alias) for each name ``lines`` import (module None: ``import x``); None when they hold anything but
+    import statements (``from . import x``: module ``.``)."""
+    try:
+        tree = parse_python(textwrap.dedent(b"".join(lines).decode()).encode())
+    except (SyntaxError, ValueError, RecursionError, UnicodeDecodeError):
+        return None
+    out: list[tuple[str | None, ast.alias]] = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            out.extend(("." * node.level + (node.module or ""), alias) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            out.extend((None, alias) for alias in node.names)
+        else:
+            return None
+    return out
+
+
+def _with_names(lines: list[bytes], new: list[tuple[str | None, ast.alias]]) -> list[bytes]:
+    """The release's import ``lines`` with ``new`` names: into its parenthesised ``from MODULE import (`` list, one
+    a line before the closing ``)``, where there is one for that module; else as statements of their own after
+    the release's lines, indented like its first line."""
+    indent = re.match(rb"[ \t]*", next((ln for ln in lines if ln.strip()), b""))
+    pad = indent.group(0) if indent else b""
+    newline = b"\r\n" if lines and lines[-1].endswith(b"\r\n") else b"\n"
+    if lines and not lines[-1].endswith(b"\n"):
+        lines[-1] += newline
+    tail: list[bytes] = []
+    for module, alias in new:
+        spelled = (alias.name if not alias.asname else f"{alias.name} as {alias.asname}").encode()
+        opening = re.compile(
+            rb"^[ \t]*from[ \t]+" + re.escape((module or "").encode()) + rb"[ \t]+import[ \t]*\([ \t]*\r?\n$"
+        )
+        start = next((k for k, ln in enumerate(lines) if module is not None and opening.match(ln)), None)
+        close = (
+            next((k for k in range(start + 1, len(lines)) if lines[k].strip() == b")"), None)
+            if start is not None
+            else None
+        )
+        if start is not None and close is not None:
+            inner = re.match(rb"[ \t]*", lines[start + 1]) if close > start + 1 else None
+            last = lines[close - 1].rstrip()
+            if close > start + 1 and last and not last.endswith(b","):
+                lines[close - 1] = last + b"," + newline  # ``a`` before ``)``: ``a,`` before the name added
+            lines.insert(close, (inner.group(0) if inner else pad + b"    ") + spelled + b"," + newline)
+        elif module is None:
+            tail.append(pad + b"import " + spelled + newline)
+        else:
+            tail.append(pad + b"from " + module.encode() + b" import " + spelled + newline)
+    return lines + tail
