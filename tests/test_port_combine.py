@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_port_series are used as arguments)
 """The rules that settle more conflicts of a port (issue 27): two insertions at one place combined when they share
 only boilerplate or define other names, and the statements rule (take-upstream when every statement a hunk adds
 stands in the release's same definition as a Python AST; a conflict whose release side holds the patch's
@@ -9,6 +10,7 @@ statements takes the release's lines).  Each rule and its refusals, on small fil
 from __future__ import annotations
 
 import difflib
+import json
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -23,6 +25,8 @@ from sgpatch.series.combine import BOILERPLATE, chooser, region_choice
 from sgpatch.series.conflicts import COMBINE, TAKE_UPSTREAM, Region, regions_of, resolve_regions, sound
 from sgpatch.series.hunks import carry_file
 from sgpatch.series.patch import parse_patch
+
+from .test_port_series import sg, slime_project, stopped  # noqa: F401  (fixtures shared at session scope)
 
 HEADER = b"Description: t\nOrigin: test\nUpstream-Status: Pending\n\n"
 
@@ -276,3 +280,41 @@ def test_imports_union_refuses_code_removed_names_and_names_the_release_binds(tm
     gone = Region((b"from a import c\n",), (b"from a import b\n",), (b"from a import b, e\n",))
     union = imports_union(gone)
     assert union is not None and union.lines == (b"from a import c\n", b"from a import e\n")
+
+
+# --------------------------------------------------------------------------- slime's series, whole processes
+
+
+def test_slime_resolve_suggested_uses_the_new_rules(
+    tmp_path: Path, stopped: tuple[Path, dict[str, Any], dict[str, bytes]]
+) -> None:
+    """Onto 0.5.12.post1: ``server_args.py`` (two new arguments at one place, sharing ``parser.add_argument(``) and
+    ``glm4v.py`` (two new methods at one place) are settled by ``combine``; ``mooncake/conn.py``'s import conflict
+    takes the release's list with the patch's name, as the maintainers' own port has it."""
+    import shutil
+
+    proj = tmp_path / "proj"
+    shutil.copytree(stopped[0], proj, symlinks=True)
+    srt = "python/sglang/srt/"
+    hunks = {
+        (f["file"][len(srt) :], h["index"]): h for p in stopped[1]["patches"] for f in p["files"] for h in f["hunks"]
+    }
+    args = hunks[("server_args.py", 2)]
+    assert args["suggestion"] == COMBINE and "boilerplate" in args["evidence"]
+    assert "whole definitions" in hunks[("multimodal/processors/glm4v.py", 3)]["evidence"]
+    assert hunks[("disaggregation/mooncake/conn.py", 1)]["evidence"].startswith("imports-union:")
+    done = sg("port", "--resolve", "suggested", "--json", "--config", str(proj / "VERSIONS.toml"))
+    assert done.returncode == 0, done.stderr
+    out = {f["file"]: f for f in json.loads(done.stdout)["files"]}
+    co = proj / ".sgpatch/checkouts/0.5.12.post1-cu130/python/sglang/srt"
+    for rel in ("server_args.py", "multimodal/processors/glm4v.py"):
+        assert out[srt + rel]["outcome"] == "resolved"
+        text = (co / rel).read_bytes()
+        assert b"<<<<<<<" not in text and sound(rel, b"", text)
+    server_args = (co / "server_args.py").read_bytes()
+    assert b'"--enable-prefill-context-parallel"' in server_args
+    assert b'"--disable-indexer-rope-neox-style"' in server_args
+    glm4v = (co / "multimodal/processors/glm4v.py").read_bytes()
+    assert b"def compute_mrope_positions(" in glm4v and b"def get_mm_data(" in glm4v
+    conn = (co / "disaggregation/mooncake/conn.py").read_bytes()
+    assert b"    filter_kv_indices_for_cp_rank,\n    iter_aux_transfer_specs,\n)\n" in conn
