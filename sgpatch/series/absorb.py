@@ -7,8 +7,10 @@ suggestion, or none:
                    definition the hunk changes (module level: where its context now stands):
                    every run of lines it adds is there (whitespace, line breaks and comments aside) and
                    no line it removes is left (``normalised``); or it only removes lines and none of them
-                   is left (``removed upstream``).  Lines without a name or number in them (``)``,
-                   ``else:``) prove nothing: at least one added or removed line must say something.
+                   is left (``removed upstream``); or, in a definition, every statement it adds stands
+                   there as a Python AST, in the same nesting and order (``statements``, in
+                   ``series.statements``).  Lines without a name or number in them (``)``, ``else:``)
+                   prove nothing: at least one added or removed line must say something.
 ``take-patch``,    the same choice for each conflict the hunk alone makes (``series.combine``).
 ``combine``
 
