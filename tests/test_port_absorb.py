@@ -127,14 +127,13 @@ def test_take_patch_when_the_patch_holds_the_release_change() -> None:
     assert region_choice(region).choice == TAKE_PATCH
     formatting = Region((b"    x = f( a,b )\n",), (b"    x = f(a, b)\n",), (b"    x = f(a, b, d=1)\n",))
     assert region_choice(formatting).choice == TAKE_PATCH
-    # The release removed a line the patch keeps (untouched): never take-patch.  The release's side holds the one
-    # statement the patch changed, so the statements rule takes the release's lines (what a merge would make).
+    # The release removed a line the patch keeps: no suggestion.
     removed = Region(
         (b"    x = f(a, b, c)\n",),
         (b"    x = f(a, b)\n", b"    z = h()\n"),
         (b"    x = f(a, b, c)\n", b"    z = h()\n"),
     )
-    assert region_choice(removed).choice == COMBINE and region_choice(removed).lines == removed.ours
+    assert region_choice(removed).choice == ""
 
 
 def test_an_incomplete_marker_triple_is_not_cut() -> None:

@@ -114,9 +114,20 @@ def test_boilerplate_needs_the_file_to_repeat_the_line() -> None:
     region = Region(
         (b"    register(\n", b"        'x',\n", b"    )\n"), (), (b"    register(\n", b"        'y',\n", b"    )\n")
     )
-    assert region_choice(region, Counter({b"register(": BOILERPLATE - 1})).choice == ""
-    assert region_choice(region, Counter({b"register(": BOILERPLATE})).choice == COMBINE
+    known = frozenset({b"register"})
+    assert region_choice(region, Counter({b"register(": BOILERPLATE - 1}), known).choice == ""
+    assert region_choice(region, Counter({b"register(": BOILERPLATE}), known).choice == COMBINE
     assert region_choice(region).choice == ""  # no file known: nothing is boilerplate
+    # ``register`` is a name the file has nowhere else: both sides bring it, so it is not boilerplate.
+    assert region_choice(region, Counter({b"register(": BOILERPLATE})).choice == ""
+
+
+def test_the_same_argument_reformatted_is_not_combined(tmp_path: Path, merge: Any) -> None:
+    # Only boilerplate lines are shared, but both sides bring the string "--mine", which the file has nowhere else.
+    at = b"    return parser\n"
+    release = b'    parser.add_argument(\n        "--mine", action="store_true", default=False,\n    )\n'
+    (v,), _ = _port(tmp_path, ARGS, ARGS.replace(at, MINE + at), ARGS.replace(at, release + at), merge)
+    assert v.state == "conflict" and v.suggestion == ""
 
 
 CLASS = b"""class Processor:

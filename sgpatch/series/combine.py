@@ -5,7 +5,8 @@
                 holds the release's change.
 ``combine``     both sides only insert lines at the same place: the release's lines, then the patch's, when
                 they have no line in common, or every line they share is boilerplate (the file has it at
-                least ``BOILERPLATE`` times outside its conflicts, like ``parser.add_argument(``), or each
+                least ``BOILERPLATE`` times outside its conflicts, like ``parser.add_argument(``) and no name
+                or string the file has nowhere else stands on both sides (``"--x"`` twice), or each
                 side inserts only whole definitions, none named as one of the other's; or the patch only
                 adds import lines or list names before (after) the old lines, which the release changed; or
                 the release's side already holds, as Python statements, what the patch's side changed
@@ -32,11 +33,12 @@ BOILERPLATE = 3  # times a line stands in the file outside its conflicts to prov
 
 def chooser(pieces: Sequence[Piece]) -> Callable[[Region], Suggestion]:
     """``region_choice`` for the conflicts of one file (``pieces``), knowing the lines it has outside them."""
-    common = Counter(n for p in pieces if isinstance(p, bytes) for n in [norm(p)] if n)
-    return lambda r: region_choice(r, common)
+    plain = [p for p in pieces if isinstance(p, bytes)]
+    common = Counter(n for n in (norm(p) for p in plain) if n)
+    return lambda r: region_choice(r, common, _tokens(plain))
 
 
-def region_choice(r: Region, common: Counter[bytes] | None = None) -> Suggestion:
+def region_choice(r: Region, common: Counter[bytes] | None = None, known: frozenset[bytes] = frozenset()) -> Suggestion:
     """``take-patch`` or ``combine`` for one conflict, with its evidence; ``NONE`` without one.  ``common``: how
     often each normalised line stands in the file outside its conflicts (none known: no line is boilerplate)."""
     ours = [n for n in (norm(ln) for ln in r.ours) if n]
@@ -50,7 +52,7 @@ def region_choice(r: Region, common: Counter[bytes] | None = None) -> Suggestion
     if any(says_something(n) for n in added) and not (added - have) and not any(have[n] for n in gone):
         return Suggestion(TAKE_PATCH, "the patch's side already holds every line the release changed here")
     if not base and ours and theirs:
-        return _insertions(r, ours, theirs, common or Counter())
+        return _insertions(r, ours, theirs, common or Counter(), known)
     union = imports_union(r)
     if union is not None:
         return union
@@ -60,13 +62,16 @@ def region_choice(r: Region, common: Counter[bytes] | None = None) -> Suggestion
     return _around(r, ours)
 
 
-def _insertions(r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Counter[bytes]) -> Suggestion:
+def _insertions(
+    r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Counter[bytes], known: frozenset[bytes]
+) -> Suggestion:
     """``combine`` (the release's lines, then the patch's) for two insertions at one place that are not the same
     insertion twice: no line in common but boilerplate, or whole definitions with other names."""
     shared = [n for n in set(ours) & set(theirs) if says_something(n)]
     if not shared:
         return Suggestion(COMBINE, "both sides only add lines here, none in common: the release's, then the patch's")
-    if all(common[n] >= BOILERPLATE for n in shared):
+    rare = (_tokens(r.ours) & _tokens(r.theirs)) - known  # names and strings new to the file, on both sides
+    if all(common[n] >= BOILERPLATE for n in shared) and not rare:
         return Suggestion(
             COMBINE,
             f"both sides only add lines here; the {len(shared)} line(s) they share stand at least {BOILERPLATE} "
@@ -80,6 +85,14 @@ def _insertions(r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], commo
             "the release's, then the patch's",
         )
     return NONE
+
+
+_TOKEN = re.compile(rb"\"[^\"\n]*\"|'[^'\n]*'|[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _tokens(lines: Sequence[bytes]) -> frozenset[bytes]:
+    """The names and one-line string literals in ``lines``."""
+    return frozenset(m.group(0) for ln in lines for m in _TOKEN.finditer(ln))
 
 
 def _defined(lines: Sequence[bytes]) -> list[str]:

@@ -104,8 +104,9 @@ def _subsequence(wanted: Sequence[Item], have: Sequence[Item]) -> bool:
 def region_holds(base: Sequence[bytes], ours: Sequence[bytes], theirs: Sequence[bytes]) -> str | None:
     """The evidence that the release's side of a conflict (``ours``) already holds what the patch's side
     (``theirs``) changed from the old base: each side parses alone (dedented) as whole statements, every statement
-    the patch's side adds stands in the release's (Python ASTs, under the same enclosing statements, in the same
-    order) and none it drops is left there; None without proof."""
+    of the patch's side stands in the release's (Python ASTs, under the same enclosing statements, in the same
+    order), at least one of them new to the old base, and none the patch drops is left there; None without
+    proof."""
     tb, to, tt = _block(base), _block(ours), _block(theirs)
     if tb is None or to is None or tt is None:
         return None
@@ -121,8 +122,8 @@ def region_holds(base: Sequence[bytes], ours: Sequence[bytes], theirs: Sequence[
     nodes = {item: node for item, node, *_ in _items(tt)}
     if not any(not isinstance(nodes[item], _TRIVIAL) for item in added):
         return None
-    if any(item in o for item in dropped) or not _subsequence(added, o):
-        return None
+    if any(item in o for item in dropped) or not _subsequence(t, o):
+        return None  # a statement it drops is still there, or one of its own (or their order) is not
     return (
         f"the release's side already holds the {len(added)} statement(s) the patch adds here (Python ASTs, in the "
         "same order and nesting) and none it removes: the release's lines"
