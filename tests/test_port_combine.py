@@ -40,9 +40,13 @@ def merge(tmp_path: Path) -> Any:
     return lambda current, base, other: merge_file(g, current, base, other, ("the release", "the old base", "p"))
 
 
-def _patch(tmp: Path, before: bytes, after: bytes) -> Any:
+def _patch(tmp: Path, before: bytes, after: bytes, *, context: int = 3) -> Any:
     body = difflib.unified_diff(
-        before.decode().splitlines(keepends=True), after.decode().splitlines(keepends=True), "a/m.py", "b/m.py"
+        before.decode().splitlines(keepends=True),
+        after.decode().splitlines(keepends=True),
+        "a/m.py",
+        "b/m.py",
+        n=context,
     )
     text = b"diff --git a/m.py b/m.py\n" + "".join(body).encode()
     return parse_patch(HEADER + text, tmp / "p.patch").files[0]
@@ -197,6 +201,21 @@ def test_take_upstream_when_every_added_statement_stands_in_the_definition(tmp_p
     (v,), _ = _port(tmp_path, POLL, PATCHED, RELEASE, merge)
     assert (v.state, v.suggestion) == ("conflict", TAKE_UPSTREAM)
     assert v.evidence.startswith("statements: its 3 added statement(s) stand in poll_all")
+
+
+def test_statements_of_a_hunk_without_context(tmp_path: Path) -> None:
+    # A ``-U0`` hunk that only inserts (``@@ -4,0 +5,2 @@``): its lines are found where it lands alone.
+    after = POLL.replace(b"        poll = req.poll()\n", b"        poll = req.poll()\n        track(req, poll)\n")
+    release = POLL.replace(
+        b"        poll = req.poll()\n", b"        poll = req.poll()\n        # seen\n        track(req, poll)\n"
+    ).replace(b"    return done\n", b"    flush()\n    return done\n")
+    (hunk,) = _patch(tmp_path, POLL, after, context=0).hunks
+    assert hunk.old_count == 0
+    assert (absorbed(hunk, POLL, release, after) or "").startswith(("normalised:", "statements:"))
+    from sgpatch.series.statements import statements_absorbed
+
+    assert (statements_absorbed(hunk, "poll_all", after, release) or "").startswith("statements: its 1 added")
+    assert statements_absorbed(hunk, "poll_all", after, POLL) is None
 
 
 def test_no_statements_proof_when_one_differs_moves_out_or_a_removed_line_stands(tmp_path: Path) -> None:

@@ -39,8 +39,9 @@ def statements_absorbed(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes) -
     if len(mine) != 1 or len(theirs) != 1:
         return None
     lines = split_lines(after_hunk)
+    top = hunk.old_start if hunk.old_count else hunk.old_start + 1  # where its new side starts, applied alone
     added = {  # its lines in ``after_hunk`` that are not blank or a comment
-        hunk.old_start + (n - hunk.new_start) for n, text in hunk.added if norm(text)
+        top + (n - hunk.new_start) for n, text in hunk.added if norm(text)
     }
     items = _items(mine[0].node)
     spans = [(first, last) for *_, first, last in items]
