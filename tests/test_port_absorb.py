@@ -18,16 +18,9 @@ import pytest
 
 from sgpatch.git.diff import merge_file
 from sgpatch.git.repo import Git
-from sgpatch.series.absorb import (
-    COMBINE,
-    TAKE_PATCH,
-    TAKE_UPSTREAM,
-    Region,
-    absorbed,
-    region_choice,
-    regions_of,
-    suggest,
-)
+from sgpatch.series.absorb import absorbed, suggest
+from sgpatch.series.combine import region_choice
+from sgpatch.series.conflicts import COMBINE, TAKE_PATCH, TAKE_UPSTREAM, Region, regions_of
 from sgpatch.series.hunks import carry_file
 from sgpatch.series.patch import parse_patch
 

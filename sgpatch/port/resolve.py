@@ -8,7 +8,7 @@ touched (a file the person already edited is theirs); a file the release lacks (
 ``upstream``   every conflict takes the release's side: the conflicting hunks are dropped.
 ``patch``      every conflict takes the patch's side.
 ``suggested``  the hunks suggested ``take-upstream`` are dropped (the file's other hunks merged again,
-               three-way, without them); every conflict left takes what ``absorb.region_choice``
+               three-way, without them); every conflict left takes what ``combine.region_choice``
                suggests, if the file still parses and defines no name twice; the rest stays marked.
 """
 
@@ -29,13 +29,13 @@ from sgpatch.git.diff import merge_file
 from sgpatch.port.rebase import load_old
 from sgpatch.port.record import load_record
 from sgpatch.results import Progress
-from sgpatch.series.absorb import (
+from sgpatch.series.combine import chooser
+from sgpatch.series.conflicts import (
     NONE,
     TAKE_PATCH,
     TAKE_UPSTREAM,
     Region,
     Suggestion,
-    region_choice,
     regions_of,
     resolve_regions,
     sound,
@@ -170,7 +170,7 @@ def _resolve_file(
         pieces = regions_of(text)
         if pieces is None:
             return stopped, 0, len(fv.regions), ()
-    resolved, done, left = resolve_regions(pieces, region_choice)
+    resolved, done, left = resolve_regions(pieces, chooser(pieces))
     if done and not left and not sound(fp.path, new, resolved):  # the choices together break the file
         resolved, done, left = resolve_regions(pieces, lambda _: NONE)
     if drop and not left and not sound(fp.path, new, resolved):

@@ -33,7 +33,7 @@ from sgpatch.atomic import write_atomic
 from sgpatch.checkout.stop.kinds import PortRecord
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
-from sgpatch.series.absorb import Piece, Region, norm, regions_of, says_something
+from sgpatch.series.conflicts import Piece, Region, norm, regions_of, says_something
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
 
 STORE = ".sgpatch-resolutions"

@@ -7,13 +7,12 @@ suggestion, or none:
                    definition the hunk changes (module level: where its context now stands):
                    every run of lines it adds is there (whitespace, line breaks and comments aside) and
                    no line it removes is left (``normalised``); or it only removes lines and none of them
-                   is left (``removed upstream``).  Lines without a name or number in them (``)``,
-                   ``else:``) prove nothing: at least one added or removed line must say something.
-``take-patch``     in each conflict the hunk alone makes, the release's side differs from the old base
-                   only in formatting, or every line the release added there is on the patch's side too
-                   and no line it removed is: the patch's side already holds the release's change.
-``combine``        in each conflict both sides only insert lines at the same place, with no line in
-                   common: the release's lines, then the patch's.
+                   is left (``removed upstream``); or, in a definition, every statement it adds stands
+                   there as a Python AST, in the same nesting and order (``statements``, in
+                   ``series.statements``).  Lines without a name or number in them (``)``, ``else:``)
+                   prove nothing: at least one added or removed line must say something.
+``take-patch``,    the same choice for each conflict the hunk alone makes (``series.combine``).
+``combine``
 
 Precision first: a ``take-upstream`` that drops a needed change is worse than none, so every test
 asks for presence in the same definition and for the absence of what the hunk removes.
@@ -25,49 +24,28 @@ import dataclasses
 import itertools
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from sgpatch.pyast import parse_python
-from sgpatch.series.engine import HunkFailure, apply_file, duplicate_definitions
+from sgpatch.series.combine import chooser
+from sgpatch.series.conflicts import (
+    NONE,
+    TAKE_UPSTREAM,
+    Region,
+    Suggestion,
+    norm,
+    regions_of,
+    resolve_regions,
+    says_something,
+    sound,
+)
+from sgpatch.series.engine import HunkFailure, apply_file
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
+from sgpatch.series.statements import statements_absorbed
 from sgpatch.series.upstream import Outline, outline
 
-TAKE_UPSTREAM = "take-upstream"
-TAKE_PATCH = "take-patch"
-COMBINE = "combine"
-CHOICES = (TAKE_UPSTREAM, TAKE_PATCH, COMBINE)
-
-_WORD = re.compile(rb"[A-Za-z0-9_]")
-_SPACE = re.compile(rb"\s+")
-MIN_SAYS = 8  # characters (whitespace aside) a line needs, with a name or number in it, to prove anything
-
-
-@dataclass(frozen=True, slots=True)
-class Suggestion:
-    """What to take for one hunk (``choice`` empty: no suggestion) and why."""
-
-    choice: str
-    evidence: str
-    lines: tuple[bytes, ...] | None = None  # a combination's lines (None: the choice says which side)
-
-
-NONE = Suggestion("", "")
 _DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
-_LISTED = re.compile(rb"^[ \t]*(?:(?:import|from)[ \t]+\S.*|[A-Za-z_][A-Za-z0-9_.]*,)[ \t]*\r?\n?$")
-
-
-def norm(line: bytes) -> bytes:
-    """A line without its whitespace; a comment-only line is empty."""
-    text = _SPACE.sub(b"", line)
-    return b"" if text.startswith(b"#") else text
-
-
-def says_something(line: bytes) -> bool:
-    """Whether a normalised line can prove anything: a name or number in it, and ``MIN_SAYS`` characters."""
-    return len(line) >= MIN_SAYS and _WORD.search(line) is not None
 
 
 # --------------------------------------------------------------------------- take-upstream
@@ -137,7 +115,7 @@ def absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | None = N
             if _all_equal(added, before, after_hunk, new)
             else None
         )
-    return _lines_absorbed(hunk, before, new)
+    return _lines_absorbed(hunk, before, new, after_hunk)
 
 
 def _added_definitions(hunk: Hunk, before: bytes, after_hunk: bytes | None) -> list[str] | None:
@@ -162,7 +140,7 @@ def _all_equal(names: Sequence[str], before: bytes, after_hunk: bytes | None, ne
     return True
 
 
-def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
+def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | None = None) -> str | None:
     """The line evidence: where the hunk would land, every run it adds stands (whitespace, line breaks and
     comments aside, from the start of a line to the end of one) and no line it removes is left."""
     first, last = changed_span(hunk)
@@ -198,7 +176,7 @@ def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes) -> str | None:
         return None
     if all(_stands(b"".join(r), flat, bounds) for r in runs):
         return f"normalised: its {len(runs)} added run(s) stand {where}, and no line it removes is left"
-    return None
+    return statements_absorbed(hunk, scope, after_hunk, new) if scope and after_hunk is not None else None
 
 
 def _stands(run: bytes, flat: bytes, bounds: set[int]) -> bool:
@@ -211,154 +189,13 @@ def _stands(run: bytes, flat: bytes, bounds: set[int]) -> bool:
     return False
 
 
-# --------------------------------------------------------------------------- the conflicts a merge leaves
-
-
-@dataclass(frozen=True, slots=True)
-class Region:
-    """One diff3 conflict: the release's side, the old base's, the patch's."""
-
-    ours: tuple[bytes, ...]
-    base: tuple[bytes, ...]
-    theirs: tuple[bytes, ...]
-    marks: tuple[bytes, ...] = dataclasses.field(default=(), compare=False)  # its four marker lines
-
-
-Piece = bytes | Region
-
-
-def regions_of(text: bytes) -> list[Piece] | None:
-    """``text`` cut into plain lines and diff3 conflicts; None if a marker stands outside a complete triple."""
-    out: list[Piece] = []
-    side: list[list[bytes]] | None = None
-    marks: list[bytes] = []
-    for line in split_lines(text):
-        bare = line.rstrip(b"\r\n")
-        if side is None:
-            if bare.startswith(b"<<<<<<<"):
-                side, marks = [[]], [line]
-            else:
-                out.append(line)
-        elif (bare.startswith(b"|||||||") and len(side) == 1) or (bare == b"=======" and len(side) == 2):
-            side.append([])
-            marks.append(line)
-        elif bare.startswith(b">>>>>>>") and len(side) == 3:
-            out.append(Region(tuple(side[0]), tuple(side[1]), tuple(side[2]), tuple([*marks, line])))
-            side = None
-        elif bare.startswith((b"<<<<<<<", b">>>>>>>")):
-            return None
-        else:
-            side[-1].append(line)
-    return None if side is not None else out
-
-
-def region_choice(r: Region) -> Suggestion:
-    """``take-patch`` or ``combine`` for one conflict, with its evidence; ``NONE`` without one."""
-    ours = [n for n in (norm(ln) for ln in r.ours) if n]
-    base = [n for n in (norm(ln) for ln in r.base) if n]
-    theirs = [n for n in (norm(ln) for ln in r.theirs) if n]
-    if ours == base:
-        return Suggestion(TAKE_PATCH, "the release changed only the formatting of these lines")
-    added = Counter(ours) - Counter(base)
-    gone = Counter(base) - Counter(ours)
-    have = Counter(theirs)
-    if any(says_something(n) for n in added) and not (added - have) and not any(have[n] for n in gone):
-        return Suggestion(TAKE_PATCH, "the patch's side already holds every line the release changed here")
-    if not base and ours and theirs and not _shared(ours, theirs):
-        return Suggestion(COMBINE, "both sides only add lines here, none in common: the release's, then the patch's")
-    return _around(r, ours)
-
-
-def _shared(ours: Sequence[bytes], theirs: Sequence[bytes]) -> bool:
-    """Whether both sides hold a line that says something (the same insertion twice, perhaps reformatted)."""
-    return any(says_something(n) for n in set(ours) & set(theirs))
-
-
-def _around(r: Region, ours: Sequence[bytes]) -> Suggestion:
-    """``combine`` when the patch only adds import lines or names of a list (``name,``) before (or after) the old
-    base's, which the release changed: the release's lines with the patch's added before (or after) them (an
-    import list whose neighbour went).  Added code is not offered so: it may lean on what the release changed."""
-    base, theirs = list(r.base), list(r.theirs)
-    k = len(theirs) - len(base)
-    if k <= 0 or not base:
-        return NONE
-    if not all(_LISTED.match(ln) for ln in theirs if ln.strip() and ln not in base):
-        return NONE
-    if theirs[k:] == base:
-        added, before = theirs[:k], True
-    elif theirs[:-k] == base:
-        added, before = theirs[-k:], False
-    else:
-        return NONE
-    said = [n for n in (norm(ln) for ln in added) if n]
-    if not any(says_something(n) for n in said) or any(n in set(ours) for n in said):
-        return NONE
-    lines = (*added, *r.ours) if before else (*r.ours, *added)
-    where = "before" if before else "after"
-    why = f"the patch only adds lines {where} the old ones, which the release changed: the release's, with them"
-    return Suggestion(COMBINE, why, lines)
-
-
-def resolve_regions(pieces: Sequence[Piece], choose: Callable[[Region], Suggestion]) -> tuple[bytes, int, int]:
-    """The text with each conflict ``choose`` decides replaced: (text, resolved, left)."""
-    out: list[bytes] = []
-    resolved = left = 0
-    for piece in pieces:
-        if isinstance(piece, bytes):
-            out.append(piece)
-            continue
-        chosen = choose(piece)
-        choice = chosen.choice
-        if chosen.lines is not None:
-            out.extend(chosen.lines)
-        elif choice == TAKE_UPSTREAM:
-            out.extend(piece.ours)
-        elif choice == TAKE_PATCH:
-            out.extend(piece.theirs)
-        elif choice == COMBINE:
-            out.extend([*piece.ours, *piece.theirs])
-        else:
-            out.extend(_marked(piece))
-            left += 1
-            continue
-        resolved += 1
-    return b"".join(out), resolved, left
-
-
-def _marked(r: Region) -> list[bytes]:
-    def nl(lines: Sequence[bytes]) -> list[bytes]:
-        return [ln if ln.endswith(b"\n") else ln + b"\n" for ln in lines]
-
-    if len(r.marks) == 4:
-        return [r.marks[0], *r.ours, r.marks[1], *r.base, r.marks[2], *r.theirs, r.marks[3]]
-    return [
-        b"<<<<<<< the release\n",
-        *nl(r.ours),
-        b"||||||| the old base\n",
-        *nl(r.base),
-        b"=======\n",
-        *nl(r.theirs),
-        b">>>>>>> the patch\n",
-    ]
-
-
-def sound(path: str, release: bytes, text: bytes) -> bool:
-    """Whether a resolved file may be offered: Python that parses, with no name newly defined twice."""
-    if not path.endswith(".py"):
-        return True
-    try:
-        parse_python(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    return not duplicate_definitions(release, text)
-
-
 def lone_choice(merged: bytes) -> Suggestion:
     """The suggestion for a hunk from the conflicts it makes alone (``merged``): the same one for each."""
     pieces = regions_of(merged)
     if not pieces:
         return NONE
-    found = {region_choice(p) for p in pieces if isinstance(p, Region)}
+    choose = chooser(pieces)
+    found = {choose(p) for p in pieces if isinstance(p, Region)}
     if len(found) == 1:
         (one,) = found
         return one
@@ -389,7 +226,7 @@ def suggest(
         pieces = regions_of(merged)
         one = lone_choice(merged)
         if one.choice and pieces is not None:
-            text, _, left = resolve_regions(pieces, lambda r: region_choice(r))
+            text, _, left = resolve_regions(pieces, chooser(pieces))
             if not left and sound(fp.path, new, text):
                 out[k] = dataclasses.replace(v, suggestion=one.choice, evidence=one.evidence)
     return out
