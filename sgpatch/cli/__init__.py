@@ -52,11 +52,12 @@ def _app() -> Any:
 _REGISTERED: list[Any] = []
 
 
-def main() -> None:
+def main(*, fast: bool = True) -> None:
     """Console entry point (``sgpatch``, ``python -m sgpatch``).
 
     ``verify`` and ``check-interface`` with an argv the fast command line understands run without typer
-    (:mod:`sgpatch.cli.fast`); everything else, and every error and help text, goes through typer."""
+    (:mod:`sgpatch.cli.fast`); everything else, and every error and help text, goes through typer (all of
+    it with ``fast=False``: tests/test_cli_fast.py compares the two)."""
     from sgpatch.cli.common import _err, open_std_streams
     from sgpatch.cli.fast import parse
     from sgpatch.errors import EXIT_INTERRUPTED
@@ -64,13 +65,13 @@ def main() -> None:
     open_std_streams()
     argv = sys.argv
     try:
-        fast = parse(argv[1:], os.environ)
-        if fast is None:
+        parsed = parse(argv[1:], os.environ) if fast else None
+        if parsed is None:
             typer_main(argv)
         else:
             from sgpatch.cli.common import run_command
 
-            command, kwargs = fast
+            command, kwargs = parsed
             sys.exit(run_command(command.func(), kwargs))
     except KeyboardInterrupt:
         _err("sgpatch: interrupted")
