@@ -22,6 +22,12 @@ from tests.helpers import REPO
 CONFIG = str(REPO / "VERSIONS.toml")
 NEVER = {"pydantic", "pydantic_core", "rich"}
 THIRD_PARTY = {"typer", "click", "shellingham", "annotated_doc", "typing_extensions", "packaging", "unidiff"}
+# verify and check-interface with a plain command line run without typer (sgpatch/cli/fast.py) and read the
+# config's plain [requires] and wheel names without packaging: their only foreign package is the patch parser
+FAST_THIRD_PARTY = {"unidiff"}
+# of sgpatch.cli, what the fast command line and the two commands need (no typer command module)
+FAST_CLI = {"sgpatch.cli", "sgpatch.cli.common", "sgpatch.cli.fast", "sgpatch.cli.params", "sgpatch.cli.progress",
+            "sgpatch.cli.render"}  # fmt: skip
 # sgpatch's rooms a verify needs: the checkout, its series and anchors, the interface check, the cache
 VERIFY_ROOMS = {
     "sgpatch",
@@ -86,7 +92,8 @@ def test_verify_imports_no_pydantic_and_stays_in_its_budget(
     assert code == 0
     assert "sgpatch.verify.engine" in modules and "sgpatch.interface.check" in modules  # it did verify
     assert modules & NEVER == set()
-    assert outside_budget(modules, VERIFY_ROOMS) == []
+    assert outside_budget(modules, VERIFY_ROOMS, third_party=FAST_THIRD_PARTY) == []
+    assert {m for m in modules if m.startswith("sgpatch.cli")} == FAST_CLI | {"sgpatch.cli.verify"}
 
 
 def test_check_interface_imports_no_pydantic_and_stays_in_its_budget(
@@ -96,8 +103,18 @@ def test_check_interface_imports_no_pydantic_and_stays_in_its_budget(
     code, modules = imported(tmp_path, "check-interface", "--checkout", str(co), "--config", CONFIG, "--json")
     assert code == 0 and "sgpatch.interface.check" in modules
     assert modules & NEVER == set()
-    assert outside_budget(modules, CHECK_INTERFACE_ROOMS, third_party=THIRD_PARTY - {"unidiff"}) == []
+    assert outside_budget(modules, CHECK_INTERFACE_ROOMS, third_party=set()) == []  # no typer, no packaging
     assert {m for m in modules if m.startswith("sgpatch.source")} <= CHECK_INTERFACE_SOURCE
+    assert {m for m in modules if m.startswith("sgpatch.cli")} == FAST_CLI | {"sgpatch.cli.interface"}
+
+
+def test_a_command_line_the_fast_path_declines_still_runs_through_typer(
+    tmp_path: Path, patched_checkout: Callable[[], Path]
+) -> None:
+    """``verify -h`` and ``check-interface --checkout CO --`` are typer's (the fast path declines them)."""
+    co = patched_checkout()
+    code, modules = imported(tmp_path, "check-interface", "--checkout", str(co), "--config", CONFIG, "--json", "--")
+    assert code == 0 and "typer" in modules and "sgpatch.interface.check" in modules
 
 
 @pytest.mark.parametrize("args", [("--help",), ("verify", "--help"), ()])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -36,26 +37,42 @@ def __getattr__(name: str) -> Any:
 
 
 def _app() -> Any:
-    """The typer app with every command registered."""
-    from sgpatch.cli.base import app
+    """The typer app with every command registered (the declared ones from their parameters: params.py)."""
+    from sgpatch.cli.base import app, register
 
-    for area in AREAS:
-        importlib.import_module(f"{__name__}.{area}")
+    if not _REGISTERED:
+        for area in AREAS:
+            module = importlib.import_module(f"{__name__}.{area}")
+            for command in getattr(module, "COMMANDS", ()):
+                register(app, command)
+        _REGISTERED.append(app)
     return app
 
 
-def main() -> None:
-    """Console entry point (``sgpatch``, ``python -m sgpatch``)."""
-    from sgpatch.cli.base import _err, one_command_app, open_std_streams
+_REGISTERED: list[Any] = []
+
+
+def main(*, fast: bool = True) -> None:
+    """Console entry point (``sgpatch``, ``python -m sgpatch``).
+
+    ``verify`` and ``check-interface`` with an argv the fast command line understands run without typer
+    (:mod:`sgpatch.cli.fast`); everything else, and every error and help text, goes through typer (all of
+    it with ``fast=False``: tests/test_cli_fast.py compares the two)."""
+    from sgpatch.cli.common import _err, open_std_streams
+    from sgpatch.cli.fast import parse
     from sgpatch.errors import EXIT_INTERRUPTED
 
     open_std_streams()
-    _app()
     argv = sys.argv
     try:
-        # typer reads every registered command's signature on each run: give it only the one invoked
-        # (``sgpatch --help`` and an unknown command get the whole app).
-        one_command_app(argv[1] if len(argv) > 1 else "")()
+        parsed = parse(argv[1:], os.environ) if fast else None
+        if parsed is None:
+            typer_main(argv)
+        else:
+            from sgpatch.cli.common import run_command
+
+            command, kwargs = parsed
+            sys.exit(run_command(command.func(), kwargs))
     except KeyboardInterrupt:
         _err("sgpatch: interrupted")
         sys.exit(EXIT_INTERRUPTED)
@@ -63,3 +80,12 @@ def main() -> None:
         # The command is done: the interpreter's last collection at exit need not walk what it left
         # (after a full interface check, hundreds of thousands of objects: measured ~0.2 s).
         gc.freeze()
+
+
+def typer_main(argv: list[str]) -> None:
+    """``argv`` through typer (it exits).  Typer reads every registered command's signature on each run: it
+    gets only the one invoked (``sgpatch --help`` and an unknown command get the whole app)."""
+    from sgpatch.cli.base import one_command_app
+
+    _app()
+    one_command_app(argv[1] if len(argv) > 1 else "")()

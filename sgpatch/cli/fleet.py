@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
-from sgpatch.cli.base import _err, _progress, echo, echo_json
+from sgpatch.cli.base import option
+from sgpatch.cli.common import Exit, _err, _progress, echo, echo_json
+from sgpatch.cli.params import HOSTS, JOBS, LIMIT, SSH, TIMEOUT
 
 if TYPE_CHECKING:
     from sgpatch.config import Config, Stack
@@ -16,30 +16,11 @@ if TYPE_CHECKING:
     from sgpatch.deployed.inventory import Host
     from sgpatch.deployed.target import HostOptions
 
-SshOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--ssh", metavar="[USER@]HOST", help="a serving host, over ssh (repeat it: several hosts, checked at once)"
-    ),
-]
-HostsOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--hosts", metavar="FILE", help="the hosts to check: one per line, or an Ansible inventory (INI or YAML)"
-    ),
-]
-LimitOpt = Annotated[
-    str | None, typer.Option("--limit", metavar="PATTERN", help="only these groups or hosts of --hosts (a,b,!c)")
-]
-JobsOpt = Annotated[int | None, typer.Option("--jobs", metavar="N", help="hosts checked at a time (default 16)")]
-TimeoutOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--timeout",
-        metavar="S",
-        help="seconds per host, connection included (default 300 for one host, 120 each in a fleet)",
-    ),
-]
+SshOpt = Annotated[list[str] | None, option(SSH)]
+HostsOpt = Annotated[Path | None, option(HOSTS)]
+LimitOpt = Annotated[str | None, option(LIMIT)]
+JobsOpt = Annotated[int | None, option(JOBS)]
+TimeoutOpt = Annotated[float | None, option(TIMEOUT)]
 
 
 def is_fleet(ssh: list[str] | None, hosts: Path | None) -> bool:
@@ -93,7 +74,7 @@ def _finish(report: FleetReport, json_out: bool) -> None:
     if report.exit_code:
         if json_out:  # the table says it otherwise
             _err(f"sgpatch: {report.command}: {summary(report)}")
-        raise typer.Exit(report.exit_code)
+        raise Exit(report.exit_code)
 
 
 def summary(report: FleetReport) -> str:

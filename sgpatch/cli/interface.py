@@ -1,40 +1,30 @@
-"""``sgpatch check-interface``: every EAGLE-3 gap at once, statically, before any model loads."""
+"""``sgpatch check-interface``: every EAGLE-3 gap at once, statically, before any model loads.
+
+No typer here: the fast command line (:mod:`sgpatch.cli.fast`) runs it as typer does (its parameters:
+``params.CHECK_INTERFACE``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+from sgpatch.cli.common import _cache, _checkout, _config, echo, echo_json
+from sgpatch.cli.params import CHECK_INTERFACE
 
-from sgpatch.cli.base import (
-    CheckoutOpt,
-    ConfigOpt,
-    JsonOpt,
-    NoCacheOpt,
-    StackArg,
-    _cache,
-    _checkout,
-    _config,
-    app,
-    echo,
-    echo_json,
-    handled,
-)
+COMMANDS = (CHECK_INTERFACE,)
 
 
-@app.command("check-interface")
-@handled
 def check_interface_cmd(
-    stack: StackArg = None,
-    checkout: CheckoutOpt = None,
-    wheel: Annotated[Path | None, typer.Option("--wheel", help="a built wheel to check")] = None,
-    installed: Annotated[bool, typer.Option("--installed", help="the sglang installed for --python")] = False,
-    python: Annotated[str | None, typer.Option("--python", help="interpreter whose sglang to check")] = None,
-    config: ConfigOpt = None,
-    json_out: JsonOpt = False,
-    no_cache: NoCacheOpt = False,
-) -> None:
+    *,
+    stack: str | None,
+    checkout: Path | None,
+    wheel: Path | None,
+    installed: bool,
+    python: str | None,
+    config: Path | None,
+    json_out: bool,
+    no_cache: bool,
+) -> int:
     """Report every method the speculative-decoding path needs that the target (or draft) lacks."""
     from sgpatch.cli.render import dumps, render_interface
     from sgpatch.errors import ConfigError
@@ -68,5 +58,4 @@ def check_interface_cmd(
     with held:  # a wheel's archive stays open, a tree's directories are each opened once
         report: Any = check_interface(tree, cache=_cache(no_cache), **interface_of(st.interface))
     echo_json(dumps(report.as_dict())) if json_out else echo(render_interface(report))
-    if not report.ok:
-        raise typer.Exit(1)
+    return 0 if report.ok else 1

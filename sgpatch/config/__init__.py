@@ -14,15 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.tags import Tag, sys_tags
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
 from sgpatch.config.projectfiles import read_project_file
+from sgpatch.config.requirements import canonical_name, parse_requirement, plain_requirement_name
 from sgpatch.config.tomlpos import TableReader
 from sgpatch.errors import ConfigError
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
+    from packaging.tags import Tag
 
 CONFIG_NAME = "VERSIONS.toml"
 SCHEMA_VERSION = 1
@@ -32,6 +31,12 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _STACK_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")
 _LABEL = re.compile(r"^[0-9A-Za-z]+(\.[0-9A-Za-z]+)*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A wheel file name of the plain form (name-1.2.3-cp311-cp311-manylinux_2_28_x86_64.whl; no build tag, a
+# release version) is one packaging parses: recognised without importing it (tests/test_config_names.py).
+_PLAIN_WHEEL = re.compile(
+    r"[A-Za-z0-9]+(?:[._][A-Za-z0-9]+)*-[0-9]+(?:\.[0-9]+)*"
+    r"-[a-z][a-z0-9]*(?:\.[a-z][a-z0-9]*)*-[a-z0-9_]+(?:\.[a-z0-9_]+)*-[a-z0-9_]+(?:\.[a-z0-9_]+)*\.whl"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,36 +59,38 @@ class PinnedFile:
 
 @dataclass(frozen=True, slots=True)
 class Override:
-    """A ``Requires-Dist`` override for the wheel: the name VERSIONS.toml keys it by, the requirement as
-    written, and the requirement parsed (once, where the config is read)."""
+    """A ``Requires-Dist`` override for the wheel: the name VERSIONS.toml keys it by and the requirement as
+    written, checked where the config is read (:func:`parse_override`)."""
 
     dist: str
     text: str
-    requirement: Requirement
+
+    @property
+    def requirement(self) -> Requirement:
+        """The requirement parsed (packaging's; it parses: :func:`parse_override` checked it)."""
+        return parse_requirement(self.text)
 
     @property
     def key(self) -> str:
         """The canonical project name (``cuda_python`` and ``cuda-python`` are one project)."""
-        from packaging.utils import canonicalize_name
-
-        return str(canonicalize_name(self.dist))
+        return canonical_name(self.dist)
 
 
 def parse_override(dist: str, text: str) -> Override:
     """``text`` as the override for ``dist``; ValueError saying why when it is no requirement a person could
-    type (:func:`sgpatch.config.requirements.parse_requirement`) or names another project."""
-    from packaging.requirements import InvalidRequirement
-    from packaging.utils import canonicalize_name
+    type (:func:`sgpatch.config.requirements.parse_requirement`) or names another project.  A requirement of
+    the plain form is recognised without packaging's parser (the cost of a command's start)."""
+    name = plain_requirement_name(text)
+    if name is None:
+        from packaging.requirements import InvalidRequirement
 
-    from sgpatch.config.requirements import parse_requirement
-
-    try:
-        req = parse_requirement(text)
-    except InvalidRequirement as exc:
-        raise ValueError(f"{text!r} is not a requirement: {exc}") from None
-    if canonicalize_name(req.name) != canonicalize_name(dist):
-        raise ValueError(f"{text!r} names {req.name}, not {dist}")
-    return Override(dist, text, req)
+        try:
+            name = parse_requirement(text).name
+        except InvalidRequirement as exc:
+            raise ValueError(f"{text!r} is not a requirement: {exc}") from None
+    if canonical_name(name) != canonical_name(dist):
+        raise ValueError(f"{text!r} names {name}, not {dist}")
+    return Override(dist=dist, text=text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +221,8 @@ def _project_path(r: TableReader, key: str, root: Path) -> Path:
 
 def host_wheel(wheels: Sequence[Artifact], tags: Sequence[Tag] | None = None) -> Artifact | None:
     """The wheel of ``wheels`` pip would install here (best-ranked of ``tags``, default this interpreter's)."""
+    from packaging.tags import sys_tags
+
     ranks = {tag: i for i, tag in enumerate(tags if tags is not None else sys_tags())}
     best: tuple[int, Artifact] | None = None
     for wheel in wheels:
@@ -225,6 +234,8 @@ def host_wheel(wheels: Sequence[Artifact], tags: Sequence[Tag] | None = None) ->
 
 def wheel_tags(filename: str) -> frozenset[Tag]:
     """The tags a wheel's file name declares (empty if the name does not parse)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     try:
         return parse_wheel_filename(filename)[3]
     except InvalidWheelFilename:
@@ -235,7 +246,7 @@ def _artifact_entry(t: TableReader, kind: str) -> Artifact:
     filename = t.req_string("filename")
     if "/" in filename or "\\" in filename or filename.startswith(".") or _CONTROL.search(filename):
         raise t.error("filename", f"{filename!r} is not a plain file name")
-    if kind == "wheel" and not wheel_tags(filename):
+    if kind == "wheel" and not (_PLAIN_WHEEL.fullmatch(filename) or wheel_tags(filename)):
         raise t.error("filename", f"{filename!r} is not a wheel file name (name-version-python-abi-platform.whl)")
     sha = t.req_string("sha256", pattern=_HEX64, what="a sha256 (64 lowercase hex digits)")
     t.finish()
