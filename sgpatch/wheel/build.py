@@ -306,7 +306,7 @@ def repack_wheels(
                 write_atomic(candidate, final)
         recipe.write_text(install_recipe(stack, version))
         say(f"checking {name} against {artifact.filename}")
-        pinned = PinnedWheel(path=upstream, sha256=artifact.sha256)
+        pinned = PinnedWheel(artifact=artifact, release=stack.sglang_version, progress=say)
         report = check_wheel(stack, series, candidate, upstream=pinned, checkout=checkout, cache=cache, anchors=anchors)
         wheel, report = named_if_checked(candidate, out_dir / name, report)
         if report.ok and cached is None and cache is not None:
@@ -392,6 +392,8 @@ def build_wheel(
         recipe.write_text(install_recipe(stack, version))
     upstream = upstream_wheel_for(stack, Path(name), say)
     if cached is None:
+        if upstream is not None:
+            upstream.fetch()  # downloaded before the build, not after it (a rebuild may need none: see the check)
         with tempfile.TemporaryDirectory(prefix="sgpatch-build-") as tmp:
             work = Path(tmp)
             say(f"exporting {head[:12]} to a clean work tree")

@@ -13,7 +13,7 @@ from installer.records import InvalidRecordEntry, RecordEntry, parse_record_file
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from sgpatch.cache import Cache
+from sgpatch.cache import Cache, key
 from sgpatch.config import Stack, wheel_tags
 from sgpatch.config.requirements import parse_requirement
 from sgpatch.errors import BuildError, SgpatchError
@@ -258,12 +258,22 @@ def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> Whee
 
 
 def _upstream_contents(
-    wheel: Path, cache: Cache | None, pin: str | None
+    upstream: PinnedWheel, cache: Cache | None
 ) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
-    """Each member's sha256 and size, and METADATA, of the upstream wheel (``_kept_or_read``), its bytes
-    checked against their ``pin`` as they are read (never the path hashed first and read again)."""
-    with open_archive(wheel, "wheel", sha256=pin, digest=cache is not None) as up:
+    """Each member's sha256 and size, and METADATA, of the pinned upstream wheel: as an earlier read kept them
+    in ``cache`` under the pin (the sha256 of the bytes they were read from: the wheel is not even opened), or
+    read now from the downloaded wheel, its bytes checked against the pin as they are read (never the path
+    hashed first and read again), and kept."""
+    if cache is not None:
+        found = _digests_from(cache.get("wheel-digests", _digests_key(upstream.sha256)))
+        if found is not None:
+            return found
+    with open_archive(upstream.fetch(), "wheel", sha256=upstream.sha256) as up:
         return _kept_or_read(up, cache)
+
+
+def _digests_key(sha256: str) -> str:
+    return key("wheel-digests", sha256)
 
 
 def _kept_or_read(archive: Archive, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
@@ -271,11 +281,9 @@ def _kept_or_read(archive: Archive, cache: Cache | None) -> tuple[dict[str, tupl
     under the archive's own bytes, or read now (and kept).  The key is the digest of the bytes read through
     the archive's one descriptor (``open_archive(digest=True)``), never a second read of its path: what is kept
     under a key, and what is used, is what was hashed."""
-    from sgpatch.cache import key
-
     entry = None
     if cache is not None and archive.sha256 is not None:
-        entry = key("wheel-digests", archive.sha256)
+        entry = _digests_key(archive.sha256)
         found = _digests_from(cache.get("wheel-digests", entry))
         if found is not None:
             return found
@@ -349,7 +357,7 @@ def check_wheel(
     theirs: dict[str, tuple[bytes, int]] | None = None
     upstream_metadata = None
     if upstream is not None:
-        theirs, upstream_metadata = _upstream_contents(upstream.path, cache, upstream.sha256)
+        theirs, upstream_metadata = _upstream_contents(upstream, cache)
     with ZipTree(wheel, digest=True) as tree:
         # every member's CRC checked before any check reads it (or by an earlier run, on these same bytes:
         # the key is the digest of the bytes the tree reads, through its one descriptor)
