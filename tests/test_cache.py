@@ -546,6 +546,8 @@ def test_first_parent_line_agrees_with_git(patched: Path, project: Project) -> N
         assert commit.oid == git(patched, "rev-parse", f"HEAD~{k}")
         assert list(commit.parents) == git(patched, "rev-list", "--parents", "-n", "1", commit.oid).split()[1:]
         assert commit.message.strip() == git(patched, "log", "-1", "--format=%B", commit.oid).strip()
+        assert commit.tree == git(patched, "rev-parse", f"{commit.oid}^{{tree}}")
+        assert commit.committed == git(patched, "log", "-1", "--format=%cd", "--date=raw", commit.oid)
         for p in paths[:-1]:
             assert commit.blobs[p] == git(patched, "rev-parse", f"{commit.oid}:{p}")
         assert commit.blobs["no/such/file.py"] is None

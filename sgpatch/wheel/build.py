@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 
 from sgpatch.atomic import write_atomic
 from sgpatch.cache import EXPORTS, Cache
-from sgpatch.checkout.state import check_base_files, inspect, open_checkout
+from sgpatch.checkout.state import CheckoutState, check_base_files, inspect, open_checkout
 from sgpatch.checkout.stop.here import refuse_stopped, stopped_in
 from sgpatch.config import Config, Stack
 from sgpatch.errors import BuildError, CheckoutError
@@ -165,8 +165,8 @@ def _in_background(work: Callable[[], None]) -> Callable[[], None]:
     return wait
 
 
-def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, str, str, str]:
-    """The checkout's git, base, head and phase; CheckoutError unless clean and patched."""
+def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bool) -> tuple[Git, CheckoutState]:
+    """The checkout's git and state (its base found); CheckoutError unless clean and patched."""
     g = open_checkout(checkout)
     refuse_stopped(stopped_in(g), f"sgpatch build {stack.name}")
     state = inspect(g, stack, series)
@@ -184,7 +184,7 @@ def _refuse(checkout: Path, stack: Stack, series: Series, *, allow_unpatched: bo
             hint=f"run 'sgpatch apply {stack.name}' first",
         )
     check_base_files(g, stack, state.base, dict(state.base_blobs))  # read with the state: no git process each
-    return g, state.base, state.head, state.phase
+    return g, state
 
 
 def build_wheels(
@@ -261,7 +261,8 @@ def repack_wheels(
     ``cache_dir`` (checked again all the same)."""
     say = progress or _noop
     checkout, out_dir = _dirs(checkout, out_dir)
-    g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
+    g, state = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
+    base, head = _based(state), state.head
     out_dir.mkdir(parents=True, exist_ok=True)
     version = wheel_version(stack, series)
     wanted = select_wheels(stack, platforms)
@@ -279,10 +280,10 @@ def repack_wheels(
         stack=stack,
         series=series,
         version=version,
-        phase=phase,
+        phase=state.phase,
         base=base,
         head=head,
-        tree=g.tree_of(head),
+        tree=state.head_tree,
         source_date_epoch=WHEEL_CHECKOUT_EPOCH,
         isolated=True,
         before=before,
@@ -307,13 +308,28 @@ def repack_wheels(
         recipe.write_text(install_recipe(stack, version))
         say(f"checking {name} against {artifact.filename}")
         pinned = PinnedWheel(artifact=artifact, release=stack.sglang_version, progress=say)
-        report = check_wheel(stack, series, candidate, upstream=pinned, checkout=checkout, cache=cache, anchors=anchors)
+        report = check_wheel(
+            stack,
+            series,
+            candidate,
+            upstream=pinned,
+            checkout=checkout,
+            cache=cache,
+            anchors=anchors,
+            head_blobs=dict(after),
+        )
         wheel, report = named_if_checked(candidate, out_dir / name, report)
         if report.ok and cached is None and cache is not None:
             store_wheel(entry, wheel, checked=report.sha256)
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
         results.append(done)
     return tuple(results)
+
+
+def _based(state: CheckoutState) -> str:
+    """The base ``_refuse`` found (it refuses a state without one)."""
+    assert state.base is not None
+    return state.base
 
 
 def _dirs(checkout: Path, out_dir: Path) -> tuple[Path, Path]:
@@ -359,7 +375,8 @@ def build_wheel(
         exports = cache.directory(EXPORTS)
     say = progress or _noop
     checkout, out_dir = _dirs(checkout, out_dir)
-    g, base, head, phase = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
+    g, state = _refuse(checkout, stack, series, allow_unpatched=allow_unpatched)
+    base, head = _based(state), state.head
     version = wheel_version(stack, series)
     paths = series.touched
     before, after = blob_ids_at(g, (base, head), paths)
@@ -367,11 +384,11 @@ def build_wheel(
         stack=stack,
         series=series,
         version=version,
-        phase=phase,
+        phase=state.phase,
         base=base,
         head=head,
-        tree=g.tree_of(head),
-        source_date_epoch=int(g.commit_date(base).split()[0]),
+        tree=state.head_tree,  # HEAD's tree and the base's date: read with the state, no git process each
+        source_date_epoch=int(state.base_date.split()[0]),
         isolated=isolated,
         python=python or sys.executable,
         before=before,
@@ -433,7 +450,16 @@ def build_wheel(
         recipe.write_text(install_recipe(stack, version))
 
     say(f"checking {name}")
-    report = check_wheel(stack, series, fresh, upstream=upstream, checkout=checkout, cache=cache, anchors=anchors)
+    report = check_wheel(
+        stack,
+        series,
+        fresh,
+        upstream=upstream,
+        checkout=checkout,
+        cache=cache,
+        anchors=anchors,
+        head_blobs=dict(after),  # HEAD's blob ids, asked above: the wheel must carry exactly those files
+    )
     wheel, report = named_if_checked(fresh, wheel, report)
     if report.ok and cached is None and cache is not None:
         store_wheel(entry, wheel, checked=report.sha256)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -243,23 +244,38 @@ def _check_upstream(
     return [file_set, same]
 
 
-def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> WheelCheck:
-    g = Git(checkout)
-    head = g.head()
-    committed = read_blobs(g, head, series.touched) if head else {}
+def _check_checkout(
+    contents: _Contents, checkout: Path, series: Series, head_blobs: Mapping[str, str | None] | None
+) -> WheelCheck:
+    """The patched files byte-equal to the checkout's HEAD: to its blobs' ids where the caller already asked
+    git for them (``head_blobs``: a build, which built from that HEAD), else to the blobs read now."""
     problems = []
-    for path in series.touched:
-        inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
-        ours = contents.read(inner)
-        theirs = committed.get(path)
-        if ours != theirs:
-            problems.append(f"{path} is not byte-equal to the checkout's HEAD")
+    if head_blobs is not None:
+        for path in series.touched:
+            inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
+            ours = contents.read(inner)
+            theirs = head_blobs.get(path)
+            if (None if ours is None else _blob_id_like(ours, theirs)) != theirs:
+                problems.append(f"{path} is not byte-equal to the checkout's HEAD")
+    else:
+        g = Git(checkout)
+        head = g.head()
+        committed = read_blobs(g, head, series.touched) if head else {}
+        for path in series.touched:
+            inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
+            if contents.read(inner) != committed.get(path):
+                problems.append(f"{path} is not byte-equal to the checkout's HEAD")
     return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
 
 
-def _upstream_contents(
-    upstream: PinnedWheel, cache: Cache | None
-) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
+def _blob_id_like(data: bytes, other: str | None) -> str:
+    """The git blob id of ``data`` in the object format of ``other`` (SHA-256's 64 digits, else SHA-1's)."""
+    if other is not None and len(other) == 64:
+        return hashlib.sha256(b"blob %d\0" % len(data) + data).hexdigest()
+    return git_blob_id(data)
+
+
+def _upstream_contents(upstream: PinnedWheel, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
     """Each member's sha256 and size, and METADATA, of the pinned upstream wheel: as an earlier read kept them
     in ``cache`` under the pin (the sha256 of the bytes they were read from: the wheel is not even opened), or
     read now from the downloaded wheel, its bytes checked against the pin as they are read (never the path
@@ -333,11 +349,13 @@ def check_wheel(
     checkout: Path | None = None,
     cache: Cache | None = None,
     anchors: Sequence[Anchor] | None = None,
+    head_blobs: Mapping[str, str | None] | None = None,
 ) -> WheelReport:
     """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
     patched anchors, verify's report on its files; with ``upstream`` (a pinned wheel, its bytes
     checked against the pin as they are read) the file set and the unpatched bytes; with
-    ``checkout`` the patched files' bytes.
+    ``checkout`` the patched files' bytes (against ``head_blobs``, the blob ids of the series' files at its
+    HEAD, when the caller already asked them: a build; else read from the checkout).
 
     ``anchors``: the stack's, as the caller read them with its series (``Project.anchors``), so that one
     run reads anchors.toml once; None: read here.
@@ -387,7 +405,7 @@ def check_wheel(
         if theirs is not None:
             checks.extend(_check_upstream(contents.digests, theirs, dist_info, series))
         if checkout is not None:
-            checks.append(_check_checkout(contents, checkout, series))
+            checks.append(_check_checkout(contents, checkout, series, head_blobs))
         report = verify_tree(stack, series, anchors, tree, require_patched=True, cache=cache)
     return WheelReport(wheel, stack.name, version, tuple(checks), report, sha256=tree.archive.sha256)
 
