@@ -119,11 +119,17 @@ def sha256_record(digest: bytes) -> str:
 
 
 _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
+# Parts that start with a letter, digit or underscore and hold only those, '.', '+' and '-', joined by single
+# slashes: no empty, '.', '..' or '.git' part, no leading or trailing slash, no backslash or control character.
+# Nearly every member of a real wheel or sdist: one match instead of the checks below.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*")
 
 
 def check_member_name(name: str, where: str) -> list[str]:
     """The parts of ``name`` (``PurePosixPath(name).parts``, by string operations: a wheel lists thousands)
     when it is a relative path that stays inside the archive; ArchiveError otherwise."""
+    if _PLAIN_NAME.fullmatch(name):
+        return name.split("/")
     parts = [part for part in name.split("/") if part not in ("", ".")]
     if name.startswith("/") or ".." in parts or "\\" in name or not parts:
         raise ArchiveError(f"{where}: member {name!r} escapes the archive root", hint=_HOSTILE)
@@ -158,7 +164,12 @@ def _check_set(entries: Collection[Entry], where: str) -> None:
         if e.name in seen:
             raise ArchiveError(f"{where}: member {e.name!r} appears twice", hint=_HOSTILE)
         seen.add(e.name)
-    dirs = {parent for e in entries for parent in _parents(e.name)}
+    dirs: set[str] = set()
+    for e in entries:
+        for parent in _parents(e.name):  # nearest first: a parent already seen has its own parents in too
+            if parent in dirs:
+                break
+            dirs.add(parent)
     clash = sorted(seen & dirs)
     if clash:
         raise ArchiveError(f"{where}: member {clash[0]!r} is both a file and a directory", hint=_HOSTILE)
@@ -305,6 +316,7 @@ class Archive:
             raise ArchiveError(f"{self.where}: not a readable wheel: {exc}") from None
         limits = _Limits(self.where, os.fstat(self._raw.fileno()).st_size)
         entries: list[Entry] = []
+        stamps: dict[tuple[int, int, int, int, int, int], int] = {}
         for info in infos:
             check_member_name(info.filename, self.where)
             if info.is_dir():
@@ -322,10 +334,13 @@ class Archive:
                     hint=_HOSTILE,
                 )
             limits.add(info.filename, info.file_size, info.compress_size)
-            try:
-                stamp = calendar.timegm((*info.date_time, 0, 0, 0))
-            except (ValueError, OverflowError):
-                stamp = 0
+            stamp = stamps.get(info.date_time)
+            if stamp is None:  # most members share one date (SOURCE_DATE_EPOCH): converted once
+                try:
+                    stamp = calendar.timegm((*info.date_time, 0, 0, 0))
+                except (ValueError, OverflowError):
+                    stamp = 0
+                stamps[info.date_time] = stamp
             self.newest = max(self.newest, stamp)
             entries.append(Entry(info.filename, info.file_size, bool((info.external_attr >> 16) & 0o111)))
             self._infos[info.filename] = info
