@@ -41,6 +41,7 @@ class CheckoutState:
     gitlinks: tuple[tuple[str, str], ...] = ()  # submodules in the index: (path, commit); never entered
     stale: bool = False  # "other" only because patch files changed since they were applied (edited, pulled)
     head_tree: str = ""  # HEAD's tree, read with it
+    head_blobs: tuple[tuple[str, str | None], ...] = ()  # the pinned files' blob ids at HEAD, read with it
     base_date: str = ""  # the base's committer date as ``<unix> <tz>`` (``Git.commit_date``), when found
 
     @property
@@ -107,6 +108,7 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
             f"HEAD {head[:12]} is neither the pinned base ({pins}) nor the base plus the series of {stack.name}",
             gitlinks=gitlinks,
             head_tree=line[0].tree,
+            head_blobs=tuple(line[0].blobs.items()),
         )
     chain.reverse()
     problem, stale = _compare_series(messages, chain, series)
@@ -125,6 +127,7 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
         gitlinks=gitlinks,
         stale=stale,
         head_tree=line[0].tree,
+        head_blobs=tuple(line[0].blobs.items()),
         base_date=base_date,
     )
 

@@ -275,7 +275,7 @@ def repack_wheels(
     builds = (cache_dir or config.root / ".sgpatch" / "builds").resolve()
     recipe = out_dir / recipe_filename(stack)
     results: list[BuildResult] = []
-    before, after = blob_ids_at(g, (base, head), paths)
+    before, after = _blob_ids(g, state, paths)
     common = BuildInputs(
         stack=stack,
         series=series,
@@ -324,6 +324,18 @@ def repack_wheels(
         done = BuildResult(wheel=wheel, recipe=recipe, version=version, cached=cached is not None, checks=report)
         results.append(done)
     return tuple(results)
+
+
+def _blob_ids(
+    g: Git, state: CheckoutState, paths: Sequence[str]
+) -> tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, str | None], ...]]:
+    """``(path, blob id)`` of ``paths`` at the base and at HEAD: as the state read them (the pinned files are
+    the files a series touches), else asked of git in one process."""
+    at_base, at_head = dict(state.base_blobs), dict(state.head_blobs)
+    if all(p in at_base and p in at_head for p in paths):
+        return tuple((p, at_base[p]) for p in paths), tuple((p, at_head[p]) for p in paths)
+    before, after = blob_ids_at(g, (_based(state), state.head), paths)
+    return before, after
 
 
 def _based(state: CheckoutState) -> str:
@@ -379,7 +391,7 @@ def build_wheel(
     base, head = _based(state), state.head
     version = wheel_version(stack, series)
     paths = series.touched
-    before, after = blob_ids_at(g, (base, head), paths)
+    before, after = _blob_ids(g, state, paths)
     inputs = BuildInputs(
         stack=stack,
         series=series,
