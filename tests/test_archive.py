@@ -17,7 +17,7 @@ import pytest
 
 from sgpatch.config import Config
 from sgpatch.errors import ArchiveError
-from sgpatch.source import archive
+from sgpatch.source import archive, members
 from sgpatch.source.artifacts import fetch_artifact
 
 from .conftest import RELEASES
@@ -98,7 +98,7 @@ def test_parents_by_slicing_are_pathlibs() -> None:
     parts = ["a", "b.c", "/", ".", "..", "//", "/./", " ", "é"]
     names = ["".join(p) for n in range(1, 6) for p in itertools.product(parts, repeat=n)]
     for name in names:
-        assert archive._parents(name) == [str(p) for p in PurePosixPath(name).parents], name
+        assert members._parents(name) == [str(p) for p in PurePosixPath(name).parents], name
 
 
 def test_plain_member_names_are_judged_as_the_full_checks_judge_them() -> None:
@@ -119,7 +119,7 @@ def test_plain_member_names_are_judged_as_the_full_checks_judge_them() -> None:
     names = ["".join(p) for n in range(1, 5) for p in itertools.product(pieces, repeat=n)]
     for name in names:
         try:
-            got: list[str] | None = archive.check_member_name(name, "w.whl")
+            got: list[str] | None = members.check_member_name(name, "w.whl")
         except ArchiveError:
             got = None
         assert got == reference(name), name

@@ -32,7 +32,6 @@ import gzip
 import hashlib
 import io
 import os
-import re
 import stat
 import struct
 import tarfile
@@ -40,11 +39,13 @@ import zipfile
 import zlib
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal
 
 from sgpatch.errors import ArchiveError, SourceError
+from sgpatch.source.members import HOSTILE as _HOSTILE
+from sgpatch.source.members import check_member_name, check_set
 
 Kind = Literal["sdist", "wheel"]
 
@@ -58,7 +59,6 @@ MAX_HEADER_READ = 4 << 20  # one read of tar header data (pax, long names); data
 WHEEL_CHECKOUT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip member can carry
 CHUNK = 1 << 20
 
-_HOSTILE = "the artifact is hostile or corrupt"
 _ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 
 
@@ -113,66 +113,6 @@ def sha256_record(digest: bytes) -> str:
     import base64
 
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-# --------------------------------------------------------------------------- member checks
-
-
-_CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
-# Parts that start with a letter, digit or underscore and hold only those, '.', '+' and '-', joined by single
-# slashes: no empty, '.', '..' or '.git' part, no leading or trailing slash, no backslash or control character.
-# Nearly every member of a real wheel or sdist: one match instead of the checks below.
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*")
-
-
-def check_member_name(name: str, where: str) -> list[str]:
-    """The parts of ``name`` (``PurePosixPath(name).parts``, by string operations: a wheel lists thousands)
-    when it is a relative path that stays inside the archive; ArchiveError otherwise."""
-    if _PLAIN_NAME.fullmatch(name):
-        return name.split("/")
-    parts = [part for part in name.split("/") if part not in ("", ".")]
-    if name.startswith("/") or ".." in parts or "\\" in name or not parts:
-        raise ArchiveError(f"{where}: member {name!r} escapes the archive root", hint=_HOSTILE)
-    if any(part.lower() == ".git" for part in parts):
-        raise ArchiveError(
-            f"{where}: member {name!r} is git metadata; refusing to extract", hint="the artifact is hostile"
-        )
-    if _CONTROL_CHAR.search(name):
-        raise ArchiveError(f"{where}: member {name!r} has a control character in its name", hint=_HOSTILE)
-    return parts
-
-
-def _parents(name: str) -> list[str]:
-    """``str`` of each of ``PurePosixPath(name).parents``; by string slicing when ``name`` is already in
-    the form pathlib would give it (no empty or ``.`` part, no leading or trailing slash)."""
-    if name.startswith(("/", "./")) or name.endswith(("/", "/.")) or "//" in name or "/./" in name or name == ".":
-        return [str(p) for p in PurePosixPath(name).parents]
-    out = []
-    cut = name.rfind("/")
-    while cut > 0:
-        name = name[:cut]
-        out.append(name)
-        cut = name.rfind("/")
-    out.append(".")
-    return out
-
-
-def _check_set(entries: Collection[Entry], where: str) -> None:
-    """Each path once, and never both a file and a directory (which would fail half-way)."""
-    seen: set[str] = set()
-    for e in entries:
-        if e.name in seen:
-            raise ArchiveError(f"{where}: member {e.name!r} appears twice", hint=_HOSTILE)
-        seen.add(e.name)
-    dirs: set[str] = set()
-    for e in entries:
-        for parent in _parents(e.name):  # nearest first: a parent already seen has its own parents in too
-            if parent in dirs:
-                break
-            dirs.add(parent)
-    clash = sorted(seen & dirs)
-    if clash:
-        raise ArchiveError(f"{where}: member {clash[0]!r} is both a file and a directory", hint=_HOSTILE)
 
 
 class _Limits:
@@ -276,7 +216,7 @@ class Archive:
             if sha256 is not None and self.sha256 != sha256:
                 raise SourceError(f"{path}: sha256 mismatch: expected {sha256}, got {self.sha256}")
             entries = self._scan_sdist() if kind == "sdist" else self._scan_wheel()
-            _check_set(entries, self.where)
+            check_set(entries, self.where)
         except BaseException:
             self.close()
             raise

@@ -26,7 +26,7 @@ from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
 from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
 from sgpatch.verify.engine import verify_tree
-from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
+from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, repacked_filename, wheel_filename
 from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
     parse_metadata,
@@ -38,7 +38,6 @@ from sgpatch.wheel.provenance import (
     wheel_version,
 )
 from sgpatch.wheel.recipe import recipe_conflicts
-from sgpatch.wheel.repack import repacked_filename
 from sgpatch.wheel.results import WheelCheck, WheelReport
 from sgpatch.wheel.upstream import PinnedWheel
 
