@@ -98,7 +98,7 @@ def test_parents_by_slicing_are_pathlibs() -> None:
     parts = ["a", "b.c", "/", ".", "..", "//", "/./", " ", "é"]
     names = ["".join(p) for n in range(1, 6) for p in itertools.product(parts, repeat=n)]
     for name in names:
-        assert members._parents(name) == [str(p) for p in PurePosixPath(name).parents], name
+        assert list(members._parents(name)) == [str(p) for p in PurePosixPath(name).parents], name
 
 
 def test_plain_member_names_are_judged_as_the_full_checks_judge_them() -> None:
@@ -115,8 +115,8 @@ def test_plain_member_names_are_judged_as_the_full_checks_judge_them() -> None:
             return None
         return parts
 
-    pieces = ["a", "b.c", "/", ".", "..", ".git", ".GIT", "x.git", "_", "-", "+", "\\", "\x01", "é", " ", "A9"]
-    names = ["".join(p) for n in range(1, 5) for p in itertools.product(pieces, repeat=n)]
+    pieces = ["a", "b.c", "/", ".", "..", ".git", ".GIT", "x.git", "_", "-", "+", ",", "=", "\\", "\x01", "é", " "]
+    names = ["".join(p) for n in range(1, 4) for p in itertools.product(pieces, repeat=n)]
     for name in names:
         try:
             got: list[str] | None = members.check_member_name(name, "w.whl")

@@ -4,7 +4,7 @@ no ``.git`` part, no control character, each path once and never both a file and
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import PurePosixPath
 from typing import Protocol
 
@@ -21,10 +21,10 @@ class Named(Protocol):
 
 
 _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
-# Parts that start with a letter, digit or underscore and hold only those, '.', '+' and '-', joined by single
+# Parts that start with a letter, digit or underscore and hold only those, '.', '+', '-', ',' and '=', joined by single
 # slashes: no empty, '.', '..' or '.git' part, no leading or trailing slash, no backslash or control character.
 # Nearly every member of a real wheel or sdist: one match instead of the checks below.
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*")
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+,=-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+,=-]*)*")
 
 
 def check_member_name(name: str, where: str) -> list[str]:
@@ -44,19 +44,19 @@ def check_member_name(name: str, where: str) -> list[str]:
     return parts
 
 
-def _parents(name: str) -> list[str]:
-    """``str`` of each of ``PurePosixPath(name).parents``; by string slicing when ``name`` is already in
-    the form pathlib would give it (no empty or ``.`` part, no leading or trailing slash)."""
+def _parents(name: str) -> Iterator[str]:
+    """``str`` of each of ``PurePosixPath(name).parents``, nearest first, one at a time; by string slicing when
+    ``name`` is already in the form pathlib would give it (no empty or ``.`` part, no leading or trailing
+    slash)."""
     if name.startswith(("/", "./")) or name.endswith(("/", "/.")) or "//" in name or "/./" in name or name == ".":
-        return [str(p) for p in PurePosixPath(name).parents]
-    out = []
+        yield from (str(p) for p in PurePosixPath(name).parents)
+        return
     cut = name.rfind("/")
     while cut > 0:
         name = name[:cut]
-        out.append(name)
+        yield name
         cut = name.rfind("/")
-    out.append(".")
-    return out
+    yield "."
 
 
 def check_set(entries: Collection[Named], where: str) -> None:
