@@ -135,6 +135,13 @@ def rebuild_only(args: argparse.Namespace, stack: str, work: Path) -> None:
         procs, gits = spawned(cmd, cwd=cwd, env=side_env, trace=work / f"trace-{label}")
         wall, low, cpu = statistics.median(walls[label]), min(walls[label]), statistics.median(cpus[label])
         print(f"{label:10} {wall:11.3f}s {low:8.3f}s {cpu:10.3f}s {procs:10d} {gits:4d}  ({sides[label]})")
+    if args.compare:  # on a shared machine the ratios, not the seconds, are what one run can say
+        wall = statistics.median(walls["this"]) / statistics.median(walls["compare"])
+        cpu = statistics.median(cpus["this"]) / statistics.median(cpus["compare"])
+        print(
+            f"this / compare: wall median {wall:.2f}x, wall min {min(walls['this']) / min(walls['compare']):.2f}x, "
+            f"cpu median {cpu:.2f}x"
+        )
 
 
 def copy_project(dest: Path) -> Path:
