@@ -21,10 +21,12 @@ from sgpatch.config import load_config
 from .helpers import copy_project
 from .test_startup import NEVER, THIRD_PARTY, VERIFY_ROOMS, imported, outside_budget
 
-# a rebuild: a verify's rooms, the wheel's, and the download cache's lock and atomic writes; installer reads RECORD
-REBUILD_ROOMS = VERIFY_ROOMS | {"sgpatch.wheel", "sgpatch.lock", "sgpatch.atomic"}
-# what only making a wheel needs: the export, PEP 517, the zip writer, the repacking, the HTTP client
+# a rebuild: a verify's rooms, the wheel's, and atomic writes; installer reads RECORD
+REBUILD_ROOMS = VERIFY_ROOMS | {"sgpatch.wheel", "sgpatch.atomic"}
+# what only making a wheel needs: the export, PEP 517, the zip writer, the repacking, the download (its lock) and
+# the HTTP client
 NOT_ON_A_REBUILD = {
+    "sgpatch.source.artifacts",
     "sgpatch.wheel.fresh",
     "sgpatch.wheel.export",
     "sgpatch.wheel.writer",

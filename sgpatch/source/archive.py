@@ -49,6 +49,7 @@ from sgpatch.source.members import check_member_name, check_set
 
 Kind = Literal["sdist", "wheel"]
 
+MAX_DOWNLOAD = 1 << 30  # bytes of one artifact, downloaded or kept; sglang's largest today is 39 MB (a 0.5.23 wheel)
 MAX_MEMBER_BYTES = 256 << 20  # one member, unpacked (real: 24 MB)
 MAX_TOTAL_BYTES = 2 << 30  # all members, unpacked (real: 123 MB)
 MAX_MEMBERS = 50_000  # files and directories (real: 6,396)
@@ -97,6 +98,15 @@ def _open_regular(path: Path, *, follow: bool) -> IO[bytes]:
         raw.close()
         raise ArchiveError(f"{path}: not a regular file")
     return raw
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of the file at ``path``, read in chunks."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _sha256_of(raw: IO[bytes]) -> str:

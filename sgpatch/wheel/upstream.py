@@ -7,7 +7,6 @@ from pathlib import Path
 
 from sgpatch.config import Artifact, Stack, wheel_tags
 from sgpatch.results import Progress
-from sgpatch.source.artifacts import fetch_artifact
 
 
 def matching_upstream(stack: Stack, wheel: Path) -> Artifact | None:
@@ -32,6 +31,9 @@ class PinnedWheel:
 
     def fetch(self) -> Path:
         """The wheel in the download cache (downloaded now if it is missing or damaged)."""
+        # the download cache's lock (ctypes, socket) is kept off a rebuild's imports (tests/test_rebuild.py)
+        from sgpatch.source.artifacts import fetch_artifact
+
         return fetch_artifact(self.artifact, self.release, progress=self.progress)
 
 
