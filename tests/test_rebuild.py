@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,10 +73,14 @@ def _own_cache(xdg: Path) -> dict[str, str]:
     return {**os.environ, "XDG_CACHE_HOME": str(xdg)}
 
 
-@pytest.fixture
-def built(tmp_path: Path, patched_checkout: Callable[[], Path]) -> Project:
-    """A project copy whose wheel was built once (with the cache): the next build is a rebuild."""
-    project = Project(copy_project(tmp_path / "project"), patched_checkout(), tmp_path / "dist", _own_cache(tmp_path))
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, template_patched: Path) -> Project:
+    """A project copy whose wheel was built once (with the cache): the next build is a rebuild (one full build
+    for this module's tests; each leaves the project as it found it)."""
+    tmp = tmp_path_factory.mktemp("rebuild")
+    checkout = tmp / "checkout"
+    shutil.copytree(template_patched, checkout, symlinks=True)
+    project = Project(copy_project(tmp / "project"), checkout, tmp / "dist", _own_cache(tmp / "xdg"))
     first = project.build()
     assert first.returncode == 0, first.stderr[-2000:]
     assert json.loads(first.stdout)["cached"] is False
@@ -103,7 +106,10 @@ def test_a_rebuild_says_what_a_build_without_cache_says(built: Project) -> None:
     text = anchors.read_text()
     first = text.index('sha256 = "', text.index('phase = "both"')) + len('sha256 = "')
     anchors.write_text(text[:first] + "0" * 64 + text[first + 64 :])
-    rebuild, fresh = built.build(), built.build("--no-cache")
+    try:
+        rebuild, fresh = built.build(), built.build("--no-cache")
+    finally:
+        anchors.write_text(text)
     assert (rebuild.returncode, fresh.returncode) == (1, 1), rebuild.stderr[-2000:] + fresh.stderr[-2000:]
     assert _as_without_cache(rebuild.stdout) == fresh.stdout
     doc = json.loads(fresh.stdout)
