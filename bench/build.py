@@ -37,13 +37,23 @@ build of a checkout is run 1, every later one (patches edited, cache emptied) is
 Bytecode is compiled first and `PYTHONDONTWRITEBYTECODE` is dropped, so start-up is what a user sees.
 Prints medians and ratios; asserts nothing (these machines are shared and noisy).
 
+``--rebuild-only`` times the cached rebuild alone: one build per sgpatch (untimed), then ``--runs`` rounds of
+the same ``sgpatch build --checkout CO --out D --json`` again (a cache hit: the wheel reused, every check run
+again), each round timing this sgpatch and ``--compare``'s (e.g. a user install of main, each with its own
+project copy and cache) one after the other, in alternating order.  Prints the wall median and minimum, the CPU
+median (user + system of the process and its children: the steadier number on a shared machine) and, from one
+more untimed rebuild of each under ``strace -f -e trace=execve``, the processes it started (git's counted apart).
+
     python bench/build.py [--runs 5] [--stack 0.5.9-cu130] [--sgpatch PATH]
+    python bench/build.py --rebuild-only [--runs 12] [--sgpatch PATH] [--compare PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -74,6 +84,66 @@ def run(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[float, subpr
     return elapsed, proc
 
 
+def timed(cmd: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[float, float, bytes]:
+    """Wall and CPU seconds (user + system of the process and its children) of one whole process; its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    elapsed, proc = run(cmd, cwd=cwd, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
+
+
+def spawned(cmd: list[str], *, cwd: Path, env: dict[str, str], trace: Path) -> tuple[int, int]:
+    """Processes ``cmd`` started (its own exec not counted) and how many of them were git, under strace."""
+    run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(trace), *cmd], cwd=cwd, env=env)
+    done = [ln for ln in trace.read_text().splitlines() if "execve(" in ln and " = 0" in ln]
+    return len(done) - 1, sum(1 for ln in done if ln.split('"')[1].endswith("/git"))
+
+
+def rebuild_only(args: argparse.Namespace, stack: str, work: Path) -> None:
+    """The cached rebuild of each sgpatch (this one, ``--compare``'s), interleaved (see the module's text)."""
+    env = bench_env()
+    sgpatch = sgpatch_for(work, args.sgpatch)
+    checkout = work / "checkout"
+    config = copy_project(work / "setup")
+    run([sgpatch, "fetch", stack, "--into", str(checkout), "--config", str(config)], cwd=work, env=env)
+    run([sgpatch, "apply", stack, "--checkout", str(checkout), "--config", str(config)], cwd=work, env=env)
+    sides = {"this": sgpatch, **({"compare": args.compare} if args.compare else {})}
+    cmds: dict[str, tuple[list[str], Path, dict[str, str]]] = {}
+    for label, exe in sides.items():
+        cfg = copy_project(work / f"project-{label}")
+        cmd = [exe, "build", stack, "--checkout", str(checkout), "--out", str(work / f"dist-{label}")]
+        cmd += ["--config", str(cfg), "--json"]
+        side_env = {**env, "XDG_CACHE_HOME": str(work / f"xdg-{label}")}
+        cmds[label] = (cmd, cfg.parent, side_env)
+        run(cmd, cwd=cfg.parent, env=side_env)  # the build the rebuilds reuse (untimed)
+    walls: dict[str, list[float]] = {label: [] for label in sides}
+    cpus: dict[str, list[float]] = {label: [] for label in sides}
+    for n in range(args.runs):
+        order = list(sides) if n % 2 == 0 else list(reversed(sides))
+        for label in order:
+            cmd, cwd, side_env = cmds[label]
+            wall, cpu, out = timed(cmd, cwd=cwd, env=side_env)
+            result = json.loads(out)
+            if not result["cached"] or not result["ok"]:
+                raise SystemExit(f"{label}: the rebuild was not a passing cache hit: {result}")
+            walls[label].append(wall)
+            cpus[label].append(cpu)
+    print(f"stack {stack}, cached rebuild, {args.runs} interleaved round(s), load {os.getloadavg()[0]:.1f}")
+    print(f"{'':10} {'wall median':>12} {'wall min':>9} {'cpu median':>11} {'processes':>10} {'git':>4}")
+    for label in sides:
+        cmd, cwd, side_env = cmds[label]
+        procs, gits = spawned(cmd, cwd=cwd, env=side_env, trace=work / f"trace-{label}")
+        wall, low, cpu = statistics.median(walls[label]), min(walls[label]), statistics.median(cpus[label])
+        print(f"{label:10} {wall:11.3f}s {low:8.3f}s {cpu:10.3f}s {procs:10d} {gits:4d}  ({sides[label]})")
+    if args.compare:  # on a shared machine the ratios, not the seconds, are what one run can say
+        wall = statistics.median(walls["this"]) / statistics.median(walls["compare"])
+        cpu = statistics.median(cpus["this"]) / statistics.median(cpus["compare"])
+        print(
+            f"this / compare: wall median {wall:.2f}x, wall min {min(walls['this']) / min(walls['compare']):.2f}x, "
+            f"cpu median {cpu:.2f}x"
+        )
+
+
 def copy_project(dest: Path) -> Path:
     dest.mkdir(parents=True)
     shutil.copy2(REPO / "VERSIONS.toml", dest / "VERSIONS.toml")
@@ -86,12 +156,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--stack", default=None)
     parser.add_argument("--sgpatch", help="the sgpatch to time (default: a fresh user install of this tree)")
+    parser.add_argument("--rebuild-only", action="store_true", help="time the cached rebuild alone (see above)")
+    parser.add_argument("--compare", help="with --rebuild-only: another sgpatch, timed interleaved with it")
     args = parser.parse_args()
 
     env = bench_env()
     doc = tomllib.loads((REPO / "VERSIONS.toml").read_text())
     stack = args.stack or doc["default_stack"]
     build_requires = doc["stacks"][stack].get("build", {}).get("requires", [])
+    if args.rebuild_only:
+        with tempfile.TemporaryDirectory(prefix="sgpatch-bench-") as tmp:
+            rebuild_only(args, stack, Path(tmp))
+        return
     with tempfile.TemporaryDirectory(prefix="sgpatch-bench-") as tmp:
         work = Path(tmp)
         sgpatch = sgpatch_for(work, args.sgpatch)

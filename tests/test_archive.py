@@ -17,7 +17,7 @@ import pytest
 
 from sgpatch.config import Config
 from sgpatch.errors import ArchiveError
-from sgpatch.source import archive
+from sgpatch.source import archive, members
 from sgpatch.source.artifacts import fetch_artifact
 
 from .conftest import RELEASES
@@ -98,4 +98,28 @@ def test_parents_by_slicing_are_pathlibs() -> None:
     parts = ["a", "b.c", "/", ".", "..", "//", "/./", " ", "é"]
     names = ["".join(p) for n in range(1, 6) for p in itertools.product(parts, repeat=n)]
     for name in names:
-        assert archive._parents(name) == [str(p) for p in PurePosixPath(name).parents], name
+        assert list(members._parents(name)) == [str(p) for p in PurePosixPath(name).parents], name
+
+
+def test_plain_member_names_are_judged_as_the_full_checks_judge_them() -> None:
+    """Most names take one regular expression (letters, digits, '_', '.', '+', '-' parts): for names of every
+    shape, each one is refused, or accepted with its parts, exactly as by the checks on ``PurePosixPath``'s
+    parts."""
+    import itertools
+
+    def reference(name: str) -> list[str] | None:
+        parts = [p for p in PurePosixPath(name).parts if p != "/"]
+        if name.startswith("/") or ".." in parts or "\\" in name or not parts:
+            return None
+        if any(p.lower() == ".git" for p in parts) or any(ord(c) < 32 or ord(c) == 127 for c in name):
+            return None
+        return parts
+
+    pieces = ["a", "b.c", "/", ".", "..", ".git", ".GIT", "x.git", "_", "-", "+", ",", "=", "\\", "\x01", "é", " "]
+    names = ["".join(p) for n in range(1, 4) for p in itertools.product(pieces, repeat=n)]
+    for name in names:
+        try:
+            got: list[str] | None = members.check_member_name(name, "w.whl")
+        except ArchiveError:
+            got = None
+        assert got == reference(name), name

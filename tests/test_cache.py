@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 import sgpatch.cache
 from sgpatch.cache import KEEP, MAX_ENTRY_BYTES, Cache, key, open_cache
+from sgpatch.checkout.state import inspect
 from sgpatch.errors import ConfigError
 from sgpatch.git.history import first_parent_line
 from sgpatch.git.repo import Git
@@ -546,12 +547,26 @@ def test_first_parent_line_agrees_with_git(patched: Path, project: Project) -> N
         assert commit.oid == git(patched, "rev-parse", f"HEAD~{k}")
         assert list(commit.parents) == git(patched, "rev-list", "--parents", "-n", "1", commit.oid).split()[1:]
         assert commit.message.strip() == git(patched, "log", "-1", "--format=%B", commit.oid).strip()
+        assert commit.tree == git(patched, "rev-parse", f"{commit.oid}^{{tree}}")
+        assert commit.committed == git(patched, "log", "-1", "--format=%cd", "--date=raw", commit.oid)
         for p in paths[:-1]:
             assert commit.blobs[p] == git(patched, "rev-parse", f"{commit.oid}:{p}")
         assert commit.blobs["no/such/file.py"] is None
     alone = first_parent_line(Git(patched), "HEAD", 0)  # depth 0: HEAD alone
     assert [(c.oid, c.parents, c.message) for c in alone] == [(line[0].oid, line[0].parents, line[0].message)]
     assert first_parent_line(Git(patched), "no-such-ref", 3) == []
+
+
+def test_the_state_carries_what_a_build_asked_git_for(patched: Path, project: Project) -> None:
+    """HEAD's tree, the base's committer date and the pinned files' blob ids at HEAD and at the base come with
+    the state, from its one batch: what ``build`` asked three more git processes for, equal to their answers."""
+    state = inspect(Git(patched), project.stack, project.series)
+    assert state.phase == "patched" and state.base is not None
+    assert state.head_tree == git(patched, "rev-parse", "HEAD^{tree}")
+    assert state.base_date == git(patched, "log", "-1", "--format=%cd", "--date=raw", state.base)
+    for rev, blobs in (("HEAD", state.head_blobs), (state.base, state.base_blobs)):
+        assert [p for p, _ in blobs] == [f.path for f in project.stack.files]
+        assert all(blob == git(patched, "rev-parse", f"{rev}:{path}") for path, blob in blobs)
 
 
 def test_landing_results_from_the_cache_follow_the_file(patched: Path, project: Project, tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.tree import ZipTree, site_packages_tree
 from sgpatch.verify.engine import verify_tree
 from sgpatch.wheel import BuildResult, build_wheel, check_wheel, read_provenance
-from sgpatch.wheel.build import _last_line
 from sgpatch.wheel.cache import cache_key
+from sgpatch.wheel.fresh import _last_line
 from sgpatch.wheel.provenance import BuildInputs, requires_dist, rewrite_requires, wheel_version
 from sgpatch.wheel.recipe import install_recipe
 

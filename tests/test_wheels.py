@@ -24,7 +24,8 @@ from sgpatch.config import load_config, parse_config
 from sgpatch.errors import BuildError, ConfigError
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.index import release_files
-from sgpatch.wheel.repack import select_wheels, wheel_tag
+from sgpatch.wheel.names import wheel_tag
+from sgpatch.wheel.repack import select_wheels
 from sgpatch.wheel.writer import deflated, raw_members, rezip_wheel, write_raw_zip
 
 from .conftest import RELEASES

@@ -41,6 +41,9 @@ class CheckoutState:
     base_blobs: tuple[tuple[str, str | None], ...] = ()  # the pinned files' blob ids at base, when read
     gitlinks: tuple[tuple[str, str], ...] = ()  # submodules in the index: (path, commit); never entered
     stale: bool = False  # "other" only because patch files changed since they were applied (edited, pulled)
+    head_tree: str = ""  # HEAD's tree, read with it
+    head_blobs: tuple[tuple[str, str | None], ...] = ()  # the pinned files' blob ids at HEAD, read with it
+    base_date: str = ""  # the base's committer date as ``<unix> <tz>`` (``Git.commit_date``), when found
 
     @property
     def clean(self) -> bool:
@@ -93,10 +96,12 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
     base: str | None = None
     base_blobs: tuple[tuple[str, str | None], ...] = ()
     messages = {c.oid: c.message for c in line}
+    base_date = ""
     for entry in line:
         if entry.oid in bases:
             base = entry.oid
             base_blobs = tuple(entry.blobs.items())
+            base_date = entry.committed
             break
         chain.append(entry.oid)
     if base is None:
@@ -109,13 +114,29 @@ def inspect(g: Git, stack: Stack, series: Series, *, notify: Notify | None = Non
             dirty,
             f"HEAD {head[:12]} is neither the pinned base ({pins}) nor the base plus the series of {stack.name}",
             gitlinks=gitlinks,
+            head_tree=line[0].tree,
+            head_blobs=tuple(line[0].blobs.items()),
         )
     chain.reverse()
     problem, stale = _compare_series(messages, chain, series)
     if problem:
-        return CheckoutState("other", head, base, tuple(chain), dirty, problem, base_blobs, gitlinks, stale)
-    phase = "pristine" if not chain else "patched"
-    return CheckoutState(phase, head, base, tuple(chain), dirty, None, base_blobs, gitlinks)
+        phase = "other"
+    else:
+        phase, stale = ("pristine" if not chain else "patched"), False
+    return CheckoutState(
+        phase=phase,
+        head=head,
+        base=base,
+        series_commits=tuple(chain),
+        dirty=dirty,
+        problem=problem or None,
+        base_blobs=base_blobs,
+        gitlinks=gitlinks,
+        stale=stale,
+        head_tree=line[0].tree,
+        head_blobs=tuple(line[0].blobs.items()),
+        base_date=base_date,
+    )
 
 
 def refuse_gitlinks(g: Git, series: Series, gitlinks: tuple[tuple[str, str], ...]) -> None:

@@ -172,7 +172,7 @@ def render_lines(lines: Iterable[tuple[int, str]]) -> Iterator[str]:
 def build_tags(stack: Stack) -> list[str]:
     """The tags ``build`` makes wheels for: each pinned upstream wheel's (repacked), or the one pure wheel
     built from the sdist."""
-    from sgpatch.wheel.repack import wheel_tag
+    from sgpatch.wheel.names import wheel_tag
 
     return [wheel_tag(w.filename) for w in stack.wheels] if stack.repacks else ["py3-none-any"]
 

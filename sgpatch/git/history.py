@@ -11,17 +11,20 @@ from sgpatch.git.repo import Git
 
 @dataclass(frozen=True, slots=True)
 class LineCommit:
-    """One commit of a first-parent line, and the blob ids of the paths asked for (None: not there)."""
+    """One commit of a first-parent line, its tree and committer date, and the blob ids of the paths asked for
+    (None: not there)."""
 
     oid: str
     parents: tuple[str, ...]
     message: str
     blobs: Mapping[str, str | None]
+    tree: str = ""
+    committed: str = ""  # the committer date as ``<unix> <tz>`` (``git log --date=raw``'s %cd)
 
 
 def first_parent_line(g: Git, rev: str, depth: int, paths: Sequence[str] = ()) -> list[LineCommit]:
-    """``rev`` and up to ``depth`` first parents below it, each with its parents, message and the blob
-    ids of ``paths``, in one ``cat-file --batch-command``; empty when ``rev`` names no commit.
+    """``rev`` and up to ``depth`` first parents below it, each with its parents, message, tree, committer
+    date and the blob ids of ``paths``, in one ``cat-file --batch-command``; empty when ``rev`` names no commit.
 
     The line stops at a commit that is missing or is not a commit.  A path with a control
     character is left out of ``blobs`` (the batch protocol is line-based)."""
@@ -60,8 +63,13 @@ def first_parent_line(g: Git, rev: str, depth: int, paths: Sequence[str] = ()) -
         if head is None or head[1] != "commit":
             break
         meta, _, message = body.partition(b"\n\n")
-        parents = tuple(line[7:].decode() for line in meta.split(b"\n") if line.startswith(b"parent "))
-        found.append(LineCommit(head[0], parents, message.decode("utf-8", "replace"), blobs))
+        fields = meta.split(b"\n")
+        parents = tuple(line[7:].decode() for line in fields if line.startswith(b"parent "))
+        tree = next((line[5:].decode() for line in fields if line.startswith(b"tree ")), "")
+        committer = next((line for line in fields if line.startswith(b"committer ")), b"")
+        committed = " ".join(committer.decode("utf-8", "replace").rsplit(" ", 2)[1:]) if committer else ""
+        text = message.decode("utf-8", "replace")
+        found.append(LineCommit(head[0], parents, text, blobs, tree=tree, committed=committed))
         if len(parents) != 1:
             break
     return found

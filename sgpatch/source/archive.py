@@ -32,7 +32,6 @@ import gzip
 import hashlib
 import io
 import os
-import re
 import stat
 import struct
 import tarfile
@@ -40,14 +39,17 @@ import zipfile
 import zlib
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal
 
 from sgpatch.errors import ArchiveError, SourceError
+from sgpatch.source.members import HOSTILE as _HOSTILE
+from sgpatch.source.members import check_member_name, check_set
 
 Kind = Literal["sdist", "wheel"]
 
+MAX_DOWNLOAD = 1 << 30  # bytes of one artifact, downloaded or kept; sglang's largest today is 39 MB (a 0.5.23 wheel)
 MAX_MEMBER_BYTES = 256 << 20  # one member, unpacked (real: 24 MB)
 MAX_TOTAL_BYTES = 2 << 30  # all members, unpacked (real: 123 MB)
 MAX_MEMBERS = 50_000  # files and directories (real: 6,396)
@@ -58,7 +60,6 @@ MAX_HEADER_READ = 4 << 20  # one read of tar header data (pax, long names); data
 WHEEL_CHECKOUT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip member can carry
 CHUNK = 1 << 20
 
-_HOSTILE = "the artifact is hostile or corrupt"
 _ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 
 
@@ -99,6 +100,15 @@ def _open_regular(path: Path, *, follow: bool) -> IO[bytes]:
     return raw
 
 
+def sha256_file(path: Path) -> str:
+    """The sha256 of the file at ``path``, read in chunks."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def _sha256_of(raw: IO[bytes]) -> str:
     """The sha256 of every byte behind ``raw`` (read now, through it); then back to the start."""
     h = hashlib.sha256()
@@ -113,55 +123,6 @@ def sha256_record(digest: bytes) -> str:
     import base64
 
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-# --------------------------------------------------------------------------- member checks
-
-
-_CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
-
-
-def check_member_name(name: str, where: str) -> list[str]:
-    """The parts of ``name`` (``PurePosixPath(name).parts``, by string operations: a wheel lists thousands)
-    when it is a relative path that stays inside the archive; ArchiveError otherwise."""
-    parts = [part for part in name.split("/") if part not in ("", ".")]
-    if name.startswith("/") or ".." in parts or "\\" in name or not parts:
-        raise ArchiveError(f"{where}: member {name!r} escapes the archive root", hint=_HOSTILE)
-    if any(part.lower() == ".git" for part in parts):
-        raise ArchiveError(
-            f"{where}: member {name!r} is git metadata; refusing to extract", hint="the artifact is hostile"
-        )
-    if _CONTROL_CHAR.search(name):
-        raise ArchiveError(f"{where}: member {name!r} has a control character in its name", hint=_HOSTILE)
-    return parts
-
-
-def _parents(name: str) -> list[str]:
-    """``str`` of each of ``PurePosixPath(name).parents``; by string slicing when ``name`` is already in
-    the form pathlib would give it (no empty or ``.`` part, no leading or trailing slash)."""
-    if name.startswith(("/", "./")) or name.endswith(("/", "/.")) or "//" in name or "/./" in name or name == ".":
-        return [str(p) for p in PurePosixPath(name).parents]
-    out = []
-    cut = name.rfind("/")
-    while cut > 0:
-        name = name[:cut]
-        out.append(name)
-        cut = name.rfind("/")
-    out.append(".")
-    return out
-
-
-def _check_set(entries: Collection[Entry], where: str) -> None:
-    """Each path once, and never both a file and a directory (which would fail half-way)."""
-    seen: set[str] = set()
-    for e in entries:
-        if e.name in seen:
-            raise ArchiveError(f"{where}: member {e.name!r} appears twice", hint=_HOSTILE)
-        seen.add(e.name)
-    dirs = {parent for e in entries for parent in _parents(e.name)}
-    clash = sorted(seen & dirs)
-    if clash:
-        raise ArchiveError(f"{where}: member {clash[0]!r} is both a file and a directory", hint=_HOSTILE)
 
 
 class _Limits:
@@ -265,7 +226,7 @@ class Archive:
             if sha256 is not None and self.sha256 != sha256:
                 raise SourceError(f"{path}: sha256 mismatch: expected {sha256}, got {self.sha256}")
             entries = self._scan_sdist() if kind == "sdist" else self._scan_wheel()
-            _check_set(entries, self.where)
+            check_set(entries, self.where)
         except BaseException:
             self.close()
             raise
@@ -305,6 +266,7 @@ class Archive:
             raise ArchiveError(f"{self.where}: not a readable wheel: {exc}") from None
         limits = _Limits(self.where, os.fstat(self._raw.fileno()).st_size)
         entries: list[Entry] = []
+        stamps: dict[tuple[int, int, int, int, int, int], int] = {}
         for info in infos:
             check_member_name(info.filename, self.where)
             if info.is_dir():
@@ -322,10 +284,13 @@ class Archive:
                     hint=_HOSTILE,
                 )
             limits.add(info.filename, info.file_size, info.compress_size)
-            try:
-                stamp = calendar.timegm((*info.date_time, 0, 0, 0))
-            except (ValueError, OverflowError):
-                stamp = 0
+            stamp = stamps.get(info.date_time)
+            if stamp is None:  # most members share one date (SOURCE_DATE_EPOCH): converted once
+                try:
+                    stamp = calendar.timegm((*info.date_time, 0, 0, 0))
+                except (ValueError, OverflowError):
+                    stamp = 0
+                stamps[info.date_time] = stamp
             self.newest = max(self.newest, stamp)
             entries.append(Entry(info.filename, info.file_size, bool((info.external_attr >> 16) & 0o111)))
             self._infos[info.filename] = info

@@ -27,21 +27,14 @@ from sgpatch.config import Artifact
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.lock import exclusive, pause
 from sgpatch.results import Progress
+from sgpatch.source.archive import MAX_DOWNLOAD
+from sgpatch.source.archive import sha256_file as sha256_file
 
 PACKAGE = "sglang"
-MAX_DOWNLOAD = 1 << 30  # bytes; sglang's largest file today is 39 MB (a 0.5.23 manylinux wheel)
 
 
 def artifacts_root() -> Path:
     return cache_root() / "artifacts"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _cached_sha256(path: Path) -> str | None:

@@ -61,7 +61,7 @@ from sgpatch.source.simple_html import read_page
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html")
 ACCEPT = f"{JSON_TYPE}, {HTML_TYPES[1]};q=0.2, text/html;q=0.1"  # PEP 691's recommended form
-MAX_FILE = 1 << 30  # bytes of a find-links file hashed (sgpatch.source.artifacts.MAX_DOWNLOAD)
+MAX_FILE = 1 << 30  # bytes of a find-links file hashed (sgpatch.source.archive.MAX_DOWNLOAD)
 MAX_ANSWER = 16 << 20  # bytes; sglang's page is 0.17 MB for 412 files today
 MAX_CONTAINERS = 250_000  # arrays and objects in one answer (today: about 830)
 MAX_VALUES = 1_000_000  # commas, i.e. values and keys beyond the first of each (today: about 3,000)

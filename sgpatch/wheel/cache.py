@@ -14,7 +14,7 @@ from pathlib import Path
 from sgpatch.atomic import write_atomic
 from sgpatch.cache import key
 from sgpatch.config.projectfiles import read_regular
-from sgpatch.source.artifacts import MAX_DOWNLOAD
+from sgpatch.source.archive import MAX_DOWNLOAD
 from sgpatch.wheel.provenance import BuildInputs
 
 WHEEL_FORMAT = 1  # bump whenever post-processing changes a wheel's bytes: invalidates cached wheels

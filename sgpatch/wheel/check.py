@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from installer.records import InvalidRecordEntry, RecordEntry, parse_record_file
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from sgpatch.cache import Cache
+from sgpatch.cache import Cache, key
 from sgpatch.config import Stack, wheel_tags
 from sgpatch.config.requirements import parse_requirement
 from sgpatch.errors import BuildError, SgpatchError
@@ -25,7 +26,7 @@ from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
 from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
 from sgpatch.verify.engine import verify_tree
-from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_filename
+from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, repacked_filename, wheel_filename
 from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
     parse_metadata,
@@ -37,7 +38,6 @@ from sgpatch.wheel.provenance import (
     wheel_version,
 )
 from sgpatch.wheel.recipe import recipe_conflicts
-from sgpatch.wheel.repack import repacked_filename
 from sgpatch.wheel.results import WheelCheck, WheelReport
 from sgpatch.wheel.upstream import PinnedWheel
 
@@ -243,27 +243,52 @@ def _check_upstream(
     return [file_set, same]
 
 
-def _check_checkout(contents: _Contents, checkout: Path, series: Series) -> WheelCheck:
-    g = Git(checkout)
-    head = g.head()
-    committed = read_blobs(g, head, series.touched) if head else {}
+def _check_checkout(
+    contents: _Contents, checkout: Path, series: Series, head_blobs: Mapping[str, str | None] | None
+) -> WheelCheck:
+    """The patched files byte-equal to the checkout's HEAD: to its blobs' ids where the caller already asked
+    git for them (``head_blobs``: a build, which built from that HEAD), else to the blobs read now."""
     problems = []
-    for path in series.touched:
-        inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
-        ours = contents.read(inner)
-        theirs = committed.get(path)
-        if ours != theirs:
-            problems.append(f"{path} is not byte-equal to the checkout's HEAD")
+    if head_blobs is not None:
+        for path in series.touched:
+            inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
+            ours = contents.read(inner)
+            theirs = head_blobs.get(path)
+            if (None if ours is None else _blob_id_like(ours, theirs)) != theirs:
+                problems.append(f"{path} is not byte-equal to the checkout's HEAD")
+    else:
+        g = Git(checkout)
+        head = g.head()
+        committed = read_blobs(g, head, series.touched) if head else {}
+        for path in series.touched:
+            inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
+            if contents.read(inner) != committed.get(path):
+                problems.append(f"{path} is not byte-equal to the checkout's HEAD")
     return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
 
 
-def _upstream_contents(
-    wheel: Path, cache: Cache | None, pin: str | None
-) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
-    """Each member's sha256 and size, and METADATA, of the upstream wheel (``_kept_or_read``), its bytes
-    checked against their ``pin`` as they are read (never the path hashed first and read again)."""
-    with open_archive(wheel, "wheel", sha256=pin, digest=cache is not None) as up:
+def _blob_id_like(data: bytes, other: str | None) -> str:
+    """The git blob id of ``data`` in the object format of ``other`` (SHA-256's 64 digits, else SHA-1's)."""
+    if other is not None and len(other) == 64:
+        return hashlib.sha256(b"blob %d\0" % len(data) + data).hexdigest()
+    return git_blob_id(data)
+
+
+def _upstream_contents(upstream: PinnedWheel, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
+    """Each member's sha256 and size, and METADATA, of the pinned upstream wheel: as an earlier read kept them
+    in ``cache`` under the pin (the sha256 of the bytes they were read from: the wheel is not even opened), or
+    read now from the downloaded wheel, its bytes checked against the pin as they are read (never the path
+    hashed first and read again), and kept."""
+    if cache is not None:
+        found = _digests_from(cache.get("wheel-digests", _digests_key(upstream.sha256)))
+        if found is not None:
+            return found
+    with open_archive(upstream.fetch(), "wheel", sha256=upstream.sha256) as up:
         return _kept_or_read(up, cache)
+
+
+def _digests_key(sha256: str) -> str:
+    return key("wheel-digests", sha256)
 
 
 def _kept_or_read(archive: Archive, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
@@ -271,11 +296,9 @@ def _kept_or_read(archive: Archive, cache: Cache | None) -> tuple[dict[str, tupl
     under the archive's own bytes, or read now (and kept).  The key is the digest of the bytes read through
     the archive's one descriptor (``open_archive(digest=True)``), never a second read of its path: what is kept
     under a key, and what is used, is what was hashed."""
-    from sgpatch.cache import key
-
     entry = None
     if cache is not None and archive.sha256 is not None:
-        entry = key("wheel-digests", archive.sha256)
+        entry = _digests_key(archive.sha256)
         found = _digests_from(cache.get("wheel-digests", entry))
         if found is not None:
             return found
@@ -325,11 +348,13 @@ def check_wheel(
     checkout: Path | None = None,
     cache: Cache | None = None,
     anchors: Sequence[Anchor] | None = None,
+    head_blobs: Mapping[str, str | None] | None = None,
 ) -> WheelReport:
     """Every check on ``wheel``: name and version, RECORD, Requires-Dist, provenance, the
     patched anchors, verify's report on its files; with ``upstream`` (a pinned wheel, its bytes
     checked against the pin as they are read) the file set and the unpatched bytes; with
-    ``checkout`` the patched files' bytes.
+    ``checkout`` the patched files' bytes (against ``head_blobs``, the blob ids of the series' files at its
+    HEAD, when the caller already asked them: a build; else read from the checkout).
 
     ``anchors``: the stack's, as the caller read them with its series (``Project.anchors``), so that one
     run reads anchors.toml once; None: read here.
@@ -349,7 +374,7 @@ def check_wheel(
     theirs: dict[str, tuple[bytes, int]] | None = None
     upstream_metadata = None
     if upstream is not None:
-        theirs, upstream_metadata = _upstream_contents(upstream.path, cache, upstream.sha256)
+        theirs, upstream_metadata = _upstream_contents(upstream, cache)
     with ZipTree(wheel, digest=True) as tree:
         # every member's CRC checked before any check reads it (or by an earlier run, on these same bytes:
         # the key is the digest of the bytes the tree reads, through its one descriptor)
@@ -379,7 +404,7 @@ def check_wheel(
         if theirs is not None:
             checks.extend(_check_upstream(contents.digests, theirs, dist_info, series))
         if checkout is not None:
-            checks.append(_check_checkout(contents, checkout, series))
+            checks.append(_check_checkout(contents, checkout, series, head_blobs))
         report = verify_tree(stack, series, anchors, tree, require_patched=True, cache=cache)
     return WheelReport(wheel, stack.name, version, tuple(checks), report, sha256=tree.archive.sha256)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from sgpatch.atomic import write_atomic
 from sgpatch.config.projectfiles import read_project_file
-from sgpatch.source.artifacts import sha256_file
+from sgpatch.source.archive import sha256_file
 from sgpatch.wheel.results import BuildResult
 
 RECORD_FORMAT = 1

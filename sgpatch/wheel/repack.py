@@ -25,7 +25,7 @@ from sgpatch.config import Artifact, Stack, wheel_tags
 from sgpatch.errors import BuildError
 from sgpatch.source.archive import open_archive, sha256_record
 from sgpatch.source.tree import PYTHON_PREFIX
-from sgpatch.wheel.names import DIST_NAME, VERSION_FILE
+from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, wheel_tag
 from sgpatch.wheel.provenance import (
     PROVENANCE_NAME,
     BuildInputs,
@@ -38,11 +38,6 @@ from sgpatch.wheel.writer import RawMember, deflated, raw_members, record_hash, 
 
 _VERSION_LINE = re.compile(rb"^(__version__ = version = )(['\"])([^'\"\n]*)\2$", re.M)
 _TUPLE_LINE = re.compile(rb"^(__version_tuple__ = version_tuple = )\(([^)\n]*)\)$", re.M)
-
-
-def wheel_tag(filename: str) -> str:
-    """The compressed tag set of a wheel file name: its last three dash-separated fields."""
-    return "-".join(filename[: -len(".whl")].split("-")[-3:])
 
 
 def select_wheels(stack: Stack, platforms: tuple[str, ...] = ()) -> tuple[Artifact, ...]:
@@ -59,10 +54,6 @@ def select_wheels(stack: Stack, platforms: tuple[str, ...] = ()) -> tuple[Artifa
             raise BuildError(f"{stack.name}: no pinned wheel has the tag {asked!r}", hint=f"pinned: {known}")
         out.extend(w for w in hit if w not in out)
     return tuple(out)
-
-
-def repacked_filename(upstream: Artifact, version: str) -> str:
-    return f"{DIST_NAME}-{version}-{wheel_tag(upstream.filename)}.whl"
 
 
 def _forced_version_py(data: bytes, version: str) -> bytes:

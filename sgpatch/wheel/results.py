@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sgpatch.results import SCHEMA_VERSION
-from sgpatch.source.artifacts import sha256_file
+from sgpatch.source.archive import sha256_file
 from sgpatch.verify.engine import VerifyReport
 
 
