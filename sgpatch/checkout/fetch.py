@@ -97,6 +97,7 @@ def extract_archive(
         wheel = archive.kind == "wheel"
         keep = {e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)}
         members: list[Member] = []
+        made: set[Path] = set()  # the directories made so far: each is made once, not once per file in it
         for entry in archive.entries:
             if entry.name not in keep:
                 continue
@@ -104,7 +105,9 @@ def extract_archive(
             # version's build sets its own), so the checkout is the same whichever wheel it was made from.
             member = Member(f"python/{entry.name}", entry.executable and not wheel)
             target = dest / member.path
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.parent not in made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(target.parent)
             fd = os.open(target, _NEW_FILE, 0o755 if member.executable else 0o644)
             with os.fdopen(fd, "wb") as out:
                 if blobs is not None:
