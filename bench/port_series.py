@@ -7,17 +7,24 @@ maintainers would (`git apply` in a 0.5.9 checkout, commit, `sgpatch export`).  
     floor   a copy of the 0.5.9 checkout: its tree replaced by the new release's wheel files and committed
             (`git rm`, `unzip`, `git add -A`, `git commit`), then `git apply -3` of the same patch
     port    `sgpatch port 0.5.9-cu130 --to VERSION` on a fresh copy of the project (it stops at the conflicts)
+    other   with `--compare TREE`: the same port by the sgpatch of another source tree (a checkout of main),
+            in alternating order with this one; their `--json` and checkouts must be byte-identical
 
-Downloads are warm (sgpatch's cache).  Prints seconds per round and the ratio port / floor; the target is
-at most 5x.  Asserts nothing but that each step ran (these machines are shared and noisy).
+Downloads are warm (sgpatch's cache).  Prints seconds per round (wall clock, and CPU time of the processes:
+user + system, children included, steadier on a shared machine), the git processes each port ran, and the
+ratio port / floor; the target is at most 2x.  Asserts nothing but that each step ran and, with `--compare`,
+that both ports gave the same result.
 
-    python bench/port_series.py [--to 0.5.12.post1] [--rounds 3] [--series tests/data/series/slime-sglang-0.5.9.patch]
+    python bench/port_series.py [--to 0.5.12.post1] [--rounds 3] [--compare TREE]
+                                [--series tests/data/series/slime-sglang-0.5.9.patch]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -32,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from sgpatch.source.artifacts import fetch_artifact  # noqa: E402
 from tests.conftest import RELEASES  # noqa: E402
-from tests.helpers import empty_series_project  # noqa: E402
+from tests.helpers import empty_series_project, git_shim  # noqa: E402
 
 SERIES = REPO / "tests" / "data" / "series" / "slime-sglang-0.5.9.patch"
 MESSAGE = "slime: the RL framework's changes to SGLang 0.5.9\n\nOrigin: vendor\nUpstream-Status: Pending\n"
@@ -44,13 +51,21 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], cwd: Path | None = None, *, ok: tuple[int, ...] = (0,)) -> float:
+def run(
+    cmd: list[str], cwd: Path | None = None, *, ok: tuple[int, ...] = (0,), env: dict[str, str] | None = None
+) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, cwd=cwd, env=env or _env(), capture_output=True, stdin=subprocess.DEVNULL)
     elapsed = time.perf_counter() - start
     if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd[:4])}: exit {proc.returncode}: {proc.stderr.decode()[-800:]}")
     return elapsed
+
+
+def cpu() -> float:
+    """CPU seconds (user + system) the finished child processes (and theirs) used so far."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
 
 
 def git(cwd: Path, *args: str) -> list[str]:
@@ -80,14 +95,41 @@ def floor(pristine: Path, wheel: Path, series: Path, work: Path) -> tuple[float,
     return layout, apply3
 
 
+def port(tree: Path, template: Path, work: Path, version: str, shim: Path) -> tuple[float, float, int, str]:
+    """(wall, CPU, git processes, a digest of its --json and its checkout) of one port by the sgpatch in ``tree``."""
+    proj = work / "proj"
+    shutil.rmtree(proj, ignore_errors=True)
+    shutil.copytree(template, proj, symlinks=True)
+    log = shim.parent / "git-calls"
+    log.unlink(missing_ok=True)
+    env = {**_env(), "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "sgpatch.cli", "port", "0.5.9-cu130", "--to", version, "--json"]
+    before = cpu()
+    start = time.perf_counter()
+    proc = subprocess.run([*cmd, "--config", str(proj / "VERSIONS.toml")], cwd=tree, env=env, capture_output=True)
+    wall, used = time.perf_counter() - start, cpu() - before
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"port ({tree}): exit {proc.returncode}: {proc.stderr.decode()[-800:]}")
+    h = hashlib.sha256(proc.stdout.replace(str(proj).encode(), b"PROJ"))
+    checkout = proj / ".sgpatch" / "checkouts" / f"{version}-cu130"
+    for path in sorted(checkout.rglob("*")):
+        rel = path.relative_to(checkout)
+        if path.is_file() and (rel.parts[0] != ".git" or rel.parts[1] in ("HEAD", "refs", "sgpatch-port.json")):
+            h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    count = len(log.read_text().splitlines()) if log.exists() else 0
+    return wall, used, count, h.hexdigest()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--to", default="0.5.12.post1", help="a release tests/conftest.py pins a wheel of")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--series", type=Path, default=SERIES)
+    parser.add_argument("--compare", type=Path, help="another sgpatch source tree, ported with in turn")
     args = parser.parse_args()
     wheel = fetch_artifact(RELEASES[args.to], args.to)
     sgpatch = [sys.executable, "-m", "sgpatch.cli"]
+    trees = {"port": REPO, **({"other": args.compare.resolve()} if args.compare else {})}
 
     with tempfile.TemporaryDirectory(prefix="sgpatch-bench-port-") as tmp:
         work = Path(tmp)
@@ -100,28 +142,39 @@ def main() -> None:
         run(git(adopted, "apply", str(args.series)), adopted)
         run(git(adopted, "commit", "-qam", MESSAGE), adopted)
         adopt = run([*sgpatch, "export", "--checkout", str(adopted), "--config", config])
+        (work / "shim").mkdir()
+        shim, _ = git_shim(work / "shim")
 
-        rows: list[tuple[float, float, float]] = []
-        for _ in range(args.rounds):
+        rows: list[dict[str, tuple[float, float, int, str]]] = []
+        for i in range(args.rounds):
+            before = cpu()
             layout, apply3 = floor(pristine, wheel, args.series, work)
-            proj = work / "proj"
-            shutil.rmtree(proj, ignore_errors=True)
-            shutil.copytree(template, proj, symlinks=True)
-            on = ["--config", str(proj / "VERSIONS.toml")]
-            ported = run([*sgpatch, "port", "0.5.9-cu130", "--to", args.to, *on], ok=(0, 1))
-            rows.append((layout, apply3, ported))
+            row = {"floor": (layout + apply3, cpu() - before, 0, "")}
+            for name in list(trees) if i % 2 == 0 else list(trees)[::-1]:
+                row[name] = port(trees[name], template, work, args.to, shim)
+            rows.append(row)
 
     print(f"upgrade day, a real series: {args.series.name} onto sglang {args.to} (warm downloads)")
     print(f"adopt (sgpatch export of the committed patch): {adopt:.2f} s")
-    header = ("round", "floor: tree+commit", "git apply -3", "floor", "sgpatch port", "ratio")
-    print("{:>5}  {:>18}  {:>12}  {:>6}  {:>12}  {:>6}".format(*header))
-    ratios = []
-    for i, (layout, apply3, ported) in enumerate(rows, start=1):
-        ratio = ported / (layout + apply3)
-        ratios.append(ratio)
-        print(f"{i:>5}  {layout:18.2f}  {apply3:12.2f}  {layout + apply3:6.2f}  {ported:12.2f}  {ratio:5.1f}x")
-    median = statistics.median(ratios)
-    print(f"median ratio {median:.1f}x (target: at most 5x) -> {'ok' if median <= 5 else 'over target'}")
+    print(
+        "round  floor: wall / CPU s  "
+        + "  ".join(f"{n}: wall / CPU s / git processes / ratio wall, CPU" for n in trees)
+    )
+    for i, row in enumerate(rows, start=1):
+        fw, fc = row["floor"][:2]
+        cells = [
+            f"{row[n][0]:5.2f} / {row[n][1]:5.2f} / {row[n][2]:3d} / {row[n][0] / fw:4.2f}x, {row[n][1] / fc:4.2f}x"
+            for n in trees
+        ]
+        print(f"{i:>5}  {fw:6.2f} / {fc:5.2f}       " + "      ".join(cells))
+    for n in trees:
+        wall = statistics.median(r[n][0] / r["floor"][0] for r in rows)
+        used = statistics.median(r[n][1] / r["floor"][1] for r in rows)
+        med = statistics.median(r[n][1] for r in rows)
+        print(f"{n}: median ratio wall {wall:.2f}x, CPU {used:.2f}x (CPU median {med:.2f} s; target: at most 2x)")
+    if args.compare:
+        same = {r[n][3] for r in rows for n in trees}
+        print("the same --json and checkout from both trees:", "yes" if len(same) == 1 else f"NO ({len(same)} results)")
 
 
 if __name__ == "__main__":

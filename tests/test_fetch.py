@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from sgpatch.checkout.fetch import create_pypi_checkout
 from sgpatch.config import Config
-from sgpatch.errors import SourceError
+from sgpatch.errors import CheckoutError, SourceError
+from sgpatch.git.pack import blob_pack
+from sgpatch.git.repo import Git
 from sgpatch.source.artifacts import fetch_artifact
 
 from .helpers import copy_project, git, json_out, run_cli
@@ -119,3 +122,46 @@ def test_clone_uses_its_tag(tmp_path: Path, template_checkout: Path) -> None:
     assert commit == git(upstream, "rev-parse", "v0.5.9^{commit}")
     with pytest.raises(CheckoutError, match=r"has no tag v9\.9\.9"):
         clone(str(upstream), tmp_path / "b", tag="v9.9.9")
+
+
+def test_a_pypi_checkout_keeps_its_blobs_in_one_pack(tmp_path: Path, template_checkout: Path) -> None:
+    # The blobs are streamed into one git fast-import while the files are laid out: each is the blob
+    # `git hash-object` makes of the file there, and the repository is whole.
+    co = template_checkout
+    staged = git(co, "ls-files", "-s", "-z").split("\0")
+    entries = {line.split("\t", 1)[1]: line.split()[1] for line in staged if line}
+    assert len(entries) > 1000
+    paths = sorted(entries)
+    hashed = subprocess.run(
+        ["git", "hash-object", "--no-filters", "--stdin-paths"],
+        cwd=co,
+        input="".join(f"{p}\n" for p in paths),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert dict(zip(paths, hashed, strict=True)) == entries
+    counted = dict(line.split(": ") for line in git(co, "count-objects", "-v").splitlines())
+    assert int(counted["in-pack"]) >= len(set(entries.values()))
+    assert int(counted["packs"]) == 1
+    git(co, "fsck", "--strict", "--no-dangling")
+
+
+def test_a_blob_of_another_size_than_it_said_writes_nothing(tmp_path: Path) -> None:
+    g = Git(tmp_path / "repo")
+    g.init(branch="main")
+    with pytest.raises(CheckoutError, match="shorter than its size said"), blob_pack(g) as pack:
+        pack.begin(10)
+        pack.write(b"12345")
+        pack.end()
+    with pytest.raises(CheckoutError, match="longer than its size said"), blob_pack(g) as pack:
+        pack.begin(2)
+        pack.write(b"12345")
+    assert git(tmp_path / "repo", "count-objects", "-v").startswith("count: 0\n")
+    assert "in-pack: 0" in git(tmp_path / "repo", "count-objects", "-v")
+    with blob_pack(g) as pack:
+        for data in (b"", b"one\n", b"\0binary"):
+            pack.begin(len(data))
+            pack.write(data)
+            pack.end()
+    assert pack.ids == [g.hash_blob(data) for data in (b"", b"one\n", b"\0binary")]

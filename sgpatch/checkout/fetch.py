@@ -35,6 +35,7 @@ from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, SourceError
 from sgpatch.git.attributes import write_info_attributes
 from sgpatch.git.clone import check_git_url, check_ref_name, clone
+from sgpatch.git.pack import BlobPack, blob_pack
 from sgpatch.git.repo import CommitSpec, Git
 from sgpatch.lock import Held, exclusive, pause
 from sgpatch.results import Progress
@@ -85,17 +86,18 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def extract_archive(
-    path: Path, dest: Path, kind: Kind | None = None, *, sha256: str | None = None
+    path: Path, dest: Path, kind: Kind | None = None, *, sha256: str | None = None, blobs: BlobPack | None = None
 ) -> tuple[list[Member], int]:
     """Write the regular files of an sdist or wheel under ``dest/python/`` (packaging output left out),
     member by member in chunks, so no member is ever held whole in memory; returns them and the newest
     member mtime.  Every member is checked by sgpatch.source.archive before anything is written, and each
     file is created anew (never through a link, never over another).  ``sha256``: the pin, checked on the
-    bytes the members are then read from."""
+    bytes the members are then read from.  ``blobs``: each file written as a git blob too, in order."""
     with open_archive(path, kind, sha256=sha256) as archive:
         wheel = archive.kind == "wheel"
         keep = {e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)}
         members: list[Member] = []
+        made: set[Path] = set()  # the directories made so far: each is made once, not once per file in it
         for entry in archive.entries:
             if entry.name not in keep:
                 continue
@@ -103,11 +105,19 @@ def extract_archive(
             # version's build sets its own), so the checkout is the same whichever wheel it was made from.
             member = Member(f"python/{entry.name}", entry.executable and not wheel)
             target = dest / member.path
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.parent not in made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(target.parent)
             fd = os.open(target, _NEW_FILE, 0o755 if member.executable else 0o644)
             with os.fdopen(fd, "wb") as out:
+                if blobs is not None:
+                    blobs.begin(entry.size)
                 for chunk in archive.chunks(entry.name):
                     out.write(chunk)
+                    if blobs is not None:
+                        blobs.write(chunk)
+                if blobs is not None:
+                    blobs.end()
             members.append(member)
         return members, WHEEL_CHECKOUT_EPOCH if wheel else archive.newest
 
@@ -279,10 +289,11 @@ def create_pypi_checkout(
         g.init(branch=f"sgpatch/{stack.name}")
         try:
             kind: Kind = "sdist" if artifact.kind == "sdist" else "wheel"
-            members, newest = extract_archive(archive, staging, kind, sha256=artifact.sha256)
+            with blob_pack(g) as pack:  # one pack, not a loose object per file
+                members, newest = extract_archive(archive, staging, kind, sha256=artifact.sha256, blobs=pack)
         except OSError as exc:
             raise SourceError(f"{archive}: cannot lay out {artifact.filename}: {exc}") from None
-        blobs = g.hash_files([m.path for m in members])
+        blobs = pack.ids
         g.add_index_entries(
             [("100755" if m.executable else "100644", blob, m.path) for m, blob in zip(members, blobs, strict=True)]
         )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,22 +49,33 @@ def diff_patch(g: Git, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
     return g._run("-c", "diff.suppressBlankEmpty=false", "-c", "core.quotePath=true", *args, env=env).stdout
 
 
-def merge_file(g: Git, current: bytes, base: bytes, other: bytes, labels: tuple[str, str, str]) -> tuple[bytes, int]:
+def merge_file(
+    g: Git,
+    current: bytes,
+    base: bytes,
+    other: bytes,
+    labels: tuple[str, str, str],
+    *,
+    scratch: Path | None = None,
+) -> tuple[bytes, int]:
     """Three-way merge of one file (``git merge-file --diff3``): the result and its number of conflicts.
 
     ``current`` gains the changes ``base`` -> ``other``; conflicts are marked
-    with ``labels`` (current, base, other).
+    with ``labels`` (current, base, other).  ``scratch``: an empty directory of the caller's own that many
+    merges share (each text is written there once, named by its digest: a file's hunks are merged against
+    the same two texts); without it, a temporary directory of this merge's own.
     """
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as tmp:
-        names = []
-        for name, data in (("current", current), ("base", base), ("other", other)):
-            path = Path(tmp) / name
+    if scratch is None:
+        with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as tmp:
+            return merge_file(g, current, base, other, labels, scratch=Path(tmp))
+    names = []
+    for data in (current, base, other):
+        path = scratch / hashlib.sha256(data).hexdigest()
+        if not path.exists():
             path.write_bytes(data)
-            names.append(str(path))
-        label_args = [arg for label in labels for arg in ("-L", label)]
-        proc = g._run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=Path(tmp))
+        names.append(path.name)
+    label_args = [arg for label in labels for arg in ("-L", label)]
+    proc = g._run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=scratch)
     if proc.returncode < 0 or proc.returncode > 127:
         detail = proc.stderr.decode("utf-8", "replace").strip()
         raise CheckoutError(f"git merge-file failed: {detail or proc.returncode}")

@@ -209,6 +209,20 @@ class Git:
         """Write ``data`` as a blob (no filters) and return its id."""
         return self._out("hash-object", "-w", "--no-filters", "--stdin", input=data)
 
+    def hash_blobs(self, datas: Sequence[bytes]) -> list[str]:
+        """Write each of ``datas`` as a blob (no filters), in one process; ids in order."""
+        import tempfile
+
+        if len(datas) < 2:
+            return [self.hash_blob(data) for data in datas]
+        with tempfile.TemporaryDirectory(prefix="sgpatch-blobs-") as tmp:
+            if "\n" in tmp:
+                return [self.hash_blob(data) for data in datas]
+            for i, data in enumerate(datas):
+                (Path(tmp) / str(i)).write_bytes(data)
+            listed = "".join(f"{tmp}/{i}\n" for i in range(len(datas))).encode()
+            return self._out("hash-object", "-w", "--no-filters", "--stdin-paths", input=listed).split()
+
     def hash_files(self, paths: Sequence[str]) -> list[str]:
         """Write work-tree files as blobs (no filters: bytes as they are); ids in order."""
         data = "".join(f"{p}\n" for p in paths).encode()
@@ -273,7 +287,7 @@ class Git:
         """
         tree = self.tree_of(parent)
         stated = modes or {}
-        changes: dict[str, tuple[str, str]] = {}
+        written: dict[str, tuple[str, bytes]] = {}
         removed: list[str] = []
         if old_modes is None:
             old_modes = self.modes(parent, list(files)) if files else {}
@@ -285,7 +299,9 @@ class Git:
             if data is None:
                 removed.append(path)
             else:
-                changes[path] = (mode, self.hash_blob(data))
+                written[path] = (mode, data)
+        blobs = self.hash_blobs([data for _, data in written.values()])
+        changes = {path: (mode, blob) for (path, (mode, _)), blob in zip(written.items(), blobs, strict=True)}
         if removed:
             tree = self.tree_without(tree, removed)
         tree = self.tree_with(tree, changes)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
+    from subprocess import Popen
+    from typing import IO
 
 ALLOWED_PROTOCOLS = "https:ssh:file"
 
@@ -104,3 +106,18 @@ def spawn(
         preexec_fn=preexec,
     )
     return proc
+
+
+def start(
+    args: Sequence[str], cwd: Path, stderr: IO[bytes], extra_env: Mapping[str, str] | None = None
+) -> Popen[bytes]:
+    """Start ``git args`` in ``cwd`` with a pipe to its standard input (its output discarded, its errors to
+    ``stderr``), for a stream written while it is made; the caller waits for it (OSError if git cannot start)."""
+    return subprocess.Popen(
+        build_argv(args),
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env=git_env(extra_env),
+    )

@@ -13,14 +13,16 @@ one needs a person.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from sgpatch.git.diff import merge_file
 from sgpatch.port.moved import KeptFiles, follow
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
-from sgpatch.pyast import parses_shared
+from sgpatch.pyast import collector_paused, parses_shared
 from sgpatch.series.absorb import suggest
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state
 from sgpatch.series.obsolete import FIELD, read_claims
@@ -83,12 +85,20 @@ def _carry(run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: st
     labels = (new_label, old_label, f"{patch.name} on {old_label}")
 
     merged: dict[tuple[bytes, bytes, bytes], tuple[bytes, int]] = {}  # by content: a hunk is merged once
+    with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as scratch:  # each text written there once
 
-    def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
-        if (current, base, other) not in merged:
-            merged[current, base, other] = merge_file(run.g, current, base, other, labels)
-        return merged[current, base, other]
+        def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
+            if (current, base, other) not in merged:
+                merged[current, base, other] = merge_file(run.g, current, base, other, labels, scratch=Path(scratch))
+            return merged[current, base, other]
 
+        return _carry_files(run, patch, before, after, merge, old_label=old_label, new_label=new_label)
+
+
+def _carry_files(
+    run: Rebase, patch: Patch, before: Files, after: Files, merge: Merge, *, old_label: str, new_label: str
+) -> tuple[PortedPatch, Files | None]:
+    """Each file of ``patch`` carried hunk by hunk (``merge``: the patch's merges, by content)."""
     outcomes: list[FileOutcome] = []
     carried: Files = {}  # release files the hunks of a missing file were carried into (``moved``)
     for fp in patch.files:
@@ -221,6 +231,13 @@ def advance(
 
     The patches kept before the first conflict wait in ``run.pending`` (``commit_kept`` commits them);
     patches after it are still judged (without it), for the report."""
+    with collector_paused():  # the trees parsed meanwhile are let go by reference counts: nothing to collect
+        return _advance(run, old, start, old_version=old_version, new_version=new_version)
+
+
+def _advance(
+    run: Rebase, old: OldSeries, start: int, *, old_version: str, new_version: str
+) -> tuple[int | None, Files | None]:
     first_conflict: int | None = None
     conflict_files: Files | None = None
     for k in range(start, len(old.series.patches)):

@@ -65,7 +65,9 @@ def _definition_names(o: Outline) -> set[str]:
     return {q.rpartition(".")[2] for q in o.definitions}
 
 
-_DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+# Possessive: no backtracking can make another match (what follows each run cannot start it), and the scan of
+# a release's package (30 MB for SGLang) takes half the time.
+_DEFINES = re.compile(rb"^[ \t]*+(?:async[ \t]++)?(?:def|class)[ \t]++([A-Za-z_][A-Za-z0-9_]*+)", re.M)
 
 
 @functools.lru_cache(maxsize=8192)

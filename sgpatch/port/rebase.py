@@ -23,7 +23,7 @@ from sgpatch.project import Project, load_project
 from sgpatch.results import Progress
 from sgpatch.series.engine import apply_in_order, apply_modes
 from sgpatch.series.patch import TRAILER_PATCH, Patch, Series
-from sgpatch.source.archive import Kind, open_archive
+from sgpatch.source.archive import Archive, Kind, open_archive
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.tree import git_blob_id
 
@@ -50,11 +50,15 @@ def read_files(path: Path, artifact: Artifact, wanted: Sequence[str]) -> Files:
 
     Every member is checked (sgpatch.source.archive); only the wanted ones are read.
     """
+    with open_archive(path, "sdist" if artifact.kind == "sdist" else "wheel", sha256=artifact.sha256) as archive:
+        return _read_members(archive, wanted)
+
+
+def _read_members(archive: Archive, wanted: Sequence[str]) -> Files:
     found: Files = dict.fromkeys(wanted)
     inner = {p[len("python/") :] for p in wanted if p.startswith("python/")}
-    with open_archive(path, "sdist" if artifact.kind == "sdist" else "wheel", sha256=artifact.sha256) as archive:
-        for entry, data in archive.files(inner):
-            found[f"python/{entry.name}"] = data
+    for entry, data in archive.files(inner):
+        found[f"python/{entry.name}"] = data
     return found
 
 
@@ -105,21 +109,34 @@ class CheckoutFiles:
 
 
 class ArchiveFiles:
-    """The files of the pinned artifact the new checkout is being made from (checked by its sha256 first)."""
+    """The files of the pinned artifact the new checkout is being made from (checked by its sha256 first).
+
+    Opened once for the whole port (the series' files, the listing, the files a moved hunk is looked for in);
+    ``close`` when done."""
 
     def __init__(self, path: Path, artifact: Artifact) -> None:
         self.path, self.artifact = path, artifact
         self._names: list[str] | None = None
+        self._archive: Archive | None = None
+
+    def _open(self) -> Archive:
+        if self._archive is None:
+            kind: Kind = "sdist" if self.artifact.kind == "sdist" else "wheel"
+            self._archive = open_archive(self.path, kind, sha256=self.artifact.sha256)
+        return self._archive
 
     def names(self, top: str) -> list[str]:
         if self._names is None:
-            kind: Kind = "sdist" if self.artifact.kind == "sdist" else "wheel"
-            with open_archive(self.path, kind, sha256=self.artifact.sha256) as archive:
-                self._names = sorted(f"python/{e.name}" for e in archive.entries)
+            self._names = sorted(f"python/{e.name}" for e in self._open().entries)
         return [n for n in self._names if n.startswith(f"{top}/")]
 
     def read(self, paths: Sequence[str]) -> Files:
-        return read_files(self.path, self.artifact, paths)
+        return _read_members(self._open(), paths)
+
+    def close(self) -> None:
+        if self._archive is not None:
+            self._archive.close()
+            self._archive = None
 
 
 @dataclass

@@ -6,6 +6,7 @@ name, or one name contains the other, and must share at least half of the old fi
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
@@ -28,19 +29,25 @@ def shared(old: bytes, new: bytes) -> float:
 def candidates(path: str, files: Sequence[str]) -> list[str]:
     """The files of the release ``path`` may have become: the same name first, then names that contain
     the other (``collector.py`` and ``metrics_collector.py``); at most ``MAX_CANDIDATES``."""
-    name = PurePosixPath(path)
-    stem = name.stem
-    same = [f for f in files if PurePosixPath(f).name == name.name and f != path]
+    name, stem, suffix = _parts(path)
+    same = [f for f in files if _parts(f)[0] == name and f != path]
     near = [
         f
         for f in files
         if f not in same
-        and PurePosixPath(f).suffix == name.suffix
+        and _parts(f)[2] == suffix
         and len(stem) >= 5
-        and len(PurePosixPath(f).stem) >= 5
-        and (stem in PurePosixPath(f).stem or PurePosixPath(f).stem in stem)
+        and len(_parts(f)[1]) >= 5
+        and (stem in _parts(f)[1] or _parts(f)[1] in stem)
     ]
     return [*same, *near][:MAX_CANDIDATES]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _parts(path: str) -> tuple[str, str, str]:
+    """(name, stem, suffix) of a POSIX path: each missing file of a port compares the same release's names."""
+    p = PurePosixPath(path)
+    return p.name, p.stem, p.suffix
 
 
 def find_rename(old: bytes | None, found: Mapping[str, bytes | None]) -> tuple[str, float] | None:

@@ -55,7 +55,6 @@ from sgpatch.port.rebase import (
     Rebase,
     commit_kept,
     load_old,
-    read_files,
 )
 from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
@@ -177,6 +176,7 @@ def _port(
     wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None
     touched = old.series.touched
     laying = None
+    release_files: ArchiveFiles | None = None
     if source == "pypi":  # the series is judged from the artifact while the checkout is laid out from it
         if progress:
             progress(f"laying out {release.source[0].filename} as a git checkout")
@@ -190,7 +190,8 @@ def _port(
             run = Rebase(g, base, base, read_blobs(g, base, touched), [], [], CheckoutFiles(g, base))
         else:
             artifact, path = release.source
-            run = Rebase(Git(into), "", "", read_files(path, artifact, touched), [], [], ArchiveFiles(path, artifact))
+            release_files = ArchiveFiles(path, artifact)  # opened once for the whole port
+            run = Rebase(Git(into), "", "", release_files.read(touched), [], [], release_files)
         judged = dict(run.current)
         if progress:
             progress(f"carrying {len(old.series.patches)} patch(es) to {version}, hunk by hunk")
@@ -223,6 +224,8 @@ def _port(
             plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target
         )
     finally:
+        if release_files is not None:
+            release_files.close()
         shutil.rmtree(work if not dry_run else parent, ignore_errors=True)
 
 
