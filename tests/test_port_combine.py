@@ -11,33 +11,20 @@ from __future__ import annotations
 
 import difflib
 import json
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from sgpatch.git.diff import merge_file
-from sgpatch.git.repo import Git
 from sgpatch.series.absorb import absorbed, suggest
 from sgpatch.series.combine import BOILERPLATE, chooser, region_choice
 from sgpatch.series.conflicts import COMBINE, TAKE_UPSTREAM, Region, regions_of, resolve_regions, sound
 from sgpatch.series.hunks import carry_file
 from sgpatch.series.patch import parse_patch
 
+from .test_port_absorb import merger  # noqa: F401  (the fixture: git merge-file in a tmp repository)
 from .test_port_series import sg, slime_project, stopped  # noqa: F401  (fixtures shared at session scope)
 
 HEADER = b"Description: t\nOrigin: test\nUpstream-Status: Pending\n\n"
-
-
-@pytest.fixture
-def merge(tmp_path: Path) -> Any:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    g = Git(repo)
-    return lambda current, base, other: merge_file(g, current, base, other, ("the release", "the old base", "p"))
 
 
 def _patch(tmp: Path, before: bytes, after: bytes, *, context: int = 3) -> Any:
@@ -95,22 +82,22 @@ THEIRS = b"""    parser.add_argument(
 """
 
 
-def test_insertions_sharing_only_boilerplate_are_combined(tmp_path: Path, merge: Any) -> None:
+def test_insertions_sharing_only_boilerplate_are_combined(tmp_path: Path, merger: Any) -> None:
     at = b"    return parser\n"
     after, new = ARGS.replace(at, MINE + at), ARGS.replace(at, THEIRS + at)
-    (v,), text = _port(tmp_path, ARGS, after, new, merge)
+    (v,), text = _port(tmp_path, ARGS, after, new, merger)
     assert (v.state, v.suggestion) == ("conflict", COMBINE)
     assert "boilerplate" in v.evidence
     assert text == ARGS.replace(at, THEIRS + MINE + at)  # the release's, then the patch's; both arguments kept
     assert sound("m.py", new, text)
 
 
-def test_the_same_insertion_twice_is_not_combined(tmp_path: Path, merge: Any) -> None:
+def test_the_same_insertion_twice_is_not_combined(tmp_path: Path, merger: Any) -> None:
     # Both sides add the same argument (the patch's with another default): a line they share ("--mine") is
     # in the file nowhere else, so it is not boilerplate.
     at = b"    return parser\n"
     other = MINE.replace(b'action="store_true"', b'action="store_false"')
-    (v,), _ = _port(tmp_path, ARGS, ARGS.replace(at, MINE + at), ARGS.replace(at, other + at), merge)
+    (v,), _ = _port(tmp_path, ARGS, ARGS.replace(at, MINE + at), ARGS.replace(at, other + at), merger)
     assert v.state == "conflict" and v.suggestion == ""
 
 
@@ -126,11 +113,11 @@ def test_boilerplate_needs_the_file_to_repeat_the_line() -> None:
     assert region_choice(region, Counter({b"register(": BOILERPLATE})).choice == ""
 
 
-def test_the_same_argument_reformatted_is_not_combined(tmp_path: Path, merge: Any) -> None:
+def test_the_same_argument_reformatted_is_not_combined(tmp_path: Path, merger: Any) -> None:
     # Only boilerplate lines are shared, but both sides bring the string "--mine", which the file has nowhere else.
     at = b"    return parser\n"
     release = b'    parser.add_argument(\n        "--mine", action="store_true", default=False,\n    )\n'
-    (v,), _ = _port(tmp_path, ARGS, ARGS.replace(at, MINE + at), ARGS.replace(at, release + at), merge)
+    (v,), _ = _port(tmp_path, ARGS, ARGS.replace(at, MINE + at), ARGS.replace(at, release + at), merger)
     assert v.state == "conflict" and v.suggestion == ""
 
 
@@ -143,27 +130,27 @@ CLASS = b"""class Processor:
 """
 
 
-def test_insertions_of_definitions_with_other_names_are_combined(tmp_path: Path, merge: Any) -> None:
+def test_insertions_of_definitions_with_other_names_are_combined(tmp_path: Path, merger: Any) -> None:
     at = b"    def run(self, data):\n"
     mine = b"    def load(self, path):\n        data = read(path)\n        return self.run(data)\n\n"
     theirs = b"    def positions(self, data):\n        data = read(path)\n        return self.run(data)\n\n"
-    (v,), text = _port(tmp_path, CLASS, CLASS.replace(at, mine + at), CLASS.replace(at, theirs + at), merge)
+    (v,), text = _port(tmp_path, CLASS, CLASS.replace(at, mine + at), CLASS.replace(at, theirs + at), merger)
     assert (v.state, v.suggestion) == ("conflict", COMBINE)
     assert "whole definitions" in v.evidence and "positions; load" in v.evidence
     assert text == CLASS.replace(at, theirs + mine + at)
 
 
-def test_insertions_of_the_same_name_or_of_code_are_not_combined(tmp_path: Path, merge: Any) -> None:
+def test_insertions_of_the_same_name_or_of_code_are_not_combined(tmp_path: Path, merger: Any) -> None:
     at = b"    def run(self, data):\n"
     mine = b"    def load(self, path):\n        data = read(path)\n        return self.run(data)\n\n"
     twin = b"    def load(self, path):\n        data = read(path)\n        return self.run(data, strict=True)\n\n"
-    (v,), _ = _port(tmp_path, CLASS, CLASS.replace(at, mine + at), CLASS.replace(at, twin + at), merge)
+    (v,), _ = _port(tmp_path, CLASS, CLASS.replace(at, mine + at), CLASS.replace(at, twin + at), merger)
     assert v.suggestion == ""  # the same name twice: one of them must go, a person decides
     # Plain statements sharing a line that says something: no combine.
     body = b"        self.x = 1\n"
     code = b"        self.y = compute(self.x)\n        self.z = 2\n"
     code2 = b"        self.y = compute(self.x)\n        self.w = 3\n"
-    (v,), _ = _port(tmp_path, CLASS, CLASS.replace(body, body + code), CLASS.replace(body, body + code2), merge)
+    (v,), _ = _port(tmp_path, CLASS, CLASS.replace(body, body + code), CLASS.replace(body, body + code2), merger)
     assert v.suggestion == ""
 
 
@@ -197,8 +184,8 @@ RELEASE = POLL.replace(
 )
 
 
-def test_take_upstream_when_every_added_statement_stands_in_the_definition(tmp_path: Path, merge: Any) -> None:
-    (v,), _ = _port(tmp_path, POLL, PATCHED, RELEASE, merge)
+def test_take_upstream_when_every_added_statement_stands_in_the_definition(tmp_path: Path, merger: Any) -> None:
+    (v,), _ = _port(tmp_path, POLL, PATCHED, RELEASE, merger)
     assert (v.state, v.suggestion) == ("conflict", TAKE_UPSTREAM)
     assert v.evidence.startswith("statements: its 3 added statement(s) stand in poll_all")
 
@@ -240,11 +227,11 @@ def test_no_statements_proof_when_one_differs_moves_out_or_a_removed_line_stands
     assert absorbed(hunk, POLL, swapped, PATCHED) is None
 
 
-def test_a_conflict_whose_release_side_holds_the_patch_statements(tmp_path: Path, merge: Any) -> None:
+def test_a_conflict_whose_release_side_holds_the_patch_statements(tmp_path: Path, merger: Any) -> None:
     # The hunk also adds a line the release lacks (a log call), which merges cleanly: the hunk is not absorbed, but
     # its conflict takes the release's lines and the log call is carried.
     after = PATCHED.replace(b"    return done\n", b"    log_done(done)\n    return done\n")
-    (v,), text = _port(tmp_path, POLL, after, RELEASE, merge)
+    (v,), text = _port(tmp_path, POLL, after, RELEASE, merger)
     assert v.state == "conflict" and v.suggestion == COMBINE
     assert "already holds the 3 statement(s)" in v.evidence
     assert text == RELEASE.replace(b"    return done\n", b"    log_done(done)\n    return done\n")
@@ -275,11 +262,11 @@ def run():
 """
 
 
-def test_imports_changed_on_both_sides_are_united(tmp_path: Path, merge: Any) -> None:
+def test_imports_changed_on_both_sides_are_united(tmp_path: Path, merger: Any) -> None:
     old = b"from pkg.utils import Mode\n"
     release = b"from pkg.utils import (\n    Mode,\n    filter_for_rank,\n)\n"
     patch = b"from pkg.utils import Mode, iter_specs\n"
-    (v,), text = _port(tmp_path, IMPORTS, IMPORTS.replace(old, patch), IMPORTS.replace(old, release), merge)
+    (v,), text = _port(tmp_path, IMPORTS, IMPORTS.replace(old, patch), IMPORTS.replace(old, release), merger)
     assert (v.state, v.suggestion) == ("conflict", COMBINE)
     assert v.evidence.startswith("imports-union:") and "(iter_specs)" in v.evidence
     assert text == IMPORTS.replace(
@@ -287,7 +274,7 @@ def test_imports_changed_on_both_sides_are_united(tmp_path: Path, merge: Any) ->
     )
     # Another module's name, and a plain import, come as statements of their own after the release's lines.
     patch2 = b"from pkg.utils import Mode\nfrom pkg.extra import helper as h\nimport json\n"
-    (v,), text = _port(tmp_path, IMPORTS, IMPORTS.replace(old, patch2), IMPORTS.replace(old, release), merge)
+    (v,), text = _port(tmp_path, IMPORTS, IMPORTS.replace(old, patch2), IMPORTS.replace(old, release), merger)
     assert v.suggestion == COMBINE
     assert text == IMPORTS.replace(old, release + b"from pkg.extra import helper as h\nimport json\n")
 
