@@ -134,8 +134,9 @@ def test_port_abort_through_a_link_is_handled_like_the_checkout(proj: Path, tmp_
     record("stop-link-checkout", exit=0, shown=aborted.stdout.splitlines()[0], roots=(proj, tmp_path))
 
 
+@pytest.mark.parametrize("how", ["plain", "the hint"])
 def test_a_port_abort_killed_between_its_two_renames_is_finished_by_the_rooms_recovery(
-    proj: Path, tmp_path: Path
+    proj: Path, tmp_path: Path, how: str
 ) -> None:
     """``port --abort`` of a ``--force`` port killed after removing the new checkout, before putting the one it
     replaced back: the stack's checkout is hidden.  The next command puts it back through the stop room's one
@@ -163,13 +164,16 @@ def test_a_port_abort_killed_between_its_two_renames_is_finished_by_the_rooms_re
     status = sg(proj, "status")
     assert f"{STACK}: stopped: a killed 'port --force' or 'port --abort' left the checkout moved aside" in status.stdout
     assert put_back in status.stdout, status.stdout
-    again = sg(proj, "port", "--abort")  # as a person runs it: the hidden checkout is found without --checkout
+    # plain, as a person runs it (the hidden checkout is found without --checkout), or the hint as written
+    given = () if how == "plain" else ("--checkout", str(target))
+    again = sg(proj, "port", "--abort", *given)
     assert again.returncode == 0, again.stderr
     said = f"put back {target}, which a killed 'port --force' or 'port --abort' had moved aside"
     assert said in again.stdout
     assert snapshot(target) == replaced and not aside.exists() and project_bytes(proj) == files
     assert sg(proj, "verify", STACK).returncode == 0
-    record("stop-kill-abort-window", exit=again.returncode, shown=said, roots=(proj, tmp_path))
+    if how == "plain":
+        record("stop-kill-abort-window", exit=again.returncode, shown=said, roots=(proj, tmp_path))
 
 
 def _resolve(proj: Path) -> None:
@@ -208,7 +212,7 @@ def test_a_continue_killed_while_writing_the_stack_is_finished_only_by_continue(
     assert owner in sg(killed, "status").stdout
     refused = sg(killed, "port", "--abort")
     assert refused.returncode == 2 and "run 'sgpatch port --continue' to finish it" in refused.stderr
-    done = sg(killed, "port", "--continue")
+    done = sg(killed, "port", "--continue", "--checkout", str(target))  # the hint, as written
     assert done.returncode == 0, done.stderr
     assert "finished writing the new stack" in done.stdout
     assert _relative(killed) == _relative(ref)
