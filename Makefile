@@ -38,9 +38,24 @@ venv-run: $(VENV)/.installed-run
 
 venv: $(VENV)/.installed
 
+# Where the tests' temporary files go: a tmpfs when the machine has one with room (/dev/shm, 12 GB free or more),
+# else the system's temporary directory.  The suite makes thousands of files (checkouts, venvs, wheels): on a
+# disk, creating and writing them was a fifth of its CPU time (about 1,500 CPU-seconds against 1,250 on tmpfs,
+# this repository on 2 cores).  A passing run deletes them; a failing one leaves them for a look.  One directory per
+# clone and user, so two clones' runs never meet; `make test TEST_TMP=` keeps everything on the disk.
+TEST_TMP ?= $(shell d=/dev/shm; [ -d $$d ] && [ -w $$d ] \
+  && [ "$$(df -Pk $$d 2>/dev/null | awk 'NR==2 {print $$4}')" -ge 12000000 ] 2>/dev/null \
+  && echo $$d/sgpatch-tests-$$(id -u)-$$(printf %s "$(CURDIR)" | cksum | cut -d' ' -f1))
+
 # --dist loadfile: a test file runs on one worker, so its module fixtures (wheel builds, venvs) are made once
 test: venv
+ifeq ($(TEST_TMP),)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS)
+else
+	@rm -rf $(TEST_TMP) && mkdir -p $(TEST_TMP)/tmp && echo "make test: temporary files in $(TEST_TMP)"
+	TMPDIR=$(TEST_TMP)/tmp $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=20 \
+	  --basetemp $(TEST_TMP)/base $(PYTEST_ARGS) && rm -rf $(TEST_TMP)
+endif
 
 lint: venv
 	$(VENV)/bin/ruff check sgpatch tests bench tools

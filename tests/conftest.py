@@ -4,7 +4,8 @@ Artifacts are downloaded once (from pip's index, by sgpatch) into the sgpatch ca
 (``$XDG_CACHE_HOME/sgpatch/artifacts``) and checked against their sha256 pins before use: they stay
 shared between sessions.  What the checks keep (``results/``: parsed facts, landing results, exports)
 does not: each test session has its own, so the suite tests the checker, not an earlier run's entries.
-A pristine 0.5.9 checkout is made once per session and copied for each test.
+A pristine 0.5.9 checkout is made once per test run (shared by the workers: tests/shared.py) and copied for each
+test.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .deployed_fixtures import (  # noqa: F401 (the venv fixtures, session-wide 
     pypi_wheel,
 )
 from .helpers import REPO, copy_project  # noqa: F401 (re-exported for tests)
+from .shared import copy, once
 from .sshd import Sshd, have_sshd, start_sshd
 
 # Releases used as data by the tests (upstream's PyPI files, pinned like VERSIONS.toml pins 0.5.9).
@@ -159,17 +161,21 @@ def project(config: Config) -> Project:
 
 @pytest.fixture(scope="session")
 def template_checkout(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Path:
-    into = tmp_path_factory.mktemp("template") / "checkout"
-    fetch(config.stack(None), into)
-    return _packed(into)
+    def make(root: Path) -> None:
+        fetch(config.stack(None), root / "checkout")
+        _packed(root / "checkout")
+
+    return once(tmp_path_factory, "template", make) / "checkout"
 
 
 @pytest.fixture(scope="session")
 def template_patched(tmp_path_factory: pytest.TempPathFactory, template_checkout: Path, project: Project) -> Path:
-    into = tmp_path_factory.mktemp("template-patched") / "checkout"
-    shutil.copytree(template_checkout, into, symlinks=True)
-    apply_series(project.stack, project.series, into)
-    return _packed(into)
+    def make(root: Path) -> None:
+        into = copy(template_checkout, root / "checkout")
+        apply_series(project.stack, project.series, into)
+        _packed(into)
+
+    return once(tmp_path_factory, "template-patched", make) / "checkout"
 
 
 def _packed(checkout: Path) -> Path:
@@ -184,51 +190,75 @@ def _packed(checkout: Path) -> Path:
 def installed_root(tmp_path_factory: pytest.TempPathFactory, template_patched: Path) -> Path:
     """The patched checkout laid out as an install of the built wheel holds it: with the ``_version.py`` the
     build writes (the root a fake probe reports its sglang from, so the file-set check sees a wheel's files)."""
-    into = tmp_path_factory.mktemp("installed-root") / "checkout"
-    shutil.copytree(template_patched / "python", into / "python", symlinks=True)
-    (into / "python/sglang/_version.py").write_text('__version__ = version = "0.5.9"\n')
-    return into
+
+    def make(root: Path) -> None:
+        copy(template_patched / "python", root / "checkout/python")
+        (root / "checkout/python/sglang/_version.py").write_text('__version__ = version = "0.5.9"\n')
+
+    return once(tmp_path_factory, "installed-root", make) / "checkout"
 
 
-def _copier(tmp_path_factory: pytest.TempPathFactory, source: Path, name: str) -> Callable[[], Path]:
+def _copier(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, source: Path, name: str
+) -> Iterator[Callable[[], Path]]:
+    made: list[Path] = []
+
     def make() -> Path:
-        into = tmp_path_factory.mktemp(name) / "checkout"
-        shutil.copytree(source, into, symlinks=True)
-        return into
+        made.append(tmp_path_factory.mktemp(name))
+        return copy(source, made[-1] / "checkout")
 
-    return make
+    yield make
+    if _passed(request):  # as tmp_path_retention_policy = "failed" does for tmp_path: a failure's copies stay
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+_PASSED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    if report.when == "call":
+        item.stash[_PASSED] = report.passed
+    return report
+
+
+def _passed(request: pytest.FixtureRequest) -> bool:
+    return request.node.stash.get(_PASSED, False)
 
 
 @pytest.fixture
-def pristine_checkout(tmp_path_factory: pytest.TempPathFactory, template_checkout: Path) -> Callable[[], Path]:
+def pristine_checkout(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, template_checkout: Path
+) -> Iterator[Callable[[], Path]]:
     """Factory: a fresh copy of a pristine 0.5.9 checkout made from the real sdist."""
-    return _copier(tmp_path_factory, template_checkout, "pristine")
+    yield from _copier(request, tmp_path_factory, template_checkout, "pristine")
 
 
 @pytest.fixture
-def patched_checkout(tmp_path_factory: pytest.TempPathFactory, template_patched: Path) -> Callable[[], Path]:
+def patched_checkout(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, template_patched: Path
+) -> Iterator[Callable[[], Path]]:
     """Factory: a fresh copy of a 0.5.9 checkout with the shipped series applied."""
-    return _copier(tmp_path_factory, template_patched, "patched")
+    yield from _copier(request, tmp_path_factory, template_patched, "patched")
 
 
 @pytest.fixture(scope="session")
 def release_tree(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Callable[[str], Path]:
     """Factory: a directory in upstream's layout (python/sglang/...) from a real PyPI release."""
-    made: dict[str, Path] = {}
 
     def get(version: str) -> Path:
-        if version in made:
-            return made[version]
         if version == "0.5.9":
             artifact = config.stack(None).source_artifact
             assert artifact is not None
         else:
             artifact = RELEASES[version]
-        path = fetch_artifact(artifact, version)
-        root = tmp_path_factory.mktemp(f"release-{version}")
-        extract_archive(path, root)
-        made[version] = root
-        return root
+        return once(
+            tmp_path_factory,
+            f"release-{version}",
+            lambda root: extract_archive(fetch_artifact(artifact, version), root),
+        )
 
     return get
 

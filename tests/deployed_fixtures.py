@@ -20,6 +20,8 @@ from sgpatch.project import Project
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.wheel import build_wheel
 
+from .shared import copy, once
+
 PIP = (sys.executable, "-m", "pip")
 KIMI = "sglang/srt/models/kimi_k25.py"
 UNTOUCHED = "sglang/srt/server_args.py"
@@ -71,20 +73,22 @@ def add_guard(venv: Venv) -> None:
     (venv.site_packages / "zz_sgpatch_test_guard.pth").write_text(hook + "\n" + noise + "\n")
 
 
+def shared_venv(factory: pytest.TempPathFactory, name: str, *wheels: Path) -> Venv:
+    """A venv made by ``make_venv`` once per test run, shared by the workers (tests/shared.py)."""
+    return Venv(once(factory, name, lambda root: make_venv(root / "venv", *wheels)) / "venv")
+
+
 @pytest.fixture(scope="session")
 def patched_wheel(
     tmp_path_factory: pytest.TempPathFactory, config: Config, project: Project, template_patched: Path
 ) -> Path:
-    result = build_wheel(
-        config,
-        project.stack,
-        project.series,
-        template_patched,
-        tmp_path_factory.mktemp("deployed-dist"),
-        cache_dir=tmp_path_factory.mktemp("deployed-cache"),
-    )
-    assert result.checks.ok, result.checks.failures
-    return result.wheel
+    def make(root: Path) -> None:
+        checkout = copy(template_patched, root / "checkout")  # the build reads a checkout of its own
+        result = build_wheel(config, project.stack, project.series, checkout, root / "dist", cache_dir=root / "cache")
+        assert result.checks.ok, result.checks.failures
+
+    (wheel,) = (once(tmp_path_factory, "deployed-dist", make) / "dist").glob("*.whl")
+    return wheel
 
 
 @pytest.fixture(scope="session")
@@ -96,24 +100,27 @@ def pypi_wheel(project: Project) -> Path:
 
 @pytest.fixture(scope="session")
 def patched_venv(tmp_path_factory: pytest.TempPathFactory, patched_wheel: Path) -> Venv:
-    return make_venv(tmp_path_factory.mktemp("venv-patched") / "venv", patched_wheel)
+    return shared_venv(tmp_path_factory, "venv-patched", patched_wheel)
 
 
 @pytest.fixture(scope="session")
 def pypi_venv(tmp_path_factory: pytest.TempPathFactory, pypi_wheel: Path) -> Venv:
-    return make_venv(tmp_path_factory.mktemp("venv-pypi") / "venv", pypi_wheel)
+    return shared_venv(tmp_path_factory, "venv-pypi", pypi_wheel)
 
 
 @pytest.fixture(scope="session")
 def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    return make_venv(tmp_path_factory.mktemp("venv-bare") / "venv")
+    return shared_venv(tmp_path_factory, "venv-bare")
 
 
 @pytest.fixture(scope="session")
 def modified_venv(tmp_path_factory: pytest.TempPathFactory, patched_wheel: Path) -> Venv:
     """The patched wheel, installed, then two files edited in place: a patched one and an untouched one."""
-    venv = make_venv(tmp_path_factory.mktemp("venv-modified") / "venv", patched_wheel)
-    for rel in (KIMI, UNTOUCHED):
-        path = venv.site_packages / rel
-        path.write_bytes(path.read_bytes() + b"# hotfix applied by hand on the host\n")
-    return venv
+
+    def make(root: Path) -> None:
+        venv = make_venv(root / "venv", patched_wheel)
+        for rel in (KIMI, UNTOUCHED):
+            path = venv.site_packages / rel
+            path.write_bytes(path.read_bytes() + b"# hotfix applied by hand on the host\n")
+
+    return Venv(once(tmp_path_factory, "venv-modified", make) / "venv")

@@ -10,7 +10,6 @@ Each example runs the plain command twice (the second reads what the first kept 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .helpers import copy_project
+from .shared import copy
 
 SCALE = float(os.environ.get("SGPATCH_FUZZ_SCALE", "1"))
 
@@ -60,7 +60,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, template_patched: Path) -> I
     root = tmp_path_factory.mktemp("differential")
     project = copy_project(root / "project")
     checkout = root / "checkout"
-    shutil.copytree(template_patched, checkout, symlinks=True)
+    copy(template_patched, checkout)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["XDG_CACHE_HOME"] = str(root / "xdg")
     made = Setup(project, checkout, env)

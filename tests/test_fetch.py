@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from sgpatch.git.repo import Git
 from sgpatch.source.artifacts import fetch_artifact
 
 from .helpers import copy_project, git, json_out, run_cli
+from .shared import copy
 
 
 def test_pypi_fetch_is_reproducible(tmp_path: Path, config: Config) -> None:
@@ -54,7 +54,7 @@ def test_tampered_sdist_is_refused_before_extraction(tmp_path: Path, config: Con
 def test_git_source_at_the_pinned_commit(tmp_path: Path, template_checkout: Path) -> None:
     # A local "upstream": tag v0.5.9 on a commit we pin in a copy of the project.
     upstream = tmp_path / "upstream"
-    shutil.copytree(template_checkout, upstream, symlinks=True)
+    copy(template_checkout, upstream)
     commit = git(upstream, "rev-parse", "HEAD")
     project = copy_project(
         tmp_path / "proj", {'commit = "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"': f'commit = "{commit}"'}
@@ -80,7 +80,7 @@ def test_git_source_at_the_pinned_commit(tmp_path: Path, template_checkout: Path
 def test_git_source_at_the_wrong_commit_is_refused(tmp_path: Path, template_checkout: Path, config: Config) -> None:
     # The local repository's v0.5.9 is sgpatch's PyPI commit, not upstream's bbe9c7ee.
     upstream = tmp_path / "upstream"
-    shutil.copytree(template_checkout, upstream, symlinks=True)
+    copy(template_checkout, upstream)
     into = tmp_path / "co"
     result = run_cli(
         "fetch", "--source", "git", "--url", str(upstream), "--into", str(into), "--config", str(config.path)
@@ -100,13 +100,16 @@ def test_git_source_refuses_dangerous_urls(tmp_path: Path, config: Config, url: 
     assert not (tmp_path / "co").exists()
 
 
-def test_existing_checkout_reports_the_source_it_was_made_from(template_checkout: Path, config: Config) -> None:
-    # template_checkout was laid out from PyPI: asking for a git checkout there is refused, never reported as "git".
+def test_existing_checkout_reports_the_source_it_was_made_from(
+    tmp_path: Path, template_checkout: Path, config: Config
+) -> None:
+    # The checkout was laid out from PyPI: asking for a git checkout there is refused, never reported as "git".
     cfg = str(config.path)
-    refused = run_cli("fetch", "--source", "git", "--into", str(template_checkout), "--config", cfg)
+    co = copy(template_checkout, tmp_path / "co")
+    refused = run_cli("fetch", "--source", "git", "--into", str(co), "--config", cfg)
     assert refused.exit_code == 2, refused.stderr
     assert "is a checkout made from pypi" in refused.stderr and "not from git" in refused.stderr
-    found = run_cli("fetch", "--into", str(template_checkout), "--json", "--config", cfg)
+    found = run_cli("fetch", "--into", str(co), "--json", "--config", cfg)
     assert found.exit_code == 0, found.stderr
     doc = json_out(found)
     assert doc["source"] == "pypi" and doc["created"] is False
@@ -117,7 +120,7 @@ def test_clone_uses_its_tag(tmp_path: Path, template_checkout: Path) -> None:
     from sgpatch.git.clone import clone
 
     upstream = tmp_path / "upstream"
-    shutil.copytree(template_checkout, upstream, symlinks=True)
+    copy(template_checkout, upstream)
     _, commit = clone(str(upstream), tmp_path / "a", tag="v0.5.9")
     assert commit == git(upstream, "rev-parse", "v0.5.9^{commit}")
     with pytest.raises(CheckoutError, match=r"has no tag v9\.9\.9"):

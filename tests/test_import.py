@@ -24,6 +24,7 @@ from sgpatch.series.patch import parse_patch
 from .deployed_fixtures import make_venv
 from .helpers import DATA, copy_project, git, json_out, run_cli, snapshot
 from .reliability import first_error, record
+from .shared import copy
 from .sshd import Sshd
 
 SLIME = DATA / "series" / "slime-sglang-0.5.9.patch"
@@ -63,7 +64,7 @@ def trees(tmp_path_factory: pytest.TempPathFactory, template_checkout: Path) -> 
     series applied by real git apply), holding the 49 files the series touches."""
     root = tmp_path_factory.mktemp("trees")
     work = root / "work"
-    shutil.copytree(template_checkout, work, symlinks=True)
+    copy(template_checkout, work)
     git(work, "apply", str(SLIME))
     for rel in _paths(SLIME.read_bytes()):
         inner = rel.removeprefix("python/")
@@ -226,7 +227,7 @@ def test_ambiguous_suffix_is_refused_naming_the_candidates(source_files: list[st
 def project_dir(tmp_path: Path, template_checkout: Path) -> Path:
     """A project copy whose stack checkout exists (import clones its objects instead of laying out the sdist)."""
     proj = copy_project(tmp_path / "proj", {})
-    shutil.copytree(template_checkout, proj / ".sgpatch" / "checkouts" / STACK, symlinks=True)
+    copy(template_checkout, proj / ".sgpatch" / "checkouts" / STACK)
     return proj
 
 

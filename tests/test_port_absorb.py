@@ -26,6 +26,7 @@ from sgpatch.series.patch import parse_patch
 
 from .helpers import git
 from .reliability import first_error, record
+from .shared import copy
 from .test_port_series import resolve, sg, slime_project, stopped  # noqa: F401  (fixtures shared at session scope)
 
 HEADER = b"Description: t\nOrigin: test\nUpstream-Status: Pending\n\n"
@@ -162,10 +163,9 @@ def test_slime_suggestions_are_in_the_json(stopped: tuple[Path, dict[str, Any], 
 def test_resolve_suggested_writes_choices_for_review(
     tmp_path: Path, stopped: tuple[Path, dict[str, Any], dict[str, bytes]]
 ) -> None:
-    import shutil
 
     proj = tmp_path / "proj"
-    shutil.copytree(stopped[0], proj, symlinks=True)
+    copy(stopped[0], proj)
     co = proj / ".sgpatch/checkouts/0.5.12.post1-cu130"
     before = {p: (co / p).read_bytes() for p in git(co, "diff", "--name-only").splitlines()}
     done = sg("port", "--resolve", "suggested", "--json", "--config", str(proj / "VERSIONS.toml"))
@@ -205,10 +205,9 @@ def test_resolve_suggested_writes_choices_for_review(
 def test_resolve_upstream_and_patch_take_one_side(
     tmp_path: Path, stopped: tuple[Path, dict[str, Any], dict[str, bytes]]
 ) -> None:
-    import shutil
 
     proj = tmp_path / "proj"
-    shutil.copytree(stopped[0], proj, symlinks=True)
+    copy(stopped[0], proj)
     co = proj / ".sgpatch/checkouts/0.5.12.post1-cu130"
     env = "python/sglang/srt/environ.py"
     expected = co / "expected"
@@ -411,7 +410,7 @@ def test_slime_resolutions_made_at_continue_are_replayed_by_the_next_port(
     from .test_port_series import NEW, _resolve_by_hand
 
     first = tmp_path / "first"
-    shutil.copytree(stopped[0], first, symlinks=True)
+    copy(stopped[0], first)
     co = first / ".sgpatch/checkouts" / NEW
     marked = sorted(f["file"] for p in stopped[1]["patches"] for f in p["files"] if f["regions"])
     conflicts = {
@@ -428,7 +427,7 @@ def test_slime_resolutions_made_at_continue_are_replayed_by_the_next_port(
     # A second project with the same series and the kept resolutions: the files whose every conflict was kept are
     # settled as the person left them; the rest and the reject files are left for a person.
     second = tmp_path / "second"
-    shutil.copytree(slime_project[0], second, symlinks=True)
+    copy(slime_project[0], second)
     shutil.copytree(first / STORE, second / STORE)
     # The files the release lacks: each hunk's decision was kept (three left absent, one recreated).
     gone = sorted(f["file"] for p in stopped[1]["patches"] for f in p["files"] if f["gone"])

@@ -21,6 +21,7 @@ from sgpatch.series.conflicts import COMBINE, TAKE_UPSTREAM, Region, regions_of,
 from sgpatch.series.hunks import carry_file
 from sgpatch.series.patch import parse_patch
 
+from .shared import copy
 from .test_port_absorb import merger  # noqa: F401  (the fixture: git merge-file in a tmp repository)
 from .test_port_series import sg, slime_project, stopped  # noqa: F401  (fixtures shared at session scope)
 
@@ -308,10 +309,9 @@ def test_slime_resolve_suggested_uses_the_new_rules(
     """Onto 0.5.12.post1: ``server_args.py`` (two new arguments at one place, sharing ``parser.add_argument(``) and
     ``glm4v.py`` (two new methods at one place) are settled by ``combine``; ``mooncake/conn.py``'s import conflict
     takes the release's list with the patch's name, as the maintainers' own port has it."""
-    import shutil
 
     proj = tmp_path / "proj"
-    shutil.copytree(stopped[0], proj, symlinks=True)
+    copy(stopped[0], proj)
     srt = "python/sglang/srt/"
     hunks = {
         (f["file"][len(srt) :], h["index"]): h for p in stopped[1]["patches"] for f in p["files"] for h in f["hunks"]

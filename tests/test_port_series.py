@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from sgpatch.series.patch import read_series
 
 from .helpers import DATA, empty_series_project, git, snapshot
 from .reliability import first_error, record
+from .shared import copy, once
 
 # tests/data/series (a copy of slime's own patch, with its source and licence); SGPATCH_SLIME_PATCH names another
 SLIME = Path(os.environ.get("SGPATCH_SLIME_PATCH", str(DATA / "series" / "slime-sglang-0.5.9.patch")))
@@ -74,21 +74,18 @@ def _project_files(proj: Path) -> dict[str, bytes]:
 def slime_project(tmp_path_factory: pytest.TempPathFactory, template_checkout: Path) -> tuple[Path, Path]:
     """A project whose 0.5.9-cu130 stack carries slime's patch, adopted with git apply, commit, export:
     (project, the patched 0.5.9 checkout)."""
-    root = tmp_path_factory.mktemp("slime")
-    proj = empty_series_project(root / "proj")
-    co = root / "co-0.5.9"
-    shutil.copytree(template_checkout, co, symlinks=True)
-    git(co, "apply", str(SLIME))
-    git(co, "-c", "user.name=slime", "-c", "user.email=slime@example.com", "commit", "-qam", MESSAGE)
-    done = sg("export", "--config", str(proj / "VERSIONS.toml"), "--checkout", str(co))
-    assert done.returncode == 0, done.stderr
-    assert [p.name for p in read_series(proj / "patches/empty").patches] == [PATCH]
-    return proj, co
 
+    def make(root: Path) -> None:
+        proj = empty_series_project(root / "proj")
+        co = copy(template_checkout, root / "co-0.5.9")
+        git(co, "apply", str(SLIME))
+        git(co, "-c", "user.name=slime", "-c", "user.email=slime@example.com", "commit", "-qam", MESSAGE)
+        done = sg("export", "--config", str(proj / "VERSIONS.toml"), "--checkout", str(co))
+        assert done.returncode == 0, done.stderr
 
-def _copy(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest, symlinks=True)
-    return dest
+    root = once(tmp_path_factory, "slime", make)
+    assert [p.name for p in read_series(root / "proj/patches/empty").patches] == [PATCH]
+    return root / "proj", root / "co-0.5.9"
 
 
 @pytest.fixture(scope="session")
@@ -96,11 +93,16 @@ def stopped(
     tmp_path_factory: pytest.TempPathFactory, slime_project: tuple[Path, Path]
 ) -> tuple[Path, dict[str, Any], dict[str, bytes]]:
     """slime's series ported to 0.5.12.post1, stopped at its conflicts: (project, JSON report, project files before)."""
-    proj = _copy(slime_project[0], tmp_path_factory.mktemp("stopped") / "proj")
-    before = _project_files(proj)
-    result = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(proj / "VERSIONS.toml"))
-    assert result.returncode == 1, result.stderr
-    return proj, json.loads(result.stdout), before
+
+    def make(root: Path) -> None:
+        proj = copy(slime_project[0], root / "proj")
+        result = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(proj / "VERSIONS.toml"))
+        assert result.returncode == 1, result.stderr
+        (root / "port.json").write_text(result.stdout)
+
+    root = once(tmp_path_factory, "stopped", make)
+    # the project's files before the port: the adopted project's, which the port was run on a copy of
+    return root / "proj", json.loads((root / "port.json").read_text()), _project_files(slime_project[0])
 
 
 @pytest.fixture
@@ -108,7 +110,7 @@ def stopped_copy(tmp_path: Path, stopped: tuple[Path, dict[str, Any], dict[str, 
     """Factory: a copy of the stopped project (its checkout included) for a test that changes it."""
 
     def make(name: str = "proj") -> Path:
-        return _copy(stopped[0], tmp_path / name)
+        return copy(stopped[0], tmp_path / name)
 
     return make
 
@@ -379,7 +381,7 @@ def test_an_interrupted_continue_is_finished_by_the_next(
 def test_slime_onto_0510_stops_resolves_and_verifies(slime_project: tuple[Path, Path], tmp_path: Path) -> None:
     """0.5.10 (an sdist release, a smaller step): the table a person reads, then the release's side of every
     conflict, the files 0.5.10 lacks left absent, --continue, verify."""
-    proj = _copy(slime_project[0], tmp_path / "proj")
+    proj = copy(slime_project[0], tmp_path / "proj")
     config = str(proj / "VERSIONS.toml")
     result = sg("port", "0.5.9-cu130", "--to", "0.5.10", "--config", config)
     assert result.returncode == 1, result.stderr

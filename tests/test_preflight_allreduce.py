@@ -32,6 +32,7 @@ from sgpatch.source.tree import DirTree
 
 from .helpers import REPO, json_out
 from .reliability import record
+from .shared import copy
 from .sshd import Sshd
 from .test_preflight import DRAFT_OK, KIMI, KIMI_DRAFT, TARGET_SHARDS, model_dir, preflight, rows, team_launch
 from .test_preflight_release import SETTINGS
@@ -62,7 +63,7 @@ def _git(cwd: Path, *args: str) -> None:
 def two_patch(tmp_path_factory: pytest.TempPathFactory, template_checkout: Path) -> Path:
     """0.5.9 with the series the team shipped before issue 26: 0001 and 0002 only, applied by git itself."""
     into = tmp_path_factory.mktemp("two-patch") / "checkout"
-    shutil.copytree(template_checkout, into, symlinks=True)
+    copy(template_checkout, into)
     for name in ("0001-kimi-k25-eagle3-delegation.patch", "0002-deepseek-eagle3-layer-offset.patch"):
         _git(into, "apply", str(SERIES / name))
     return into

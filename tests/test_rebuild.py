@@ -18,6 +18,7 @@ import pytest
 from sgpatch.config import load_config
 
 from .helpers import copy_project
+from .shared import copy
 from .test_startup import NEVER, THIRD_PARTY, VERIFY_ROOMS, imported, outside_budget
 
 # a rebuild: a verify's rooms, the wheel's, and atomic writes; installer reads RECORD
@@ -79,7 +80,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, template_patched: Path) -> P
     for this module's tests; each leaves the project as it found it)."""
     tmp = tmp_path_factory.mktemp("rebuild")
     checkout = tmp / "checkout"
-    shutil.copytree(template_patched, checkout, symlinks=True)
+    copy(template_patched, checkout)
     project = Project(copy_project(tmp / "project"), checkout, tmp / "dist", _own_cache(tmp / "xdg"))
     first = project.build()
     assert first.returncode == 0, first.stderr[-2000:]

@@ -35,6 +35,7 @@ from .port_fixtures import (  # noqa: F401  (fixtures)
     releases_cached,
 )
 from .reliability import CASES, first_error, record
+from .shared import copy
 
 SGPATCH = [sys.executable, "-m", "sgpatch.cli"]
 STACK = "0.5.10-cu130"
@@ -59,7 +60,7 @@ def force_stopped(
     where = tmp_path_factory.mktemp("forcestop")
     proj, co = where / "proj", where / "checkout"
     shutil.copytree(ported_0510[0], proj, symlinks=True)
-    shutil.copytree(template_patched, co, symlinks=True)
+    copy(template_patched, co)
     edit(co / KIMI, MLP_OLD, MLP_NEW)
     commit(co, "kimi_k25: name the MoonViT MLP weights")
     assert export(proj / "VERSIONS.toml", "--checkout", str(co)).exit_code == 0
@@ -71,9 +72,9 @@ def force_stopped(
 
 @pytest.fixture
 def proj(force_stopped: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "proj"
-    shutil.copytree(force_stopped, copy, symlinks=True)
-    return copy
+    duplicate = tmp_path / "proj"
+    shutil.copytree(force_stopped, duplicate, symlinks=True)
+    return duplicate
 
 
 def test_every_command_knows_the_port_is_stopped(proj: Path) -> None:
