@@ -1,0 +1,95 @@
+"""The port's fast paths against the slow ones they replaced (issue 27, port time against its floor).
+
+Each helper below was made faster without changing what it answers; each test runs the new code and the
+straightforward one it replaced side by side, on every file of a real SGLang release and on crafted bytes (a
+carriage return, a form feed, no final newline, a marker-like line, every byte value), and fails on the first
+difference.  A faster path that can disagree with the slow one is a bug.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sgpatch.series.combine import _tokens
+from sgpatch.series.conflicts import norm
+from sgpatch.series.patch import split_lines
+
+CRAFTED = [
+    b"",
+    b"\n",
+    b"\n\n",
+    b"a",
+    b"a\n",
+    b"a\nb",
+    b"a\r\nb\r\n",
+    b"a\rb\x0cc\x0bd\x1ce\x85f\n",
+    b"  # only a comment\n\t x = 'one'  # and \"two\n'three\" \n",
+    b"<<<<<<< ours\n=======\n>>>>>>> theirs\n",
+    bytes(range(256)) * 2,
+    b'\xef\xbb\xbfdef f():\n    return "\xc3\xa9"\n',
+]
+
+
+def _split_lines_slow(data: bytes) -> list[bytes]:
+    if not data:
+        return []
+    lines = data.split(b"\n")
+    out = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
+_SPACE = re.compile(rb"\s+")
+
+
+def _norm_slow(line: bytes) -> bytes:
+    text = _SPACE.sub(b"", line)
+    return b"" if text.startswith(b"#") else text
+
+
+_TOKEN = re.compile(rb"\"[^\"\n]*\"|'[^'\n]*'|[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _tokens_slow(lines: list[bytes]) -> frozenset[bytes]:
+    return frozenset(m.group(0) for ln in lines for m in _TOKEN.finditer(ln))
+
+
+@pytest.fixture(scope="module")
+def release_texts(release_tree: Callable[[str], Path]) -> list[bytes]:
+    root = release_tree("0.5.12.post1")
+    texts = [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
+    assert len(texts) > 1000
+    return texts
+
+
+def _all(texts: list[bytes]) -> Iterator[bytes]:
+    yield from CRAFTED
+    yield from texts
+
+
+def test_split_lines_is_the_lf_split_it_replaced(release_texts: list[bytes]) -> None:
+    for data in _all(release_texts):
+        assert split_lines(data) == _split_lines_slow(data), data[:80]
+
+
+def test_norm_deletes_what_the_regex_deleted(release_texts: list[bytes]) -> None:
+    assert norm(bytes(range(256))) == _norm_slow(bytes(range(256)))
+    for byte in range(256):
+        line = b"x" + bytes([byte]) + b"y\n"
+        assert norm(line) == _norm_slow(line), byte
+    for data in _all(release_texts):
+        for line in _split_lines_slow(data):
+            assert norm(line) == _norm_slow(line), line
+
+
+def test_tokens_of_all_lines_at_once_are_the_tokens_line_by_line(release_texts: list[bytes]) -> None:
+    for data in _all(release_texts):
+        lines = _split_lines_slow(data)
+        assert _tokens(lines) == _tokens_slow(lines), data[:80]
+        unterminated = [line.rstrip(b"\n") for line in lines]  # lines without their breaks do not run together
+        assert _tokens(unterminated) == _tokens_slow(unterminated), data[:80]
