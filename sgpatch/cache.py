@@ -45,6 +45,7 @@ KEEP: dict[str, int] = {
     "landing": 2000,  # one file's hunks checked against its bytes
     "wheel-digests": 64,  # one upstream wheel's member digests
     "wheel-trees": 64,  # one pinned wheel's checkout files and their digests (port compares a release's wheels)
+    "artifact-files": 64,  # the files a series touches, read from one pinned artifact (port's old release)
 }
 # A kind that holds directories its owner manages itself (kept from, and pruned by, sgpatch.wheel.export).
 EXPORTS = "exports"

@@ -14,9 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from sgpatch.cache import Cache, key
+from sgpatch.config import Config
+from sgpatch.port.rebase import ARTIFACT_FILES, read_files
 from sgpatch.series.combine import _tokens
 from sgpatch.series.conflicts import norm
 from sgpatch.series.patch import split_lines
+from sgpatch.source.artifacts import fetch_artifact
+
+from .helpers import DATA
 
 CRAFTED = [
     b"",
@@ -93,3 +99,34 @@ def test_tokens_of_all_lines_at_once_are_the_tokens_line_by_line(release_texts: 
         assert _tokens(lines) == _tokens_slow(lines), data[:80]
         unterminated = [line.rstrip(b"\n") for line in lines]  # lines without their breaks do not run together
         assert _tokens(unterminated) == _tokens_slow(unterminated), data[:80]
+
+
+def test_the_old_release_files_kept_in_the_cache_are_the_archive_s(config: Config, tmp_path: Path) -> None:
+    """``read_files`` with a cache: the second read is a hit and gives the archive's bytes exactly; an entry
+    that is not what it wrote (other paths, not base64, not a string, not an object) is a miss, and the
+    archive is read again."""
+    artifact = config.stack(None).source_artifact
+    assert artifact is not None
+    path = fetch_artifact(artifact, config.stack(None).sglang_version)
+    slime = DATA / "series" / "slime-sglang-0.5.9.patch"
+    touched = re.findall(rb"^\+\+\+ b/(\S+)$", slime.read_bytes(), re.M)
+    wanted = [*sorted({p.decode() for p in touched}), "python/sglang/not-in-the-sdist.py"]
+    truth = read_files(path, artifact, wanted)
+    assert truth["python/sglang/not-in-the-sdist.py"] is None and sum(v is not None for v in truth.values()) > 40
+    (tmp_path / "results").mkdir(mode=0o700)
+    cache = Cache(tmp_path / "results")
+    assert read_files(path, artifact, wanted, cache=cache) == truth  # a miss: read, then kept
+    assert (cache.hits, cache.misses) == (0, 1)
+    assert read_files(path, artifact, wanted, cache=cache) == truth
+    assert cache.hits == 1
+    assert read_files(path, artifact, wanted[:-1], cache=cache) == {p: truth[p] for p in wanted[:-1]}  # other key
+    assert cache.misses == 2
+    entry = key(ARTIFACT_FILES, artifact.sha256, *wanted)
+    kept = cache.get(ARTIFACT_FILES, entry)
+    first = wanted[0]
+    for bad in ({**kept, first: "not base64!"}, {**kept, first: 7}, {first: kept[first]}, [kept], "x"):
+        cache.put(ARTIFACT_FILES, entry, bad)
+        hits = cache.hits
+        assert read_files(path, artifact, wanted, cache=cache) == truth
+        assert cache.hits == hits + 1  # the entry was read, found bad: a miss, the archive read instead
+    assert cache.get(ARTIFACT_FILES, entry) == kept  # and the good entry written back
