@@ -9,6 +9,7 @@ difference.  A faster path that can disagree with the slow one is a bug.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import pytest
 
 from sgpatch.cache import Cache, key
 from sgpatch.config import Config
+from sgpatch.git.diff import MergeScratch, merge_file
+from sgpatch.git.repo import Git
 from sgpatch.port.rebase import ARTIFACT_FILES, read_files
 from sgpatch.series.combine import _tokens
 from sgpatch.series.conflicts import norm
@@ -130,3 +133,32 @@ def test_the_old_release_files_kept_in_the_cache_are_the_archive_s(config: Confi
         assert read_files(path, artifact, wanted, cache=cache) == truth
         assert cache.hits == hits + 1  # the entry was read, found bad: a miss, the archive read instead
     assert cache.get(ARTIFACT_FILES, entry) == kept  # and the good entry written back
+
+
+def test_merges_in_one_scratch_give_what_each_alone_gives(release_tree: Callable[[str], Path], tmp_path: Path) -> None:
+    """A port's merges share one directory where each text is written once (named by its order, no digest
+    made): every merge gives the bytes and conflict count a merge in a directory of its own gives, whichever
+    texts came before (the same text as current and base, an empty one, CRLF, no final newline)."""
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    g = Git(tmp_path / "repo")
+    rel = "sglang/srt/managers/io_struct.py"
+    old = (release_tree("0.5.9") / "python" / rel).read_bytes()
+    new = (release_tree("0.5.12.post1") / "python" / rel).read_bytes()
+    ours = old.replace(b"import ", b"import  ", 3) + b"# the patch\n"
+    cases = [
+        (new, old, ours),
+        (new, old, old.replace(b"\n", b"\r\n", 40)),
+        (new, old, ours),  # again: every text already written
+        (old, old, ours),
+        (b"", b"", b"one\n"),
+        (b"a\nb", b"a\n", b"a\nc"),
+        (ours, new, old),
+    ]
+    labels = ("the release", "the old base", "the patch")
+    scratch = tmp_path / "shared"
+    scratch.mkdir()
+    shared = MergeScratch(scratch)
+    for current, base, other in cases:
+        alone = merge_file(g, current, base, other, labels)
+        assert merge_file(g, current, base, other, labels, scratch=shared) == alone
+    assert sorted(p.name for p in scratch.iterdir()) == [str(n) for n in range(len({t for c in cases for t in c}))]
