@@ -2,8 +2,8 @@
 
 A cache is a correctness risk in a tool whose job is to tell the truth, so it keeps work, never an answer:
 the parsed interface facts of one source file, the landing result of one file's hunks, the member digests
-of one upstream wheel, a clean export to build in.  No command's output or exit code is ever kept; every
-check runs each time, over these parts.
+of one upstream wheel, the files a series touches read from one pinned artifact, a clean export to build in.
+No command's output or exit code is ever kept; every check runs each time, over these parts.
 
 - **One key** (:func:`key`): sha256 over the kind, :func:`code_digest` (one digest of the whole sgpatch
   package: a changed sgpatch never reads an old entry, and no list of "the modules this depends on" is kept
@@ -45,6 +45,7 @@ KEEP: dict[str, int] = {
     "landing": 2000,  # one file's hunks checked against its bytes
     "wheel-digests": 64,  # one upstream wheel's member digests
     "wheel-trees": 64,  # one pinned wheel's checkout files and their digests (port compares a release's wheels)
+    "artifact-files": 64,  # the files a series touches, read from one pinned artifact (port's old release)
 }
 # A kind that holds directories its owner manages itself (kept from, and pruned by, sgpatch.wheel.export).
 EXPORTS = "exports"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Sequence
@@ -49,6 +48,23 @@ def diff_patch(g: Git, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
     return g._run("-c", "diff.suppressBlankEmpty=false", "-c", "core.quotePath=true", *args, env=env).stdout
 
 
+class MergeScratch:
+    """An empty directory of the caller's own that many merges share: each text is written there once (a file's
+    hunks are merged against the same two texts), named by the order it came in; no digest is made of it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._names: dict[bytes, str] = {}
+
+    def name(self, data: bytes) -> str:
+        """The name ``data`` has in the directory, written there the first time."""
+        found = self._names.get(data)
+        if found is None:
+            found = self._names[data] = str(len(self._names))
+            (self.root / found).write_bytes(data)
+        return found
+
+
 def merge_file(
     g: Git,
     current: bytes,
@@ -56,26 +72,20 @@ def merge_file(
     other: bytes,
     labels: tuple[str, str, str],
     *,
-    scratch: Path | None = None,
+    scratch: MergeScratch | None = None,
 ) -> tuple[bytes, int]:
     """Three-way merge of one file (``git merge-file --diff3``): the result and its number of conflicts.
 
     ``current`` gains the changes ``base`` -> ``other``; conflicts are marked
-    with ``labels`` (current, base, other).  ``scratch``: an empty directory of the caller's own that many
-    merges share (each text is written there once, named by its digest: a file's hunks are merged against
-    the same two texts); without it, a temporary directory of this merge's own.
+    with ``labels`` (current, base, other).  ``scratch``: where many merges write their texts (see
+    ``MergeScratch``); without it, a temporary directory of this merge's own.
     """
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as tmp:
-            return merge_file(g, current, base, other, labels, scratch=Path(tmp))
-    names = []
-    for data in (current, base, other):
-        path = scratch / hashlib.sha256(data).hexdigest()
-        if not path.exists():
-            path.write_bytes(data)
-        names.append(path.name)
+            return merge_file(g, current, base, other, labels, scratch=MergeScratch(Path(tmp)))
+    names = [scratch.name(data) for data in (current, base, other)]
     label_args = [arg for label in labels for arg in ("-L", label)]
-    proc = g._run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=scratch)
+    proc = g._run("merge-file", "-p", "--diff3", *label_args, *names, check=False, cwd=scratch.root)
     if proc.returncode < 0 or proc.returncode > 127:
         detail = proc.stderr.decode("utf-8", "replace").strip()
         raise CheckoutError(f"git merge-file failed: {detail or proc.returncode}")

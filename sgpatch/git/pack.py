@@ -18,6 +18,12 @@ from sgpatch.git.run import start
 
 _OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
+# How the pack is written (never what it holds: a blob's id is the digest of its bytes).  No deltas: fast-import
+# tries each blob against the one before it, and a release's files in archive order are unrelated (on an SGLang
+# wheel the deltas cost 0.4 of its 1.0 s and left the pack no smaller).  zlib level 1, what ``git add`` writes
+# a loose object with (``core.looseCompression``): 0.35 s in all, the pack 8.3 MB instead of 7.1.
+PACKING = ("-c", "pack.depth=0", "-c", "pack.compression=1")
+
 
 class BlobPack:
     """Blobs streamed into ``git fast-import`` one by one: ``begin(size)``, ``write`` its bytes, ``end()``."""
@@ -54,7 +60,7 @@ def blob_pack(g: Git) -> Iterator[BlobPack]:
         marks, errors = Path(tmp) / "marks", Path(tmp) / "stderr"
         with errors.open("wb") as err:
             try:
-                proc = start(["fast-import", "--quiet", "--done", f"--export-marks={marks}"], g.root, err)
+                proc = start([*PACKING, "fast-import", "--quiet", "--done", f"--export-marks={marks}"], g.root, err)
             except OSError as exc:
                 raise EnvironmentFailure(f"cannot run git: {exc}") from exc
         assert proc.stdin is not None

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sgpatch.git.diff import merge_file
+from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.port.moved import KeptFiles, follow
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
@@ -86,10 +86,11 @@ def _carry(run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: st
 
     merged: dict[tuple[bytes, bytes, bytes], tuple[bytes, int]] = {}  # by content: a hunk is merged once
     with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as scratch:  # each text written there once
+        texts = MergeScratch(Path(scratch))
 
         def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
             if (current, base, other) not in merged:
-                merged[current, base, other] = merge_file(run.g, current, base, other, labels, scratch=Path(scratch))
+                merged[current, base, other] = merge_file(run.g, current, base, other, labels, scratch=texts)
             return merged[current, base, other]
 
         return _carry_files(run, patch, before, after, merge, old_label=old_label, new_label=new_label)

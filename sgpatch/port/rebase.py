@@ -8,11 +8,14 @@ commits between the new base and ``Rebase.tip`` are the new series.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from sgpatch.cache import Cache, key
 from sgpatch.checkout.chain import ChainCommit
 from sgpatch.checkout.state import trailers
 from sgpatch.config import Artifact, Config, Stack
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from sgpatch.series.verdict import PortedPatch
 
 Files = dict[str, bytes | None]
+ARTIFACT_FILES = "artifact-files"  # the cache kind of ``read_files``
 
 
 # --------------------------------------------------------------------------- the old release
@@ -45,13 +49,39 @@ class OldSeries:
     states: tuple[Files, ...]  # states[0]: the pinned base; states[k]: after patch k
 
 
-def read_files(path: Path, artifact: Artifact, wanted: Sequence[str]) -> Files:
+def read_files(path: Path, artifact: Artifact, wanted: Sequence[str], *, cache: Cache | None = None) -> Files:
     """The ``wanted`` checkout-relative files of a pinned artifact (sha256 checked first), None if absent.
 
-    Every member is checked (sgpatch.source.archive); only the wanted ones are read.
+    Every member is checked (sgpatch.source.archive); only the wanted ones are read.  ``cache`` keeps what was
+    read under the artifact's sha256 and the wanted paths (work: an sdist is a gzip stream, read whole twice to
+    reach a few members), so the next port of the series skips the archive.
     """
+    entry = key(ARTIFACT_FILES, artifact.sha256, *wanted)
+    found = _kept_files(cache.get(ARTIFACT_FILES, entry), wanted) if cache is not None else None
+    if found is not None:
+        return found
     with open_archive(path, "sdist" if artifact.kind == "sdist" else "wheel", sha256=artifact.sha256) as archive:
-        return _read_members(archive, wanted)
+        found = _read_members(archive, wanted)
+    if cache is not None:  # read from the checked bytes of the pinned artifact
+        kept = {p: None if d is None else base64.b64encode(d).decode() for p, d in found.items()}
+        cache.put(ARTIFACT_FILES, entry, kept)
+    return found
+
+
+def _kept_files(doc: object, wanted: Sequence[str]) -> Files | None:
+    """A kept ``read_files`` result, or None (a miss) unless it has exactly the wanted paths, each None or base64."""
+    if not isinstance(doc, dict) or set(doc) != set(wanted):
+        return None
+    found: Files = {}
+    try:
+        for p in wanted:
+            value = doc[p]
+            if value is not None and not isinstance(value, str):
+                return None
+            found[p] = None if value is None else base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return found
 
 
 def _read_members(archive: Archive, wanted: Sequence[str]) -> Files:
@@ -62,14 +92,17 @@ def _read_members(archive: Archive, wanted: Sequence[str]) -> Files:
     return found
 
 
-def load_old(config: Config, stack_name: str | None, *, progress: Progress | None) -> tuple[OldSeries, Project]:
-    """The old stack's series with the exact files before and after each patch (from its pinned artifact)."""
+def load_old(
+    config: Config, stack_name: str | None, *, progress: Progress | None, cache: Cache | None = None
+) -> tuple[OldSeries, Project]:
+    """The old stack's series with the exact files before and after each patch (from its pinned artifact;
+    ``cache``: see ``read_files``)."""
     project = load_project(config, stack_name)
     stack, series = project.stack, project.series
     artifact = stack.source_artifact
     assert artifact is not None
     path = fetch_artifact(artifact, stack.sglang_version, progress=progress)
-    base = read_files(path, artifact, series.touched)
+    base = read_files(path, artifact, series.touched, cache=cache)
     for pinned in stack.files:
         data = base.get(pinned.path)
         if data is None or git_blob_id(data) != pinned.pristine:

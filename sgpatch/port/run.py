@@ -137,7 +137,7 @@ def _port(
             )
         config_text = remove_stack(config_text, new_name, where=config.path)
         config = dataclasses.replace(config, stacks={k: v for k, v in config.stacks.items() if k != new_name})
-    old, project = load_old(config, stack_name, progress=progress)
+    old, project = load_old(config, stack_name, progress=progress, cache=cache)
     series_dir = old.series.directory.parent / version
     plan = Plan(
         config=config,

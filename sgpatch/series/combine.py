@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 from collections import Counter
@@ -28,6 +29,8 @@ from sgpatch.series.conflicts import COMBINE, NONE, TAKE_PATCH, Piece, Region, S
 from sgpatch.series.statements import region_holds
 
 _LISTED = re.compile(rb"^[ \t]*(?:(?:import|from)[ \t]+\S.*|[A-Za-z_][A-Za-z0-9_.]*,)[ \t]*\r?\n?$")
+Known = frozenset[bytes] | Callable[[], frozenset[bytes]]
+
 BOILERPLATE = 3  # times a line stands in the file outside its conflicts to prove nothing about an insertion
 
 
@@ -35,12 +38,14 @@ def chooser(pieces: Sequence[Piece]) -> Callable[[Region], Suggestion]:
     """``region_choice`` for the conflicts of one file (``pieces``), knowing the lines it has outside them."""
     plain = [p for p in pieces if isinstance(p, bytes)]
     common = Counter(n for n in (norm(p) for p in plain) if n)
-    return lambda r: region_choice(r, common, _tokens(plain))
+    known = functools.cache(lambda: _tokens(plain))  # the file's names, read only for two insertions
+    return lambda r: region_choice(r, common, known)
 
 
-def region_choice(r: Region, common: Counter[bytes] | None = None, known: frozenset[bytes] = frozenset()) -> Suggestion:
+def region_choice(r: Region, common: Counter[bytes] | None = None, known: Known = frozenset()) -> Suggestion:
     """``take-patch`` or ``combine`` for one conflict, with its evidence; ``NONE`` without one.  ``common``: how
-    often each normalised line stands in the file outside its conflicts (none known: no line is boilerplate)."""
+    often each normalised line stands in the file outside its conflicts (none known: no line is boilerplate);
+    ``known``: the names and strings the file has outside them (or what makes them when they are needed)."""
     ours = [n for n in (norm(ln) for ln in r.ours) if n]
     base = [n for n in (norm(ln) for ln in r.base) if n]
     theirs = [n for n in (norm(ln) for ln in r.theirs) if n]
@@ -63,14 +68,15 @@ def region_choice(r: Region, common: Counter[bytes] | None = None, known: frozen
 
 
 def _insertions(
-    r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Counter[bytes], known: frozenset[bytes]
+    r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Counter[bytes], known: Known
 ) -> Suggestion:
     """``combine`` (the release's lines, then the patch's) for two insertions at one place that are not the same
     insertion twice: no line in common but boilerplate, or whole definitions with other names."""
     shared = [n for n in set(ours) & set(theirs) if says_something(n)]
     if not shared:
         return Suggestion(COMBINE, "both sides only add lines here, none in common: the release's, then the patch's")
-    rare = (_tokens(r.ours) & _tokens(r.theirs)) - known  # names and strings new to the file, on both sides
+    outside = known if isinstance(known, frozenset) else known()
+    rare = (_tokens(r.ours) & _tokens(r.theirs)) - outside  # names and strings new to the file, on both sides
     if all(common[n] >= BOILERPLATE for n in shared) and not rare:
         return Suggestion(
             COMBINE,
@@ -91,8 +97,8 @@ _TOKEN = re.compile(rb"\"[^\"\n]*\"|'[^'\n]*'|[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _tokens(lines: Sequence[bytes]) -> frozenset[bytes]:
-    """The names and one-line string literals in ``lines``."""
-    return frozenset(m.group(0) for ln in lines for m in _TOKEN.finditer(ln))
+    """The names and one-line string literals in ``lines`` (no match crosses a line break: one scan of them all)."""
+    return frozenset(_TOKEN.findall(b"\n".join(lines)))
 
 
 def _defined(lines: Sequence[bytes]) -> list[str]:

@@ -20,6 +20,7 @@ but for ``Merge``, which the caller makes (``git merge-file``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -282,7 +283,13 @@ def names_stand(hunk: Hunk, new: bytes) -> bool:
     wanted = {m for _, line in hunk.added for m in _NAME.findall(line.split(b"#", 1)[0])}
     if not wanted:
         return True
-    return wanted <= set(_NAME.findall(new))
+    return wanted <= _names_in(new)
+
+
+@functools.lru_cache(maxsize=64)
+def _names_in(text: bytes) -> frozenset[bytes]:
+    """The names ``text`` says (a file's hunks are each tested against the same release file: scanned once)."""
+    return frozenset(_NAME.findall(text))
 
 
 _DEFINING = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class|@)[ \t]*\S")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,14 +31,9 @@ _ENTRY = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]*\.(patch|diff)$")
 
 
 def split_lines(data: bytes) -> list[bytes]:
-    """Lines with their ``\\n`` kept; only LF splits (form feeds and CRs are content)."""
-    if not data:
-        return []
-    lines = data.split(b"\n")
-    out = [line + b"\n" for line in lines[:-1]]
-    if lines[-1]:
-        out.append(lines[-1])
-    return out
+    """Lines with their ``\\n`` kept; only LF splits (form feeds and CRs are content: a binary stream's
+    ``readlines`` splits at LF alone)."""
+    return io.BytesIO(data).readlines()
 
 
 @dataclass(frozen=True, slots=True)

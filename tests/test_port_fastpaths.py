@@ -1,0 +1,167 @@
+"""The port's fast paths against the slow ones they replaced (issue 27, port time against its floor).
+
+Each helper below was made faster without changing what it answers; each test runs the new code and the
+straightforward one it replaced side by side, on every file of a real SGLang release and on crafted bytes (a
+carriage return, a form feed, no final newline, a marker-like line, every byte value), and fails on the first
+difference.  A faster path that can disagree with the slow one is a bug.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sgpatch.cache import Cache, key
+from sgpatch.config import Config
+from sgpatch.git.diff import MergeScratch, merge_file
+from sgpatch.git.repo import Git
+from sgpatch.port.rebase import ARTIFACT_FILES, read_files
+from sgpatch.series.combine import _tokens
+from sgpatch.series.conflicts import norm
+from sgpatch.series.patch import split_lines
+from sgpatch.source.artifacts import fetch_artifact
+
+from .helpers import DATA
+
+CRAFTED = [
+    b"",
+    b"\n",
+    b"\n\n",
+    b"a",
+    b"a\n",
+    b"a\nb",
+    b"a\r\nb\r\n",
+    b"a\rb\x0cc\x0bd\x1ce\x85f\n",
+    b"  # only a comment\n\t x = 'one'  # and \"two\n'three\" \n",
+    b"<<<<<<< ours\n=======\n>>>>>>> theirs\n",
+    bytes(range(256)) * 2,
+    b'\xef\xbb\xbfdef f():\n    return "\xc3\xa9"\n',
+]
+
+
+def _split_lines_slow(data: bytes) -> list[bytes]:
+    if not data:
+        return []
+    lines = data.split(b"\n")
+    out = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
+_SPACE = re.compile(rb"\s+")
+
+
+def _norm_slow(line: bytes) -> bytes:
+    text = _SPACE.sub(b"", line)
+    return b"" if text.startswith(b"#") else text
+
+
+_TOKEN = re.compile(rb"\"[^\"\n]*\"|'[^'\n]*'|[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _tokens_slow(lines: list[bytes]) -> frozenset[bytes]:
+    return frozenset(m.group(0) for ln in lines for m in _TOKEN.finditer(ln))
+
+
+@pytest.fixture(scope="module")
+def release_texts(release_tree: Callable[[str], Path]) -> list[bytes]:
+    root = release_tree("0.5.12.post1")
+    texts = [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
+    assert len(texts) > 1000
+    return texts
+
+
+def _all(texts: list[bytes]) -> Iterator[bytes]:
+    yield from CRAFTED
+    yield from texts
+
+
+def test_split_lines_is_the_lf_split_it_replaced(release_texts: list[bytes]) -> None:
+    for data in _all(release_texts):
+        assert split_lines(data) == _split_lines_slow(data), data[:80]
+
+
+def test_norm_deletes_what_the_regex_deleted(release_texts: list[bytes]) -> None:
+    assert norm(bytes(range(256))) == _norm_slow(bytes(range(256)))
+    for byte in range(256):
+        line = b"x" + bytes([byte]) + b"y\n"
+        assert norm(line) == _norm_slow(line), byte
+    for data in _all(release_texts):
+        for line in _split_lines_slow(data):
+            assert norm(line) == _norm_slow(line), line
+
+
+def test_tokens_of_all_lines_at_once_are_the_tokens_line_by_line(release_texts: list[bytes]) -> None:
+    for data in _all(release_texts):
+        lines = _split_lines_slow(data)
+        assert _tokens(lines) == _tokens_slow(lines), data[:80]
+        unterminated = [line.rstrip(b"\n") for line in lines]  # lines without their breaks do not run together
+        assert _tokens(unterminated) == _tokens_slow(unterminated), data[:80]
+
+
+def test_the_old_release_files_kept_in_the_cache_are_the_archive_s(config: Config, tmp_path: Path) -> None:
+    """``read_files`` with a cache: the second read is a hit and gives the archive's bytes exactly; an entry
+    that is not what it wrote (other paths, not base64, not a string, not an object) is a miss, and the
+    archive is read again."""
+    artifact = config.stack(None).source_artifact
+    assert artifact is not None
+    path = fetch_artifact(artifact, config.stack(None).sglang_version)
+    slime = DATA / "series" / "slime-sglang-0.5.9.patch"
+    touched = re.findall(rb"^\+\+\+ b/(\S+)$", slime.read_bytes(), re.M)
+    wanted = [*sorted({p.decode() for p in touched}), "python/sglang/not-in-the-sdist.py"]
+    truth = read_files(path, artifact, wanted)
+    assert truth["python/sglang/not-in-the-sdist.py"] is None and sum(v is not None for v in truth.values()) > 40
+    (tmp_path / "results").mkdir(mode=0o700)
+    cache = Cache(tmp_path / "results")
+    assert read_files(path, artifact, wanted, cache=cache) == truth  # a miss: read, then kept
+    assert (cache.hits, cache.misses) == (0, 1)
+    assert read_files(path, artifact, wanted, cache=cache) == truth
+    assert cache.hits == 1
+    assert read_files(path, artifact, wanted[:-1], cache=cache) == {p: truth[p] for p in wanted[:-1]}  # other key
+    assert cache.misses == 2
+    entry = key(ARTIFACT_FILES, artifact.sha256, *wanted)
+    kept = cache.get(ARTIFACT_FILES, entry)
+    first = wanted[0]
+    for bad in ({**kept, first: "not base64!"}, {**kept, first: 7}, {first: kept[first]}, [kept], "x"):
+        cache.put(ARTIFACT_FILES, entry, bad)
+        hits = cache.hits
+        assert read_files(path, artifact, wanted, cache=cache) == truth
+        assert cache.hits == hits + 1  # the entry was read, found bad: a miss, the archive read instead
+    assert cache.get(ARTIFACT_FILES, entry) == kept  # and the good entry written back
+
+
+def test_merges_in_one_scratch_give_what_each_alone_gives(release_tree: Callable[[str], Path], tmp_path: Path) -> None:
+    """A port's merges share one directory where each text is written once (named by its order, no digest
+    made): every merge gives the bytes and conflict count a merge in a directory of its own gives, whichever
+    texts came before (the same text as current and base, an empty one, CRLF, no final newline)."""
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    g = Git(tmp_path / "repo")
+    rel = "sglang/srt/managers/io_struct.py"
+    old = (release_tree("0.5.9") / "python" / rel).read_bytes()
+    new = (release_tree("0.5.12.post1") / "python" / rel).read_bytes()
+    ours = old.replace(b"import ", b"import  ", 3) + b"# the patch\n"
+    cases = [
+        (new, old, ours),
+        (new, old, old.replace(b"\n", b"\r\n", 40)),
+        (new, old, ours),  # again: every text already written
+        (old, old, ours),
+        (b"", b"", b"one\n"),
+        (b"a\nb", b"a\n", b"a\nc"),
+        (ours, new, old),
+    ]
+    labels = ("the release", "the old base", "the patch")
+    scratch = tmp_path / "shared"
+    scratch.mkdir()
+    shared = MergeScratch(scratch)
+    conflicts = []
+    for current, base, other in cases:
+        alone = merge_file(g, current, base, other, labels)
+        assert merge_file(g, current, base, other, labels, scratch=shared) == alone
+        conflicts.append(alone[1])
+    assert 0 in conflicts and any(conflicts)  # clean merges and conflicting ones
+    assert {p.name for p in scratch.iterdir()} == {str(n) for n in range(len({t for c in cases for t in c}))}
