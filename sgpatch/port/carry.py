@@ -112,7 +112,7 @@ def _carry_files(
                     outcome = carry_file(fp, b, a, n, merge, whole=whole)
             conflict = outcome.verdict.state == "conflict" and not outcome.verdict.gone and fp.hunks
             if conflict and b is not None and n is not None:
-                hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge))
+                hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge, _defined_elsewhere(run, fp.path)))
                 outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
@@ -125,15 +125,27 @@ def _carry_files(
     return ported, ({**texts, **carried} if texts is not None else None)
 
 
+def _release_files(run: Rebase) -> KeptFiles | None:
+    """The release's files, read once for the whole port."""
+    if run.release is not None and not isinstance(run.release, KeptFiles):
+        run.release = KeptFiles(run.release.names, run.release.read)
+    return run.release
+
+
+def _defined_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
+    """Whether a file of the release (as the series so far left it) other than ``path`` defines a name."""
+    release = _release_files(run)
+    if release is None:
+        return None
+    return lambda name: release.defines(name, path, run.current)
+
+
 def _follow(
     run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes, merge: Merge, busy: frozenset[str]
 ) -> tuple[FileOutcome, Files]:
     """A missing file's hunks carried to where their definitions now stand (``moved``), or those files named."""
-    release = run.release
+    release = _release_files(run)  # every missing file scans the same package: read it once
     assert release is not None
-    if not isinstance(release, KeptFiles):  # every missing file scans the same package: read it once
-        release = KeptFiles(release.names, release.read)
-        run.release = release
     followed = follow(fp, old, release.names(fp.path.split("/", 1)[0]), release.read, run.current, merge, busy=busy)
     v = outcome.verdict
     hunks = tuple(
@@ -173,11 +185,10 @@ def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_lab
     """A file the release lacks: name the release file it seems to have become."""
     path = outcome.verdict.path
     found = None
-    if run.release is not None and not isinstance(run.release, KeptFiles):  # read once for every missing file
-        run.release = KeptFiles(run.release.names, run.release.read)
-    if run.release is not None:
-        wanted = candidates(path, run.release.names(path.split("/", 1)[0]))
-        read = {**run.release.read([f for f in wanted if f not in run.current])}
+    release = _release_files(run)  # read once for every missing file
+    if release is not None:
+        wanted = candidates(path, release.names(path.split("/", 1)[0]))
+        read = {**release.read([f for f in wanted if f not in run.current])}
         found = find_rename(old, {**read, **{f: run.current[f] for f in wanted if f in run.current}})
     detail = f"not in {new_label}"
     renamed = ""

@@ -16,12 +16,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sgpatch.series.absorb import innermost
 from sgpatch.series.engine import HunkFailure, apply_file
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
-from sgpatch.series.upstream import Outline, outline
+from sgpatch.series.upstream import Outline, innermost, outline
 
 Merge = Callable[[bytes, bytes, bytes], tuple[bytes, int]]
 Reader = Callable[[Sequence[str]], Mapping[str, bytes | None]]
@@ -59,6 +58,16 @@ class KeptFiles:
         if missing:
             self._files.update(self._read(missing))
         return {p: self._files[p] for p in paths}
+
+    def defines(self, name: str, path: str, current: Mapping[str, bytes | None]) -> bool:
+        """Whether a Python file of the release's package (``current``'s text where it has one), other than
+        ``path``, defines ``name`` with ``def`` or ``class``."""
+        top = "/".join(path.split("/")[:-1][:2])
+        listed = self.names(path.split("/", 1)[0])
+        py = [n for n in listed if n.endswith(".py") and n.startswith(f"{top}/") and n != path][:MAX_FILES]
+        texts = {p: current[p] for p in py if p in current}
+        texts.update(self.read([p for p in py if p not in current]))
+        return any(data is not None and name in _defined(data) for data in texts.values())
 
 
 def _definition_names(o: Outline) -> set[str]:

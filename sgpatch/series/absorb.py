@@ -11,6 +11,9 @@ suggestion, or none:
                    there as a Python AST, in the same nesting and order (``statements``, in
                    ``series.statements``).  Lines without a name or number in them (``)``, ``else:``)
                    prove nothing: at least one added or removed line must say something.
+                   Or what the hunk changes is gone from the release: the definition holding it is defined
+                   nowhere, or the lines it edits in place and the names it replaces are left nowhere in the
+                   file (``gone upstream``, ``removed upstream``, in ``series.gone``).
 ``take-patch``,    the same choice for each conflict the hunk alone makes (``series.combine``).
 ``combine``
 
@@ -39,26 +42,17 @@ from sgpatch.series.conflicts import (
     sound,
 )
 from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.gone import DefinedElsewhere, gone
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
 from sgpatch.series.statements import statements_absorbed
-from sgpatch.series.upstream import Outline, outline
+from sgpatch.series.upstream import innermost, outline
 
 _DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
 
 
 # --------------------------------------------------------------------------- take-upstream
-
-
-def innermost(o: Outline, first: int, last: int) -> str:
-    """The innermost definition holding lines ``first..last`` ("" at module level)."""
-    best, size = "", 1 << 30
-    for defs in o.definitions.values():
-        for d in defs:
-            if d.start <= first and last <= d.end and d.end - d.start < size:
-                best, size = d.qualname, d.end - d.start
-    return best
 
 
 def _runs(hunk: Hunk) -> list[list[bytes]]:
@@ -206,9 +200,15 @@ def lone_choice(merged: bytes) -> Suggestion:
 
 
 def suggest(
-    fp: FilePatch, verdicts: Sequence[HunkVerdict], before: bytes, new: bytes, merge: Merge
+    fp: FilePatch,
+    verdicts: Sequence[HunkVerdict],
+    before: bytes,
+    new: bytes,
+    merge: Merge,
+    defined_elsewhere: DefinedElsewhere | None = None,
 ) -> list[HunkVerdict]:
-    """``verdicts`` with a suggestion and its evidence on each conflicting hunk that has one."""
+    """``verdicts`` with a suggestion and its evidence on each conflicting hunk that has one (``defined_elsewhere``:
+    whether another file of the release defines a name, for ``series.gone``)."""
     out = list(verdicts)
     for k, (hunk, v) in enumerate(zip(fp.hunks, verdicts, strict=True)):
         if v.state != "conflict":
@@ -217,6 +217,8 @@ def suggest(
         if isinstance(other, HunkFailure):
             continue
         proof = absorbed(hunk, before, new, other)
+        if proof is None and fp.path.endswith(".py"):
+            proof = gone(hunk, before, new, defined_elsewhere)
         if proof is not None:
             out[k] = dataclasses.replace(v, suggestion=TAKE_UPSTREAM, evidence=proof)
             continue
