@@ -23,8 +23,10 @@ from sgpatch.port.moved import KeptFiles, follow
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.pyast import collector_paused, parses_shared
-from sgpatch.series.absorb import suggest
-from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state
+from sgpatch.series.absorb import absorbed_moved, suggest
+from sgpatch.series.conflicts import TAKE_UPSTREAM
+from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state, only
 from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -120,6 +122,8 @@ def _carry_files(
                 busy = frozenset(f.path for f in patch.files) | frozenset(carried)
                 outcome, into = _follow(run, fp, outcome, b, merge, busy)
                 carried.update(into)
+                if outcome.verdict.gone:
+                    outcome = _absorbed_where_it_went(run, fp, outcome, b)
         outcomes.append(outcome)
     ported, texts = _verdict(patch, outcomes, old_label, new_label)
     return ported, ({**texts, **carried} if texts is not None else None)
@@ -163,6 +167,26 @@ def _follow(
     renamed = v.renamed or ", ".join(places)
     detail = v.detail + (f"; its definitions now stand in {', '.join(places)}" if places else "")
     return dataclasses.replace(outcome, verdict=dataclasses.replace(v, hunks=hunks, detail=detail, renamed=renamed)), {}
+
+
+def _absorbed_where_it_went(run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes) -> FileOutcome:
+    """A missing file's hunks suggested ``take-upstream`` where the one release file its definitions went to
+    already does what they do (``absorb.absorbed_moved``)."""
+    target = outcome.verdict.renamed
+    release = _release_files(run)
+    if not target or "," in target or release is None or not fp.path.endswith(".py"):
+        return outcome
+    text = run.current[target] if target in run.current else release.read([target])[target]
+    if text is None:
+        return outcome
+    hunks = []
+    for h in outcome.verdict.hunks:
+        after = apply_file(old, only(fp, (fp.hunks[h.index - 1],)))
+        proof = None
+        if h.state == "conflict" and not isinstance(after, HunkFailure):
+            proof = absorbed_moved(fp.hunks[h.index - 1], old, after, text, target)
+        hunks.append(dataclasses.replace(h, suggestion=TAKE_UPSTREAM, evidence=proof) if proof else h)
+    return dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=tuple(hunks)))
 
 
 def _whole_file(patch: Patch, fp: FilePatch, before: Files, after: Files, new: Files) -> tuple[str, str] | None:

@@ -46,7 +46,8 @@ from sgpatch.series.gone import DefinedElsewhere, gone
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
-from sgpatch.series.statements import statements_absorbed
+from sgpatch.series.renamed import renamed_absorbed
+from sgpatch.series.statements import imports_present, statements_absorbed
 from sgpatch.series.upstream import innermost, outline
 
 _DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
@@ -153,24 +154,68 @@ def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | N
             return None
         window = lines[span[0] : span[1]]
         where = f"where it lands (lines {span[0] + 1}-{span[1]})"
+    left, proof = _in_window(hunk, window, where)
+    if left or proof is not None:
+        return proof
+    if not scope or after_hunk is None:
+        return None
+    return statements_absorbed(hunk, scope, after_hunk, new) or _renamed_in(hunk, scope, after_hunk, new)
+
+
+def _in_window(hunk: Hunk, window: Sequence[bytes], where: str) -> tuple[bool, str | None]:
+    """(whether a line the hunk removes is left in ``window``, the line evidence there or None)."""
     present = {norm(ln) for ln in window}
     said = [n for n in (norm(ln) for ln in window) if n]
     flat = b"".join(said)
     bounds = set(itertools.accumulate((len(n) for n in said), initial=0))
     removed = _removed(hunk)
     if any(n in present for n in removed if says_something(n)):
-        return None  # a line it removes is still there
+        return True, None  # a line it removes is still there
     runs = [[n for n in (norm(ln) for ln in run) if n] for run in _runs(hunk)]
     runs = [r for r in runs if r]
     if not runs:
         if any(says_something(n) for n in removed):
-            return f"removed upstream: none of the {len(removed)} line(s) it removes is left {where}"
-        return None
+            return False, f"removed upstream: none of the {len(removed)} line(s) it removes is left {where}"
+        return False, None
     if not any(says_something(n) for r in runs for n in r):
-        return None
+        return False, None
     if all(_stands(b"".join(r), flat, bounds) for r in runs):
-        return f"normalised: its {len(runs)} added run(s) stand {where}, and no line it removes is left"
-    return statements_absorbed(hunk, scope, after_hunk, new) if scope and after_hunk is not None else None
+        return False, f"normalised: its {len(runs)} added run(s) stand {where}, and no line it removes is left"
+    return False, None
+
+
+def _renamed_in(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes) -> str | None:
+    o_after, o_new = outline(after_hunk), outline(new)
+    mine = o_after.definitions.get(scope, ()) if o_after is not None else ()
+    theirs = o_new.definitions.get(scope, ()) if o_new is not None else ()
+    if len(mine) != 1 or len(theirs) != 1:
+        return None
+    return renamed_absorbed(hunk, after_hunk, mine[0], theirs[0])
+
+
+def absorbed_moved(hunk: Hunk, before: bytes, after_hunk: bytes, target: bytes, where: str) -> str | None:
+    """For a file the release lacks: the evidence that ``target`` (``where``: the release file its definitions
+    moved to) already does what ``hunk`` does; None without proof.  Its imports are all imported there; or
+    every run it adds stands there and no line it removes is left; or, in a function, every statement it adds
+    stands in the one function of that name there (Python ASTs, up to a consistent renaming of local names)."""
+    imports = imports_present(hunk, before, after_hunk, target)
+    if imports is not None:
+        return imports
+    lines = split_lines(target)
+    left, proof = _in_window(hunk, lines, f"in {where}, the file its definitions moved to")
+    if left or (proof is not None and proof.startswith("normalised")):
+        return proof
+    o_before, o_after, o_target = outline(before), outline(after_hunk), outline(target)
+    if o_before is None or o_after is None or o_target is None:
+        return None
+    first, last = changed_span(hunk)
+    scope = innermost(o_before, first, last)
+    mine = o_after.definitions.get(scope, ())
+    bare = scope.rpartition(".")[2]
+    theirs = [d for q, defs in o_target.definitions.items() if q.rpartition(".")[2] == bare for d in defs]
+    if not scope or len(mine) != 1 or len(theirs) != 1:
+        return None
+    return renamed_absorbed(hunk, after_hunk, mine[0], theirs[0])
 
 
 def _stands(run: bytes, flat: bytes, bounds: set[int]) -> bool:
