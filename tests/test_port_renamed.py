@@ -19,6 +19,7 @@ from sgpatch.series.engine import apply_file
 from sgpatch.series.hunks import only
 from sgpatch.series.statements import imports_present
 
+from .reliability import record
 from .test_port_absorb import merger  # noqa: F401  (the fixture: git merge-file in a tmp repository)
 from .test_port_combine import _patch
 from .test_port_gone import _suggested
@@ -164,18 +165,29 @@ def test_slime_resolve_suggested_deletes_the_reject_of_a_file_its_target_holds(
     assert f["gone"] and [h["suggestion"] for h in f["hunks"]] == [TAKE_UPSTREAM] * 3
     assert f["hunks"][0]["evidence"].startswith("imports: the release's file imports each name it adds")
     assert "local_topk_ids -> local_topk, topk_ids -> topk_indices" in f["hunks"][2]["evidence"]
-    for edited in (False, True):
-        proj = tmp_path / f"proj-{edited}"
+    outside = tmp_path / "outside.rej"
+    for how in ("as stopped", "edited", "linked"):
+        proj = tmp_path / f"proj-{how.replace(' ', '-')}"
         shutil.copytree(stopped[0], proj, symlinks=True)
         reject = proj / ".sgpatch/checkouts/0.5.12.post1-cu130" / f"{path}.rej"
         assert reject.is_file()
-        if edited:
+        if how == "edited":
             reject.write_bytes(reject.read_bytes() + b"# a note\n")
+        elif how == "linked":
+            outside.write_bytes(reject.read_bytes())
+            reject.unlink()
+            reject.symlink_to(outside)
         done = sg("port", "--resolve", "suggested", "--json", "--config", str(proj / "VERSIONS.toml"), path)
         assert done.returncode == 0, done.stderr
         (out,) = json.loads(done.stdout)["files"]
-        if edited:
-            assert out["outcome"] == "untouched" and reject.read_bytes().endswith(b"# a note\n")
-        else:
+        if how == "as stopped":
             assert out == {"file": path, "outcome": "resolved", "resolved": 3, "left": 0, "dropped_hunks": [1, 2, 3]}
             assert not reject.exists()
+            continue
+        assert out["outcome"] == "untouched"
+        if how == "edited":
+            assert reject.read_bytes().endswith(b"# a note\n")
+            record("port-resolve-edited-reject", exit=done.returncode, shown=f"{path}: untouched", roots=(proj,))
+        else:
+            assert reject.is_symlink() and outside.is_file()
+            record("port-resolve-linked-reject", exit=done.returncode, shown=f"{path}: untouched", roots=(proj,))
