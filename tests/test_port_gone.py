@@ -70,7 +70,10 @@ def helper(x):
 def test_a_change_inside_a_class_the_release_defines_nowhere_takes_upstream(tmp_path: Path, merger: Any) -> None:
     (v,) = _suggested(tmp_path, GONE_BEFORE, GONE_AFTER, GONE_NEW, merger)
     assert v.suggestion == TAKE_UPSTREAM
-    assert v.evidence.startswith("gone upstream: every line it changes is inside Timing, which the release defines")
+    assert v.evidence == (
+        "gone upstream: every line it changes is inside Timing, which the release has nowhere (no file of it names "
+        "Timing, no definition here holds half of its lines)"
+    )
 
 
 def test_an_insertion_at_the_end_of_a_gone_function_after_a_blank_line(tmp_path: Path) -> None:
@@ -87,7 +90,9 @@ def test_an_insertion_at_the_end_of_a_gone_function_after_a_blank_line(tmp_path:
 def test_no_gone_proof_when_the_definition_stands_elsewhere_or_renamed(tmp_path: Path, merger: Any) -> None:
     fp = _patch(tmp_path, GONE_BEFORE, GONE_AFTER)
     hunk = fp.hunks[0]
-    assert gone(hunk, GONE_BEFORE, GONE_NEW, lambda name: name == "Timing") is None  # another file defines it
+    assert gone(hunk, GONE_BEFORE, GONE_NEW, lambda name: name == "Timing") is None  # another file names it
+    imported = GONE_NEW.replace(b"import os\n", b"import os\nfrom lib import Timing\n")
+    assert gone(hunk, GONE_BEFORE, imported, NOWHERE) is None  # the file still names it: it comes from elsewhere
     assert gone(hunk, GONE_BEFORE, GONE_NEW, None) is None  # the release's other files unknown
     renamed = GONE_NEW.replace(b"class Stats:", b"class Timing2:").replace(
         b"    started: float = 0.0\n", b"    queue_time: float\n    forward_time: float\n"
@@ -129,8 +134,8 @@ def test_lines_edited_in_place_that_the_release_removed_take_upstream(tmp_path: 
     (v,) = _suggested(tmp_path, EDIT_BEFORE, EDIT_AFTER, EDIT_NEW, merger)
     assert v.suggestion == TAKE_UPSTREAM
     assert v.evidence == (
-        "removed upstream: the 2 line(s) it edits in alloc are gone from the release's file, which uses os.MAX_NUMEL "
-        "nowhere"
+        "removed upstream: the 2 line(s) it edits in alloc are gone from the release's file, which names "
+        "os.MAX_NUMEL nowhere"
     )
 
 
@@ -139,6 +144,10 @@ def test_no_removed_proof_when_the_name_stays_a_statement_is_added_or_the_line_i
     hunk = fp.hunks[0]
     still_used = EDIT_NEW.replace(b"    kernel(n)\n", b"    kernel(min(n, os.MAX_NUMEL))\n")
     assert gone(hunk, EDIT_BEFORE, still_used, NOWHERE) is None
+    imported = EDIT_NEW.replace(b"import os\n", b"from os import MAX_NUMEL\n").replace(
+        b"kernel(n)", b"kernel(MAX_NUMEL)"
+    )
+    assert gone(hunk, EDIT_BEFORE, imported, NOWHERE) is None  # the name it replaces, imported another way
     rewrapped = EDIT_NEW.replace(b"    kernel(n)\n", b"    seen = min(\n        os.MAX_NUMEL, n * 2\n    )\n")
     assert gone(hunk, EDIT_BEFORE, rewrapped, NOWHERE) is None
     added = EDIT_BEFORE.replace(b"    if n < os.MAX_NUMEL:\n", b"    if n < 65536:\n        log(n)\n")
@@ -175,7 +184,7 @@ def test_slime_resolve_suggested_drops_what_is_gone_upstream(
         (("managers/multi_tokenizer_mixin.py", 4), "monkey_patch_uvicorn_multiprocessing"),
     ):
         assert hunks[key]["suggestion"] == TAKE_UPSTREAM
-        assert hunks[key]["evidence"].startswith(f"gone upstream: every line it changes is inside {name}, ")
+        assert hunks[key]["evidence"].startswith(f"gone upstream: every line it changes is inside {name}, which ")
     done = sg("port", "--resolve", "suggested", "--json", "--config", str(proj / "VERSIONS.toml"))
     assert done.returncode == 0, done.stderr
     out = {f["file"]: f for f in json.loads(done.stdout)["files"]}

@@ -89,6 +89,8 @@ def test_no_renamed_proof_for_another_name_an_inconsistent_renaming_or_an_unassi
         b"        self.cache.store", b"        keep(other)\n        self.cache.store", 1
     )
     assert absorbed(fp2.hunks[0], outside, release, after2) is None  # ``buf`` is assigned outside the hunk
+    declared = NEW.replace(b"        if backend()", b"        global local\n        if backend()")
+    assert absorbed(hunk, BEFORE, declared, after) is None  # a name declared global is never renamed
 
 
 MOVED_BEFORE = b"""from pkg.layers import (
@@ -107,9 +109,10 @@ class _CapturerReal:
             return dp_rank(batch)
         return batch
 """
+DEVICE = b"        self.device = device\n"
+BLOCK = b"        if backend().is_deepep():\n            self.gather_buffer = make(device)\n"
 MOVED_AFTER = MOVED_BEFORE.replace(b"    dp_rank,\n", b"    all_gather,\n    dp_rank,\n").replace(
-    b"        self.device = device\n",
-    b"        self.device = device\n        if backend().is_deepep():\n            self.gather_buffer = make(device)\n",
+    DEVICE, DEVICE + BLOCK
 )
 TARGET = b"""from pkg.layers import all_gather, dp_rank, is_dp
 from pkg.other import thing
@@ -139,7 +142,7 @@ def test_a_moved_file_whose_target_holds_its_imports_and_its_lines(tmp_path: Pat
     assert proofs[0] == "imports: the release's file imports each name it adds (all_gather) from the same module"
     assert proofs[1] == (
         "normalised: its 1 added run(s) stand in pkg/capturer.py, the file its definitions moved to, and no line it "
-        "removes is left"
+        "removes is left; each stands there once, and stood nowhere in the old file"
     )
     other_module = TARGET.replace(b"from pkg.layers import all_gather, dp_rank", b"from pkg.comm import all_gather")
     after = apply_file(MOVED_BEFORE, only(fp, fp.hunks[:1]))
@@ -150,6 +153,18 @@ def test_a_moved_file_whose_target_holds_its_imports_and_its_lines(tmp_path: Pat
     after = apply_file(MOVED_BEFORE, only(fp, fp.hunks[1:]))
     assert isinstance(after, bytes)
     assert absorbed_moved(fp.hunks[1], MOVED_BEFORE, after, without, "t.py") is None
+    twice = without.replace(
+        b"    def local_slice(", b"    def one(self, device):\n" + BLOCK + b"\n    def two(self, device):\n" + BLOCK
+    ).replace(b"\n    def two(", b"\n    def local_slice(self, batch):\n        pass\n\n    def two(", 0)
+    once = twice.replace(b"    def two(self, device):\n" + BLOCK, b"")
+    assert absorbed_moved(fp.hunks[1], MOVED_BEFORE, after, once, "t.py") is not None  # one place, in another method
+    assert absorbed_moved(fp.hunks[1], MOVED_BEFORE, after, twice, "t.py") is None  # two places: which one?
+    old_had = MOVED_BEFORE + b"\n    def spare(self, device):\n" + BLOCK
+    fp3 = _patch(tmp_path, old_had, old_had.replace(b"        self.device = device\n", DEVICE + BLOCK, 1))
+    (hunk3,) = fp3.hunks
+    after3 = apply_file(old_had, fp3)
+    assert isinstance(after3, bytes)
+    assert absorbed_moved(hunk3, old_had, after3, once, "t.py") is None  # the old file had those lines already
 
 
 def test_slime_resolve_suggested_deletes_the_reject_of_a_file_its_target_holds(

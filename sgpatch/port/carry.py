@@ -114,7 +114,7 @@ def _carry_files(
                     outcome = carry_file(fp, b, a, n, merge, whole=whole)
             conflict = outcome.verdict.state == "conflict" and not outcome.verdict.gone and fp.hunks
             if conflict and b is not None and n is not None:
-                hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge, _defined_elsewhere(run, fp.path)))
+                hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge, _named_elsewhere(run, fp.path)))
                 outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
@@ -136,12 +136,12 @@ def _release_files(run: Rebase) -> KeptFiles | None:
     return run.release
 
 
-def _defined_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
-    """Whether a file of the release (as the series so far left it) other than ``path`` defines a name."""
+def _named_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
+    """Whether a file of the release (as the series so far left it) other than ``path`` names a name."""
     release = _release_files(run)
     if release is None:
         return None
-    return lambda name: release.defines(name, path, run.current)
+    return lambda name: release.names_elsewhere(name, path, run.current)
 
 
 def _follow(

@@ -59,15 +59,18 @@ class KeptFiles:
             self._files.update(self._read(missing))
         return {p: self._files[p] for p in paths}
 
-    def defines(self, name: str, path: str, current: Mapping[str, bytes | None]) -> bool:
+    def names_elsewhere(self, name: str, path: str, current: Mapping[str, bytes | None]) -> bool:
         """Whether a Python file of the release's package (``current``'s text where it has one), other than
-        ``path``, defines ``name`` with ``def`` or ``class``."""
+        ``path``, names ``name`` (defines, imports or uses it); True when the package is too large to read."""
         top = "/".join(path.split("/")[:-1][:2])
         listed = self.names(path.split("/", 1)[0])
-        py = [n for n in listed if n.endswith(".py") and n.startswith(f"{top}/") and n != path][:MAX_FILES]
+        py = [n for n in listed if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != path]
+        if len(py) > MAX_FILES:
+            return True
         texts = {p: current[p] for p in py if p in current}
         texts.update(self.read([p for p in py if p not in current]))
-        return any(data is not None and name in _defined(data) for data in texts.values())
+        word = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
+        return any(data is not None and name.encode() in data and word.search(data) for data in texts.values())
 
 
 def _definition_names(o: Outline) -> set[str]:

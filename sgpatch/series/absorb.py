@@ -42,7 +42,7 @@ from sgpatch.series.conflicts import (
     sound,
 )
 from sgpatch.series.engine import HunkFailure, apply_file
-from sgpatch.series.gone import DefinedElsewhere, gone
+from sgpatch.series.gone import NamedElsewhere, gone
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
@@ -203,8 +203,10 @@ def absorbed_moved(hunk: Hunk, before: bytes, after_hunk: bytes, target: bytes, 
         return imports
     lines = split_lines(target)
     left, proof = _in_window(hunk, lines, f"in {where}, the file its definitions moved to")
-    if left or (proof is not None and proof.startswith("normalised")):
-        return proof
+    if left:
+        return None
+    if proof is not None and proof.startswith("normalised") and _runs_placed(hunk, before, target):
+        return f"{proof}; each stands there once, and stood nowhere in the old file"
     o_before, o_after, o_target = outline(before), outline(after_hunk), outline(target)
     if o_before is None or o_after is None or o_target is None:
         return None
@@ -216,6 +218,31 @@ def absorbed_moved(hunk: Hunk, before: bytes, after_hunk: bytes, target: bytes, 
     if not scope or len(mine) != 1 or len(theirs) != 1:
         return None
     return renamed_absorbed(hunk, after_hunk, mine[0], theirs[0])
+
+
+def _runs_placed(hunk: Hunk, before: bytes, target: bytes) -> bool:
+    """Whether each run ``hunk`` adds stands exactly once in ``target`` and nowhere in ``before`` (from a line's
+    start to a line's end, whitespace and comments aside): without a definition to look in, the whole file must
+    point at one place, and the run must be the hunk's own."""
+    texts = []
+    for text in (target, before):
+        said = [n for n in (norm(ln) for ln in split_lines(text)) if n]
+        texts.append((b"".join(said), set(itertools.accumulate((len(n) for n in said), initial=0))))
+    (flat, bounds), (old_flat, old_bounds) = texts
+    for run in _runs(hunk):
+        joined = b"".join(n for n in (norm(ln) for ln in run) if n)
+        if joined and (_count(joined, flat, bounds) != 1 or _count(joined, old_flat, old_bounds)):
+            return False
+    return True
+
+
+def _count(run: bytes, flat: bytes, bounds: set[int]) -> int:
+    """How often ``run`` occurs in ``flat`` from a line's start to a line's end."""
+    found, at = 0, flat.find(run)
+    while at >= 0:
+        found += at in bounds and at + len(run) in bounds
+        at = flat.find(run, at + 1)
+    return found
 
 
 def _stands(run: bytes, flat: bytes, bounds: set[int]) -> bool:
@@ -250,10 +277,10 @@ def suggest(
     before: bytes,
     new: bytes,
     merge: Merge,
-    defined_elsewhere: DefinedElsewhere | None = None,
+    named_elsewhere: NamedElsewhere | None = None,
 ) -> list[HunkVerdict]:
-    """``verdicts`` with a suggestion and its evidence on each conflicting hunk that has one (``defined_elsewhere``:
-    whether another file of the release defines a name, for ``series.gone``)."""
+    """``verdicts`` with a suggestion and its evidence on each conflicting hunk that has one (``named_elsewhere``:
+    whether another file of the release names a name, for ``series.gone``)."""
     out = list(verdicts)
     for k, (hunk, v) in enumerate(zip(fp.hunks, verdicts, strict=True)):
         if v.state != "conflict":
@@ -263,7 +290,7 @@ def suggest(
             continue
         proof = absorbed(hunk, before, new, other)
         if proof is None and fp.path.endswith(".py"):
-            proof = gone(hunk, before, new, defined_elsewhere)
+            proof = gone(hunk, before, new, named_elsewhere)
         if proof is not None:
             out[k] = dataclasses.replace(v, suggestion=TAKE_UPSTREAM, evidence=proof)
             continue

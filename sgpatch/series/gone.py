@@ -5,14 +5,15 @@ instead that what the hunk changes no longer exists, read in the release's own c
 
 ``gone upstream``     every line the hunk changes stands inside the body of one definition (function or class)
                       of the old file (an insertion: the lines it adds are indented into the body of the
-                      definition ending before it, blank lines aside) that the release defines nowhere: not in
-                      the file under that qualified name, no file of the release under its own name
-                      (``defined_elsewhere``), and no definition of the file holding half of its lines under
-                      another name (a rename).
+                      definition ending before it, blank lines aside) that the release has nowhere: the file
+                      neither defines that qualified name nor names its own name at all, no other file of the
+                      release's package names it (``named_elsewhere``: defines, imports or uses it), and no
+                      definition of the file holds half of its lines under another name (a rename).
 ``removed upstream``  the hunk only edits lines in place (as many lines added as removed, each the edit of the
                       one it replaces: same indentation, same first word), the definition that held them still
                       stands in the release, and neither the lines it edits (whitespace and line breaks aside)
-                      nor a name it replaces is left anywhere in the release's file.
+                      nor a name it replaces (a dotted name by its last part) is left anywhere in the release's
+                      file.
 
 A hunk that adds a statement of its own, adds lines outside the definition's body, or works at module level is
 never dropped so: it may carry behaviour the release still needs.
@@ -30,7 +31,7 @@ from sgpatch.series.patch import Hunk, split_lines
 from sgpatch.series.upstream import Definition, Outline, innermost, outline
 
 MIN_SHARED = 0.5  # the share of a definition's (a file's) lines another must hold to be taken for its new name
-DefinedElsewhere = Callable[[str], bool]  # whether some other file of the release defines this bare name
+NamedElsewhere = Callable[[str], bool]  # whether another file of the release names this name (defines, uses...)
 
 _TOKEN = re.compile(rb"[A-Za-z_][A-Za-z0-9_.]*|\"[^\"\n]*\"|'[^'\n]*'")
 _FIRST = re.compile(rb"^([ \t]*)([A-Za-z_][A-Za-z0-9_]*|\S)")
@@ -47,10 +48,10 @@ def shared(old: bytes, new: bytes) -> float:
     return sum((a & b).values()) / total if total else 0.0
 
 
-def gone(hunk: Hunk, before: bytes, new: bytes, defined_elsewhere: DefinedElsewhere | None) -> str | None:
+def gone(hunk: Hunk, before: bytes, new: bytes, named_elsewhere: NamedElsewhere | None) -> str | None:
     """The evidence that what ``hunk`` (made on ``before``) changes is gone from the release ``new``; None
-    without proof.  ``defined_elsewhere``: the release's other files, by the names they define (None: unknown,
-    so no definition counts as gone)."""
+    without proof.  ``named_elsewhere``: whether the release's other files name a name (None: unknown, so no
+    definition counts as gone)."""
     o_before, o_new = outline(before), outline(new)
     if o_before is None or o_new is None:
         return None
@@ -63,32 +64,34 @@ def gone(hunk: Hunk, before: bytes, new: bytes, defined_elsewhere: DefinedElsewh
     scope = innermost(o_before, first, last)
     if not scope:
         return None
-    if defined_elsewhere is not None:
-        found = _gone_definition(hunk, scope, o_before, o_new, defined_elsewhere)
+    if named_elsewhere is not None:
+        found = _gone_definition(hunk, scope, o_before, new, o_new, named_elsewhere)
         if found is not None:
             return found
     return _edited_lines_gone(hunk, scope, new, o_new)
 
 
 def _gone_definition(
-    hunk: Hunk, scope: str, o_before: Outline, o_new: Outline, defined_elsewhere: DefinedElsewhere
+    hunk: Hunk, scope: str, o_before: Outline, new: bytes, o_new: Outline, named_elsewhere: NamedElsewhere
 ) -> str | None:
     """``gone upstream``: the outermost definition around the hunk's change that the release defines nowhere."""
     parts = scope.split(".")
-    bare_new = {q.rpartition(".")[2] for q in o_new.definitions}
+    bare_new = {q.rpartition(".")[2] for q in o_new.definitions}  # (a definition by its name is also a word)
     for k in range(1, len(parts) + 1):
         qual = ".".join(parts[:k])
         olds = o_before.definitions.get(qual, ())
         if qual in o_new.definitions or len(olds) != 1:
             continue
         old, name = olds[0], parts[k - 1]
-        if name in bare_new or defined_elsewhere(name) or not _inside_body(hunk, old):
+        if name in bare_new or _word(name.encode()).search(new) or named_elsewhere(name):
+            return None  # defined or named in the file, or named in another file
+        if not _inside_body(hunk, old):
             return None
         if any(_renamed(old, d) for defs in o_new.definitions.values() for d in defs):
             return None
         return (
-            f"gone upstream: every line it changes is inside {qual}, which the release defines nowhere (not in "
-            f"this file, no file under the name {name}, no definition here holding half of its lines)"
+            f"gone upstream: every line it changes is inside {qual}, which the release has nowhere (no file of it "
+            f"names {name}, no definition here holds half of its lines)"
         )
     return None
 
@@ -121,7 +124,6 @@ def _edited_lines_gone(hunk: Hunk, scope: str, new: bytes, o_new: Outline) -> st
         return None
     said = [n for n in (norm(ln) for ln in split_lines(new)) if n]
     flat = b"".join(said)
-    tokens = {m.group(0) for ln in split_lines(new) for m in _TOKEN.finditer(ln)}
     replaced: set[bytes] = set()
     for old_line, new_line in zip(removed, added, strict=True):
         a, b = _FIRST.match(old_line), _FIRST.match(new_line)
@@ -130,11 +132,21 @@ def _edited_lines_gone(hunk: Hunk, scope: str, new: bytes, o_new: Outline) -> st
         if not says_something(norm(old_line)) or norm(old_line) in flat or norm(new_line) in flat:
             return None
         gone_tokens = {m.group(0) for m in _TOKEN.finditer(old_line)} - {m.group(0) for m in _TOKEN.finditer(new_line)}
-        if not gone_tokens or gone_tokens & tokens:
-            return None  # it edits nothing but spelling, or what it replaces is still used in the file
+        if not gone_tokens or any(_word(_last(t)).search(new) for t in gone_tokens):
+            return None  # it edits nothing but spelling, or what it replaces is still named in the file
         replaced |= gone_tokens
     names = ", ".join(sorted(t.decode(errors="replace") for t in replaced))
     return (
         f"removed upstream: the {len(removed)} line(s) it edits in {scope} are gone from the release's file, "
-        f"which uses {names} nowhere"
+        f"which names {names} nowhere"
     )
+
+
+def _last(token: bytes) -> bytes:
+    """A dotted name's last part (``tl.core.MAX`` -> ``MAX``: the release may import it another way); a string
+    literal as it is."""
+    return token if token[:1] in (b'"', b"'") else token.rpartition(b".")[2]
+
+
+def _word(text: bytes) -> re.Pattern[bytes]:
+    return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(text) + rb"(?![A-Za-z0-9_])")

@@ -150,5 +150,7 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 
 def _bound(fn: ast.AST) -> set[str]:
-    """The names ``fn`` assigns anywhere in its body."""
-    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del)}
+    """The names ``fn`` assigns anywhere in its body, but those it declares ``global`` or ``nonlocal``."""
+    declared = {name for n in ast.walk(fn) if isinstance(n, ast.Global | ast.Nonlocal) for name in n.names}
+    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del)}
+    return stored - declared
