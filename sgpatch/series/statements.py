@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 import textwrap
 from collections.abc import Sequence
 
@@ -152,6 +153,8 @@ def imports_present(hunk: Hunk, before: bytes, after_hunk: bytes, target: bytes)
     """The evidence that ``target`` already imports what ``hunk`` imports: the hunk changes module-level import
     statements only (``after_hunk``: ``before`` with it alone applied), adds at least one name, removes none, and
     ``target`` imports each name it adds from the same module under the same name; None without proof."""
+    if not all(_IMPORTISH.match(text) for _, text in hunk.added if text.strip()):
+        return None  # a line no import statement has: no need to parse the files
     mine, old, theirs = _module_imports(after_hunk), _module_imports(before), _module_imports(target)
     if mine is None or old is None or theirs is None:
         return None
@@ -168,6 +171,10 @@ def imports_present(hunk: Hunk, before: bytes, after_hunk: bytes, target: bytes)
 
 
 ImportName = tuple[str, str, str]  # (module, name, as-name)
+_IMPORTISH = re.compile(
+    rb"^[ \t]*(?:(?:from|import)[ \t].*|\(?[ \t]*[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?[ \t]*,?[ \t]*\)?|\)|\()[ \t]*"
+    rb"(?:#.*)?\r?\n?$"
+)
 
 
 def _module_imports(source: bytes) -> tuple[list[ImportName], list[tuple[int, int]]] | None:
