@@ -9,11 +9,15 @@ suggestion, or none:
                    no line it removes is left (``normalised``); or it only removes lines and none of them
                    is left (``removed upstream``); or, in a definition, every statement it adds stands
                    there as a Python AST, in the same nesting and order (``statements``, in
-                   ``series.statements``).  Lines without a name or number in them (``)``, ``else:``)
+                   ``series.statements``), or so up to a consistent renaming of the function's local names
+                   (``series.renamed``).  Lines without a name or number in them (``)``, ``else:``)
                    prove nothing: at least one added or removed line must say something.
-                   Or what the hunk changes is gone from the release: the definition holding it is defined
-                   nowhere, or the lines it edits in place and the names it replaces are left nowhere in the
-                   file (``gone upstream``, ``removed upstream``, in ``series.gone``).
+                   Or what the hunk changes is gone from the release: the definition holding it is named
+                   nowhere in the release, or the lines it edits in place and the names it replaces are left
+                   nowhere in the file (``gone upstream``, ``removed upstream``, in ``series.gone``).
+                   For a file the release lacks, the same against the one file its definitions went to
+                   (``absorbed_moved``): its imports imported there, its runs standing there once, or its
+                   statements in the function of that name.
 ``take-patch``,    the same choice for each conflict the hunk alone makes (``series.combine``).
 ``combine``
 
