@@ -135,7 +135,7 @@ def test_lines_edited_in_place_that_the_release_removed_take_upstream(tmp_path: 
     assert v.suggestion == TAKE_UPSTREAM
     assert v.evidence == (
         "removed upstream: the 2 line(s) it edits in alloc are gone from the release's file, which names "
-        "os.MAX_NUMEL nowhere"
+        "MAX_NUMEL nowhere"
     )
 
 

@@ -135,7 +135,7 @@ def _edited_lines_gone(hunk: Hunk, scope: str, new: bytes, o_new: Outline) -> st
         if not gone_tokens or any(_word(_last(t)).search(new) for t in gone_tokens):
             return None  # it edits nothing but spelling, or what it replaces is still named in the file
         replaced |= gone_tokens
-    names = ", ".join(sorted(t.decode(errors="replace") for t in replaced))
+    names = ", ".join(sorted({_last(t).decode(errors="replace") for t in replaced}))
     return (
         f"removed upstream: the {len(removed)} line(s) it edits in {scope} are gone from the release's file, "
         f"which names {names} nowhere"
