@@ -167,8 +167,9 @@ def test_slime_resolve_suggested_drops_what_is_gone_upstream(
 ) -> None:
     """Onto 0.5.12.post1: ``allocator.py``'s two edits of lines the release removed, ``io_struct.py``'s fields of
     two classes it defines nowhere, ``multi_tokenizer_mixin.py``'s code inside a function it defines nowhere take
-    upstream; after ``--resolve suggested``, ``allocator.py`` is the maintainers' file (the release's) and
-    ``io_struct.py`` carries only the hunk they kept."""
+    upstream; after ``--resolve suggested``, ``allocator.py`` is the maintainers' file (the release's),
+    ``io_struct.py`` carries only the hunk they kept, and ``multi_tokenizer_mixin.py``, whose other hunks use the
+    fields ``io_struct.py`` #1 adds, is left for a person."""
     proj = tmp_path / "proj"
     shutil.copytree(stopped[0], proj, symlinks=True)
     srt = "python/sglang/srt/"
@@ -185,9 +186,20 @@ def test_slime_resolve_suggested_drops_what_is_gone_upstream(
     ):
         assert hunks[key]["suggestion"] == TAKE_UPSTREAM
         assert hunks[key]["evidence"].startswith(f"gone upstream: every line it changes is inside {name}, which ")
+    # multi_tokenizer_mixin.py's other hunks pass the fields io_struct.py #1 adds, which the release names nowhere:
+    # carried without them they would fail at run time, so no suggestion settles them (series.needed)
+    for index in (1, 2, 3):
+        held = hunks["managers/multi_tokenizer_mixin.py", index]
+        assert held["suggestion"] is None
+        assert held["evidence"].startswith("withheld: it uses pd_"), held["evidence"]
+        dropped = f"which the series defines only in {srt}managers/io_struct.py #1, dropped as take-upstream"
+        assert dropped in held["evidence"]
     done = sg("port", "--resolve", "suggested", "--json", "--config", str(proj / "VERSIONS.toml"))
     assert done.returncode == 0, done.stderr
-    out = {f["file"]: f for f in json.loads(done.stdout)["files"]}
+    resolved = json.loads(done.stdout)
+    out = {f["file"]: f for f in resolved["files"]}
+    assert out[srt + "managers/multi_tokenizer_mixin.py"]["outcome"] == "left"
+    assert srt + "managers/multi_tokenizer_mixin.py" in resolved["left"]
     assert out[srt + "mem_cache/allocator.py"]["outcome"] == "resolved"
     assert out[srt + "mem_cache/allocator.py"]["dropped_hunks"] == [1, 2]
     assert out[srt + "managers/io_struct.py"]["outcome"] == "resolved"

@@ -26,7 +26,9 @@ from sgpatch.pyast import collector_paused, parses_shared
 from sgpatch.series.absorb import absorbed_moved, suggest
 from sgpatch.series.conflicts import TAKE_UPSTREAM
 from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.gone import word
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state, only
+from sgpatch.series.needed import ReleaseNames, hold_needed
 from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -125,6 +127,8 @@ def _carry_files(
                 if outcome.verdict.gone:
                     outcome = _absorbed_where_it_went(run, fp, outcome, b)
         outcomes.append(outcome)
+    held = hold_needed([(fp, o.verdict) for fp, o in zip(patch.files, outcomes, strict=True)], after, _names(run))
+    outcomes = [dataclasses.replace(o, verdict=v) for o, v in zip(outcomes, held, strict=True)]
     ported, texts = _verdict(patch, outcomes, old_label, new_label)
     return ported, ({**texts, **carried} if texts is not None else None)
 
@@ -142,6 +146,20 @@ def _named_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
     if release is None:
         return None
     return lambda name: release.names_elsewhere(name, path, run.current)
+
+
+def _names(run: Rebase) -> ReleaseNames:
+    """Whether the release (as the series so far left it) names a name: in the file itself or in another."""
+    release = _release_files(run)
+
+    def named(name: str, path: str) -> bool:
+        pattern = word(name.encode())
+        if release is not None:
+            own = run.current[path] if path in run.current else release.read([path])[path]
+            return bool(own and pattern.search(own)) or release.names_elsewhere(name, path, run.current)
+        return any(text is not None and pattern.search(text) for text in run.current.values())
+
+    return named
 
 
 def _follow(

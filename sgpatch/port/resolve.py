@@ -10,7 +10,8 @@ every one of its hunks is suggested ``take-upstream`` (``suggested``: its reject
 ``patch``      every conflict takes the patch's side.
 ``suggested``  the hunks suggested ``take-upstream`` are dropped (the file's other hunks merged again,
                three-way, without them); every conflict left takes what ``combine.region_choice``
-               suggests, if the file still parses and defines no name twice; the rest stays marked.
+               suggests, if the file still parses and defines no name twice; the rest stays marked.  A file
+               one of whose hunks had its suggestion withdrawn (``series.needed``) is left as it is.
 """
 
 from __future__ import annotations
@@ -137,6 +138,9 @@ def resolve_port(
                 continue
             if full.is_symlink() or not full.is_file() or full.read_bytes() != left_at_stop:
                 out.append(ResolvedFile(fv.path, "untouched", 0, len(fv.regions)))
+                continue
+            if mode == "suggested" and any(h.held for h in fv.hunks):  # a suggestion withdrawn: for a person
+                out.append(ResolvedFile(fv.path, "left", 0, len(fv.regions)))
                 continue
             text, done, left, dropped = _resolve_file(mode, sections[fv.path], fv, before, new, left_at_stop, merge)
             if text != left_at_stop:

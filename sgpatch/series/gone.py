@@ -83,7 +83,7 @@ def _gone_definition(
         if qual in o_new.definitions or len(olds) != 1:
             continue
         old, name = olds[0], parts[k - 1]
-        if name in bare_new or _word(name.encode()).search(new) or named_elsewhere(name):
+        if name in bare_new or word(name.encode()).search(new) or named_elsewhere(name):
             return None  # defined or named in the file, or named in another file
         if not _inside_body(hunk, old):
             return None
@@ -132,7 +132,7 @@ def _edited_lines_gone(hunk: Hunk, scope: str, new: bytes, o_new: Outline) -> st
         if not says_something(norm(old_line)) or norm(old_line) in flat or norm(new_line) in flat:
             return None
         gone_tokens = {m.group(0) for m in _TOKEN.finditer(old_line)} - {m.group(0) for m in _TOKEN.finditer(new_line)}
-        if not gone_tokens or any(_word(_last(t)).search(new) for t in gone_tokens):
+        if not gone_tokens or any(word(_last(t)).search(new) for t in gone_tokens):
             return None  # it edits nothing but spelling, or what it replaces is still named in the file
         replaced |= gone_tokens
     names = ", ".join(sorted({_last(t).decode(errors="replace") for t in replaced}))
@@ -148,5 +148,5 @@ def _last(token: bytes) -> bytes:
     return token if token[:1] in (b'"', b"'") else token.rpartition(b".")[2]
 
 
-def _word(text: bytes) -> re.Pattern[bytes]:
+def word(text: bytes) -> re.Pattern[bytes]:
     return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(text) + rb"(?![A-Za-z0-9_])")
