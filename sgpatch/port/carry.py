@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sgpatch.git.diff import merge_file
-from sgpatch.port.moved import KeptFiles, follow
+from sgpatch.port.moved import KeptFiles, follow, package
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.pyast import collector_paused, parses_shared
@@ -149,15 +149,21 @@ def _named_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
 
 
 def _names(run: Rebase) -> ReleaseNames:
-    """Whether the release (as the series so far left it) names a name: in the file itself or in another."""
+    """Whether the release (as the series so far left it) names a name: in the file itself or in another file of
+    its package (one scan of the package per name)."""
     release = _release_files(run)
+    seen: dict[tuple[str, str], bool] = {}
 
     def named(name: str, path: str) -> bool:
         pattern = word(name.encode())
-        if release is not None:
-            own = run.current[path] if path in run.current else release.read([path])[path]
-            return bool(own and pattern.search(own)) or release.names_elsewhere(name, path, run.current)
-        return any(text is not None and pattern.search(text) for text in run.current.values())
+        own = run.current.get(path)
+        if own is not None and pattern.search(own):
+            return True
+        if release is None:
+            return any(text is not None and pattern.search(text) for text in run.current.values())
+        if (name, package(path)) not in seen:
+            seen[name, package(path)] = bool(release.naming(name, path, run.current))
+        return seen[name, package(path)]
 
     return named
 

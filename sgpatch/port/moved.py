@@ -47,6 +47,7 @@ class KeptFiles:
         self._names, self._read = names, read
         self._listed: dict[str, list[str]] = {}
         self._files: dict[str, bytes | None] = {}
+        self._python: dict[str, list[str]] = {}
 
     def names(self, top: str) -> list[str]:
         if top not in self._listed:
@@ -59,18 +60,43 @@ class KeptFiles:
             self._files.update(self._read(missing))
         return {p: self._files[p] for p in paths}
 
-    def names_elsewhere(self, name: str, path: str, current: Mapping[str, bytes | None]) -> bool:
+    def python_files(self, path: str) -> list[str]:
+        """The Python files of the release's package ``path`` stands in (the folder of its first two parts)."""
+        top = package(path)
+        if top not in self._python:
+            listed = self.names(path.split("/", 1)[0])
+            self._python[top] = [n for n in listed if n.endswith(".py") and n.startswith(f"{top}/" if top else "")]
+        return self._python[top]
+
+    def names_elsewhere(self, name: str, path: str, current: Mapping[str, bytes | None], *, first: bool = True) -> bool:
         """Whether a Python file of the release's package (``current``'s text where it has one), other than
         ``path``, names ``name`` (defines, imports or uses it); True when the package is too large to read."""
-        top = "/".join(path.split("/")[:-1][:2])
-        listed = self.names(path.split("/", 1)[0])
-        py = [n for n in listed if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != path]
+        return bool(self.naming(name, path, current, first=first) - {path})
+
+    def naming(
+        self, name: str, path: str, current: Mapping[str, bytes | None], *, first: bool = False
+    ) -> frozenset[str]:
+        """The Python files of the package ``path`` stands in that name ``name`` (``current``'s text where it has
+        one; ``first``: the first found besides ``path`` only); the package itself (a stand-in) when it is too
+        large to read."""
+        py = self.python_files(path)
         if len(py) > MAX_FILES:
-            return True
-        texts = {p: current[p] for p in py if p in current}
-        texts.update(self.read([p for p in py if p not in current]))
+            return frozenset({package(path) or "."})
         word = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
-        return any(data is not None and name.encode() in data and word.search(data) for data in texts.values())
+        found = set()
+        texts = self.read([p for p in py if p not in current])
+        for p in py:
+            data = current[p] if p in current else texts[p]
+            if data is not None and name.encode() in data and word.search(data):
+                found.add(p)
+                if first and p != path:
+                    break
+        return frozenset(found)
+
+
+def package(path: str) -> str:
+    """The folder of a release file's package: its first two parts (``python/sglang``), "" at the top."""
+    return "/".join(path.split("/")[:-1][:2])
 
 
 def _definition_names(o: Outline) -> set[str]:
