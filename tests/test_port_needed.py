@@ -13,9 +13,11 @@ import difflib
 import subprocess
 from pathlib import Path
 
+from sgpatch.cli.render_port import _files_table
 from sgpatch.git.repo import Git
 from sgpatch.port.carry import classify
 from sgpatch.port.rebase import CheckoutFiles, OldSeries, Rebase
+from sgpatch.port.report import fate
 from sgpatch.series.conflicts import COMBINE, TAKE_UPSTREAM
 from sgpatch.series.needed import defined_lines, used
 from sgpatch.series.patch import Series, parse_patch
@@ -83,6 +85,9 @@ def test_a_carried_keyword_only_a_dropped_hunk_defines_loses_its_suggestion(tmp_
     )
     (use,) = [f for f in ported.files if f.path == USE]
     assert use.suggestion == "" and use.hunks[0].held and use.as_dict()["hunks"][0]["suggestion"] is None
+    shown = f"{USE} #1: none: withheld: it uses transfer_time, which the series defines only in {TIMING} #1"
+    assert any(line.strip().startswith(shown) for line in _files_table(ported))  # the port's table says why
+    assert fate(ported, use)[1].startswith("1 hunk(s) conflict; suggested: #1 none: withheld: it uses transfer_time")
 
 
 def test_the_carry_stays_when_the_release_names_the_field(tmp_path: Path) -> None:
