@@ -1321,6 +1321,23 @@ case(
     "the person's file byte for byte",
 )
 case(
+    "port-resolve-edited-reject",
+    UPGRADE,
+    "`sgpatch port --resolve suggested` where every hunk of a missing file is `take-upstream`, but the person "
+    "changed its reject file since the stop",
+    0,
+    "untouched",
+    "the person's reject file byte for byte",
+)
+case(
+    "port-resolve-linked-reject",
+    UPGRADE,
+    "`sgpatch port --resolve suggested` where a missing file's reject file was replaced by a symbolic link",
+    0,
+    "untouched",
+    "the link and the file it points to",
+)
+case(
     "resolution-store-crafted",
     UPGRADE,
     "a kept resolution in .sgpatch-resolutions/ whose sides do not hash to its name, or a store that is a link",

@@ -49,6 +49,7 @@ TESTS = (
     "tests/test_private_index.py",
     "tests/test_inventory_vars.py",
     "tests/test_port_absorb.py",
+    "tests/test_port_renamed.py",
     "tests/test_preflight_allreduce.py",
     "tests/test_preflight_flags.py",
     "tests/test_stop_room.py",

@@ -65,13 +65,13 @@ def _files_table(p: PortedPatch) -> list[str]:
             cells += f" (not in the release{'; moved to ' + f.renamed + '?' if f.renamed else ''})"
         rows.append((f.path, f.state, cells, f.suggestion or "-"))
     lines = [f"  {ln}" for ln in _table(rows, ("file", "state", "hunks", "suggestion"))]
-    suggested = [(f.path, h) for f in p.files for h in f.hunks if h.suggestion]
+    suggested = [(f.path, h) for f in p.files for h in f.hunks if h.suggestion or h.held]
     if suggested:
         lines.append("")
         lines.append(
             f"{p.name}: suggestions for the conflicting hunks ('sgpatch port --resolve suggested' writes them):"
         )
-        lines.extend(f"  {path} #{h.index}: {h.suggestion}: {h.evidence}" for path, h in suggested)
+        lines.extend(f"  {path} #{h.index}: {h.suggestion or 'none'}: {h.evidence}" for path, h in suggested)
     return lines
 
 

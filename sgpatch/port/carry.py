@@ -19,12 +19,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sgpatch.git.diff import MergeScratch, merge_file
-from sgpatch.port.moved import KeptFiles, follow
+from sgpatch.port.moved import KeptFiles, follow, package
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.pyast import collector_paused, parses_shared
-from sgpatch.series.absorb import suggest
-from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state
+from sgpatch.series.absorb import absorbed_moved, suggest
+from sgpatch.series.conflicts import TAKE_UPSTREAM
+from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.gone import word
+from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state, only
+from sgpatch.series.needed import ReleaseNames, hold_needed
 from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -113,7 +117,7 @@ def _carry_files(
                     outcome = carry_file(fp, b, a, n, merge, whole=whole)
             conflict = outcome.verdict.state == "conflict" and not outcome.verdict.gone and fp.hunks
             if conflict and b is not None and n is not None:
-                hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge))
+                hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge, _named_elsewhere(run, fp.path)))
                 outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
@@ -121,20 +125,56 @@ def _carry_files(
                 busy = frozenset(f.path for f in patch.files) | frozenset(carried)
                 outcome, into = _follow(run, fp, outcome, b, merge, busy)
                 carried.update(into)
+                if outcome.verdict.gone:
+                    outcome = _absorbed_where_it_went(run, fp, outcome, b)
         outcomes.append(outcome)
+    held = hold_needed([(fp, o.verdict) for fp, o in zip(patch.files, outcomes, strict=True)], after, _names(run))
+    outcomes = [dataclasses.replace(o, verdict=v) for o, v in zip(outcomes, held, strict=True)]
     ported, texts = _verdict(patch, outcomes, old_label, new_label)
     return ported, ({**texts, **carried} if texts is not None else None)
+
+
+def _release_files(run: Rebase) -> KeptFiles | None:
+    """The release's files, read once for the whole port."""
+    if run.release is not None and not isinstance(run.release, KeptFiles):
+        run.release = KeptFiles(run.release.names, run.release.read)
+    return run.release
+
+
+def _named_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
+    """Whether a file of the release (as the series so far left it) other than ``path`` names a name."""
+    release = _release_files(run)
+    if release is None:
+        return None
+    return lambda name: release.names_elsewhere(name, path, run.current)
+
+
+def _names(run: Rebase) -> ReleaseNames:
+    """Whether the release (as the series so far left it) names a name: in the file itself or in another file of
+    its package (one scan of the package per name)."""
+    release = _release_files(run)
+    seen: dict[tuple[str, str], bool] = {}
+
+    def named(name: str, path: str) -> bool:
+        pattern = word(name.encode())
+        own = run.current.get(path)
+        if own is not None and pattern.search(own):
+            return True
+        if release is None:
+            return any(text is not None and pattern.search(text) for text in run.current.values())
+        if (name, package(path)) not in seen:
+            seen[name, package(path)] = bool(release.naming(name, path, run.current))
+        return seen[name, package(path)]
+
+    return named
 
 
 def _follow(
     run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes, merge: Merge, busy: frozenset[str]
 ) -> tuple[FileOutcome, Files]:
     """A missing file's hunks carried to where their definitions now stand (``moved``), or those files named."""
-    release = run.release
+    release = _release_files(run)  # every missing file scans the same package: read it once
     assert release is not None
-    if not isinstance(release, KeptFiles):  # every missing file scans the same package: read it once
-        release = KeptFiles(release.names, release.read)
-        run.release = release
     followed = follow(fp, old, release.names(fp.path.split("/", 1)[0]), release.read, run.current, merge, busy=busy)
     v = outcome.verdict
     hunks = tuple(
@@ -152,6 +192,26 @@ def _follow(
     renamed = v.renamed or ", ".join(places)
     detail = v.detail + (f"; its definitions now stand in {', '.join(places)}" if places else "")
     return dataclasses.replace(outcome, verdict=dataclasses.replace(v, hunks=hunks, detail=detail, renamed=renamed)), {}
+
+
+def _absorbed_where_it_went(run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes) -> FileOutcome:
+    """A missing file's hunks suggested ``take-upstream`` where the one release file its definitions went to
+    already does what they do (``absorb.absorbed_moved``)."""
+    target = outcome.verdict.renamed
+    release = _release_files(run)
+    if not target or "," in target or release is None or not fp.path.endswith(".py"):
+        return outcome
+    text = run.current[target] if target in run.current else release.read([target])[target]
+    if text is None:
+        return outcome
+    hunks = []
+    for h in outcome.verdict.hunks:
+        after = apply_file(old, only(fp, (fp.hunks[h.index - 1],)))
+        proof = None
+        if h.state == "conflict" and not isinstance(after, HunkFailure):
+            proof = absorbed_moved(fp.hunks[h.index - 1], old, after, text, target)
+        hunks.append(dataclasses.replace(h, suggestion=TAKE_UPSTREAM, evidence=proof) if proof else h)
+    return dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=tuple(hunks)))
 
 
 def _whole_file(patch: Patch, fp: FilePatch, before: Files, after: Files, new: Files) -> tuple[str, str] | None:
@@ -174,11 +234,10 @@ def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_lab
     """A file the release lacks: name the release file it seems to have become."""
     path = outcome.verdict.path
     found = None
-    if run.release is not None and not isinstance(run.release, KeptFiles):  # read once for every missing file
-        run.release = KeptFiles(run.release.names, run.release.read)
-    if run.release is not None:
-        wanted = candidates(path, run.release.names(path.split("/", 1)[0]))
-        read = {**run.release.read([f for f in wanted if f not in run.current])}
+    release = _release_files(run)  # read once for every missing file
+    if release is not None:
+        wanted = candidates(path, release.names(path.split("/", 1)[0]))
+        read = {**release.read([f for f in wanted if f not in run.current])}
         found = find_rename(old, {**read, **{f: run.current[f] for f in wanted if f in run.current}})
     detail = f"not in {new_label}"
     renamed = ""

@@ -16,12 +16,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sgpatch.series.absorb import innermost
 from sgpatch.series.engine import HunkFailure, apply_file
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
-from sgpatch.series.upstream import Outline, outline
+from sgpatch.series.upstream import Outline, innermost, outline
 
 Merge = Callable[[bytes, bytes, bytes], tuple[bytes, int]]
 Reader = Callable[[Sequence[str]], Mapping[str, bytes | None]]
@@ -48,6 +47,7 @@ class KeptFiles:
         self._names, self._read = names, read
         self._listed: dict[str, list[str]] = {}
         self._files: dict[str, bytes | None] = {}
+        self._python: dict[str, list[str]] = {}
 
     def names(self, top: str) -> list[str]:
         if top not in self._listed:
@@ -59,6 +59,44 @@ class KeptFiles:
         if missing:
             self._files.update(self._read(missing))
         return {p: self._files[p] for p in paths}
+
+    def python_files(self, path: str) -> list[str]:
+        """The Python files of the release's package ``path`` stands in (the folder of its first two parts)."""
+        top = package(path)
+        if top not in self._python:
+            listed = self.names(path.split("/", 1)[0])
+            self._python[top] = [n for n in listed if n.endswith(".py") and n.startswith(f"{top}/" if top else "")]
+        return self._python[top]
+
+    def names_elsewhere(self, name: str, path: str, current: Mapping[str, bytes | None], *, first: bool = True) -> bool:
+        """Whether a Python file of the release's package (``current``'s text where it has one), other than
+        ``path``, names ``name`` (defines, imports or uses it); True when the package is too large to read."""
+        return bool(self.naming(name, path, current, first=first) - {path})
+
+    def naming(
+        self, name: str, path: str, current: Mapping[str, bytes | None], *, first: bool = False
+    ) -> frozenset[str]:
+        """The Python files of the package ``path`` stands in that name ``name`` (``current``'s text where it has
+        one; ``first``: the first found besides ``path`` only); the package itself (a stand-in) when it is too
+        large to read."""
+        py = self.python_files(path)
+        if len(py) > MAX_FILES:
+            return frozenset({package(path) or "."})
+        word = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
+        found = set()
+        texts = self.read([p for p in py if p not in current])
+        for p in py:
+            data = current[p] if p in current else texts[p]
+            if data is not None and name.encode() in data and word.search(data):
+                found.add(p)
+                if first and p != path:
+                    break
+        return frozenset(found)
+
+
+def package(path: str) -> str:
+    """The folder of a release file's package: its first two parts (``python/sglang``), "" at the top."""
+    return "/".join(path.split("/")[:-1][:2])
 
 
 def _definition_names(o: Outline) -> set[str]:

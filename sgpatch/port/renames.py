@@ -7,23 +7,12 @@ name, or one name contains the other, and must share at least half of the old fi
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
-MIN_SHARED = 0.5
+from sgpatch.series.gone import MIN_SHARED, shared
+
 MAX_CANDIDATES = 20
-
-
-def _lines(data: bytes) -> Counter[bytes]:
-    return Counter(ln.strip() for ln in data.splitlines() if ln.strip())
-
-
-def shared(old: bytes, new: bytes) -> float:
-    """The share of ``old``'s non-blank lines (as a multiset, indentation ignored) that ``new`` has."""
-    a, b = _lines(old), _lines(new)
-    total = sum(a.values())
-    return sum((a & b).values()) / total if total else 0.0
 
 
 def candidates(path: str, files: Sequence[str]) -> list[str]:

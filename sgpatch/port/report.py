@@ -89,7 +89,7 @@ def fate(p: PortedPatch, f: FileVerdict) -> tuple[str, str]:
         where = f"moved to {f.renamed}? " if f.renamed else ""
         return PERSON, f"{where}the release has no {f.path} ({f.detail}): its hunks wait in a reject file"
     if f.state == "conflict":
-        suggested = [f"#{h.index} {h.suggestion}: {h.evidence}" for h in f.hunks if h.suggestion]
+        suggested = [f"#{h.index} {h.suggestion or 'none'}: {h.evidence}" for h in f.hunks if h.suggestion or h.held]
         held = sum(1 for h in f.hunks if h.state == "conflict")
         why = f"{held} hunk(s) conflict" + (f"; suggested: {'; '.join(suggested)}" if suggested else "")
         return PERSON, why

@@ -3,13 +3,15 @@
 A port stopped for a person leaves, in each file it could not carry, diff3 conflicts (``stop``).  This
 writes a choice into those files; the person reviews them (``git diff``) and runs ``port --continue``,
 which checks the resolution as it checks any other.  Only files still as the stop left them are
-touched (a file the person already edited is theirs); a file the release lacks (``.rej``) is left.
+touched (a file the person already edited is theirs); a file the release lacks (``.rej``) is left, unless
+every one of its hunks is suggested ``take-upstream`` (``suggested``: its reject file is deleted).
 
 ``upstream``   every conflict takes the release's side: the conflicting hunks are dropped.
 ``patch``      every conflict takes the patch's side.
 ``suggested``  the hunks suggested ``take-upstream`` are dropped (the file's other hunks merged again,
                three-way, without them); every conflict left takes what ``combine.region_choice``
-               suggests, if the file still parses and defines no name twice; the rest stays marked.
+               suggests, if the file still parses and defines no name twice; the rest stays marked.  A file
+               one of whose hunks had its suggestion withdrawn (``series.needed``) is left as it is.
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ def resolve_port(
         chosen = [f for f in conflicting if not wanted or f.path in wanted]
         tip, stop = record.tip, record.stop
         release = read_blobs(g, tip, [f.path for f in chosen])
-        at_stop = read_blobs(g, stop, [f.path for f in chosen])
+        at_stop = read_blobs(g, stop, [f.path for f in chosen] + [f"{f.path}.rej" for f in chosen if f.gone])
         sections = {fp.path: fp for fp in patch.files}
         labels = ("the release", "the old base", f"{patch.name}")
 
@@ -128,11 +130,17 @@ def resolve_port(
             if fv.gone and f"{fv.path}.rej" not in record.rejects:
                 out.append(ResolvedFile(fv.path, "resolved", len(fv.hunks), 0))  # settled by kept decisions (reuse)
                 continue
+            if fv.gone and mode == "suggested" and _all_upstream(fv):
+                out.append(_drop_reject(g.root, fv, at_stop.get(f"{fv.path}.rej")))
+                continue
             if fv.gone or new is None or before is None:
                 out.append(ResolvedFile(fv.path, "gone", 0, len(fv.hunks)))
                 continue
             if full.is_symlink() or not full.is_file() or full.read_bytes() != left_at_stop:
                 out.append(ResolvedFile(fv.path, "untouched", 0, len(fv.regions)))
+                continue
+            if mode == "suggested" and any(h.held for h in fv.hunks):  # a suggestion withdrawn: for a person
+                out.append(ResolvedFile(fv.path, "left", 0, len(fv.regions)))
                 continue
             text, done, left, dropped = _resolve_file(mode, sections[fv.path], fv, before, new, left_at_stop, merge)
             if text != left_at_stop:
@@ -142,6 +150,21 @@ def resolve_port(
             outcome = "resolved" if not left else "partly" if done or dropped else "left"
             out.append(ResolvedFile(fv.path, outcome, done, left, dropped))
     return ResolveResult(checkout, mode, stopped.name, tuple(out))
+
+
+def _all_upstream(fv: FileVerdict) -> bool:
+    """Whether every hunk of ``fv`` is a conflict suggested ``take-upstream``."""
+    return bool(fv.hunks) and all(h.state == "conflict" and h.suggestion == TAKE_UPSTREAM for h in fv.hunks)
+
+
+def _drop_reject(root: Path, fv: FileVerdict, at_stop: bytes | None) -> ResolvedFile:
+    """A file the release lacks whose every hunk the release's files already hold: its reject file deleted, when
+    it is still as the stop left it."""
+    reject = root / f"{fv.path}.rej"
+    if at_stop is None or reject.is_symlink() or not reject.is_file() or reject.read_bytes() != at_stop:
+        return ResolvedFile(fv.path, "untouched", 0, len(fv.hunks))
+    reject.unlink()
+    return ResolvedFile(fv.path, "resolved", len(fv.hunks), 0, tuple(h.index for h in fv.hunks))
 
 
 def _resolve_file(

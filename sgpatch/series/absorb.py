@@ -9,8 +9,15 @@ suggestion, or none:
                    no line it removes is left (``normalised``); or it only removes lines and none of them
                    is left (``removed upstream``); or, in a definition, every statement it adds stands
                    there as a Python AST, in the same nesting and order (``statements``, in
-                   ``series.statements``).  Lines without a name or number in them (``)``, ``else:``)
+                   ``series.statements``), or so up to a consistent renaming of the function's local names
+                   (``series.renamed``).  Lines without a name or number in them (``)``, ``else:``)
                    prove nothing: at least one added or removed line must say something.
+                   Or what the hunk changes is gone from the release: the definition holding it is named
+                   nowhere in the release, or the lines it edits in place and the names it replaces are left
+                   nowhere in the file (``gone upstream``, ``removed upstream``, in ``series.gone``).
+                   For a file the release lacks, the same against the one file its definitions went to
+                   (``absorbed_moved``): its imports imported there, its runs standing there once, or its
+                   statements in the function of that name.
 ``take-patch``,    the same choice for each conflict the hunk alone makes (``series.combine``).
 ``combine``
 
@@ -39,26 +46,18 @@ from sgpatch.series.conflicts import (
     sound,
 )
 from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.gone import NamedElsewhere, gone
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
-from sgpatch.series.statements import statements_absorbed
-from sgpatch.series.upstream import Outline, outline
+from sgpatch.series.renamed import renamed_absorbed
+from sgpatch.series.statements import imports_present, statements_absorbed
+from sgpatch.series.upstream import innermost, outline
 
 _DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
 
 
 # --------------------------------------------------------------------------- take-upstream
-
-
-def innermost(o: Outline, first: int, last: int) -> str:
-    """The innermost definition holding lines ``first..last`` ("" at module level)."""
-    best, size = "", 1 << 30
-    for defs in o.definitions.values():
-        for d in defs:
-            if d.start <= first and last <= d.end and d.end - d.start < size:
-                best, size = d.qualname, d.end - d.start
-    return best
 
 
 def _runs(hunk: Hunk) -> list[list[bytes]]:
@@ -159,24 +158,95 @@ def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | N
             return None
         window = lines[span[0] : span[1]]
         where = f"where it lands (lines {span[0] + 1}-{span[1]})"
+    left, proof = _in_window(hunk, window, where)
+    if left or proof is not None:
+        return proof
+    if not scope or after_hunk is None:
+        return None
+    return statements_absorbed(hunk, scope, after_hunk, new) or _renamed_in(hunk, scope, after_hunk, new)
+
+
+def _in_window(hunk: Hunk, window: Sequence[bytes], where: str) -> tuple[bool, str | None]:
+    """(whether a line the hunk removes is left in ``window``, the line evidence there or None)."""
     present = {norm(ln) for ln in window}
     said = [n for n in (norm(ln) for ln in window) if n]
     flat = b"".join(said)
     bounds = set(itertools.accumulate((len(n) for n in said), initial=0))
     removed = _removed(hunk)
     if any(n in present for n in removed if says_something(n)):
-        return None  # a line it removes is still there
+        return True, None  # a line it removes is still there
     runs = [[n for n in (norm(ln) for ln in run) if n] for run in _runs(hunk)]
     runs = [r for r in runs if r]
     if not runs:
         if any(says_something(n) for n in removed):
-            return f"removed upstream: none of the {len(removed)} line(s) it removes is left {where}"
-        return None
+            return False, f"removed upstream: none of the {len(removed)} line(s) it removes is left {where}"
+        return False, None
     if not any(says_something(n) for r in runs for n in r):
-        return None
+        return False, None
     if all(_stands(b"".join(r), flat, bounds) for r in runs):
-        return f"normalised: its {len(runs)} added run(s) stand {where}, and no line it removes is left"
-    return statements_absorbed(hunk, scope, after_hunk, new) if scope and after_hunk is not None else None
+        return False, f"normalised: its {len(runs)} added run(s) stand {where}, and no line it removes is left"
+    return False, None
+
+
+def _renamed_in(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes) -> str | None:
+    o_after, o_new = outline(after_hunk), outline(new)
+    mine = o_after.definitions.get(scope, ()) if o_after is not None else ()
+    theirs = o_new.definitions.get(scope, ()) if o_new is not None else ()
+    if len(mine) != 1 or len(theirs) != 1:
+        return None
+    return renamed_absorbed(hunk, after_hunk, mine[0], theirs[0])
+
+
+def absorbed_moved(hunk: Hunk, before: bytes, after_hunk: bytes, target: bytes, where: str) -> str | None:
+    """For a file the release lacks: the evidence that ``target`` (``where``: the release file its definitions
+    moved to) already does what ``hunk`` does; None without proof.  Its imports are all imported there; or
+    every run it adds stands there and no line it removes is left; or, in a function, every statement it adds
+    stands in the one function of that name there (Python ASTs, up to a consistent renaming of local names)."""
+    imports = imports_present(hunk, before, after_hunk, target)
+    if imports is not None:
+        return imports
+    lines = split_lines(target)
+    left, proof = _in_window(hunk, lines, f"in {where}, the file its definitions moved to")
+    if left:
+        return None
+    if proof is not None and proof.startswith("normalised") and _runs_placed(hunk, before, target):
+        return f"{proof}; each stands there once, and stood nowhere in the old file"
+    o_before, o_after, o_target = outline(before), outline(after_hunk), outline(target)
+    if o_before is None or o_after is None or o_target is None:
+        return None
+    first, last = changed_span(hunk)
+    scope = innermost(o_before, first, last)
+    mine = o_after.definitions.get(scope, ())
+    bare = scope.rpartition(".")[2]
+    theirs = [d for q, defs in o_target.definitions.items() if q.rpartition(".")[2] == bare for d in defs]
+    if not scope or len(mine) != 1 or len(theirs) != 1:
+        return None
+    return renamed_absorbed(hunk, after_hunk, mine[0], theirs[0])
+
+
+def _runs_placed(hunk: Hunk, before: bytes, target: bytes) -> bool:
+    """Whether each run ``hunk`` adds stands exactly once in ``target`` and nowhere in ``before`` (from a line's
+    start to a line's end, whitespace and comments aside): without a definition to look in, the whole file must
+    point at one place, and the run must be the hunk's own."""
+    texts = []
+    for text in (target, before):
+        said = [n for n in (norm(ln) for ln in split_lines(text)) if n]
+        texts.append((b"".join(said), set(itertools.accumulate((len(n) for n in said), initial=0))))
+    (flat, bounds), (old_flat, old_bounds) = texts
+    for run in _runs(hunk):
+        joined = b"".join(n for n in (norm(ln) for ln in run) if n)
+        if joined and (_count(joined, flat, bounds) != 1 or _count(joined, old_flat, old_bounds)):
+            return False
+    return True
+
+
+def _count(run: bytes, flat: bytes, bounds: set[int]) -> int:
+    """How often ``run`` occurs in ``flat`` from a line's start to a line's end."""
+    found, at = 0, flat.find(run)
+    while at >= 0:
+        found += at in bounds and at + len(run) in bounds
+        at = flat.find(run, at + 1)
+    return found
 
 
 def _stands(run: bytes, flat: bytes, bounds: set[int]) -> bool:
@@ -206,9 +276,15 @@ def lone_choice(merged: bytes) -> Suggestion:
 
 
 def suggest(
-    fp: FilePatch, verdicts: Sequence[HunkVerdict], before: bytes, new: bytes, merge: Merge
+    fp: FilePatch,
+    verdicts: Sequence[HunkVerdict],
+    before: bytes,
+    new: bytes,
+    merge: Merge,
+    named_elsewhere: NamedElsewhere | None = None,
 ) -> list[HunkVerdict]:
-    """``verdicts`` with a suggestion and its evidence on each conflicting hunk that has one."""
+    """``verdicts`` with a suggestion and its evidence on each conflicting hunk that has one (``named_elsewhere``:
+    whether another file of the release names a name, for ``series.gone``)."""
     out = list(verdicts)
     for k, (hunk, v) in enumerate(zip(fp.hunks, verdicts, strict=True)):
         if v.state != "conflict":
@@ -217,6 +293,8 @@ def suggest(
         if isinstance(other, HunkFailure):
             continue
         proof = absorbed(hunk, before, new, other)
+        if proof is None and fp.path.endswith(".py"):
+            proof = gone(hunk, before, new, named_elsewhere)
         if proof is not None:
             out[k] = dataclasses.replace(v, suggestion=TAKE_UPSTREAM, evidence=proof)
             continue

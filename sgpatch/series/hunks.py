@@ -64,6 +64,12 @@ class HunkVerdict:
             "evidence": self.evidence,
         }
 
+    @property
+    def held(self) -> bool:
+        """Whether a suggestion was withdrawn from it (``series.needed``): its evidence says why, and
+        ``--resolve suggested`` leaves its file to a person."""
+        return not self.suggestion and bool(self.evidence)
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HunkVerdict:
         offset = d.get("offset")
@@ -108,7 +114,7 @@ class FileVerdict:
     def suggestion(self) -> str:
         """The suggestion every conflicting hunk shares ("" when they differ or one has none)."""
         found = {h.suggestion for h in self.hunks if h.state == "conflict"}
-        return found.pop() if len(found) == 1 else ""
+        return found.pop() if len(found) == 1 and not any(h.held for h in self.hunks) else ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FileVerdict:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 import textwrap
 from collections.abc import Sequence
 
 from sgpatch.pyast import parse_python
 from sgpatch.series.conflicts import norm, says_something
 from sgpatch.series.patch import Hunk, split_lines
-from sgpatch.series.upstream import outline
+from sgpatch.series.upstream import Definition, outline
 
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar)
 _BODIES = ("body", "orelse", "finalbody")
@@ -38,19 +39,8 @@ def statements_absorbed(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes) -
     mine, theirs = o_after.definitions.get(scope, ()), o_new.definitions.get(scope, ())
     if len(mine) != 1 or len(theirs) != 1:
         return None
-    lines = split_lines(after_hunk)
-    top = hunk.old_start if hunk.old_count else hunk.old_start + 1  # where its new side starts, applied alone
-    added = {  # its lines in ``after_hunk`` that are not blank or a comment
-        top + (n - hunk.new_start) for n, text in hunk.added if norm(text)
-    }
-    items = _items(mine[0].node)
-    spans = [(first, last) for *_, first, last in items]
-    for n in added:
-        inside = mine[0].start <= n <= mine[0].end
-        if not inside or not (any(a <= n <= b for a, b in spans) or norm(lines[n - 1]) in _BRANCHES):
-            return None  # a line it adds outside the definition, or outside every statement (a decorator...)
-    touched = [(item, node) for item, node, first, last in items if any(first <= n <= last for n in added)]
-    if not any(_says(node, lines) for _, node in touched):
+    touched = touched_statements(hunk, mine[0], after_hunk)
+    if touched is None:
         return None
     if not _subsequence([item for item, _ in touched], [item for item, *_ in _items(theirs[0].node)]):
         return None
@@ -58,6 +48,26 @@ def statements_absorbed(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes) -
         f"statements: its {len(touched)} added statement(s) stand in {scope} as Python ASTs, under the same "
         "enclosing statements and in the same order, and no line it removes is left"
     )
+
+
+def touched_statements(hunk: Hunk, mine: Definition, after_hunk: bytes) -> list[tuple[Item, ast.stmt]] | None:
+    """The statements of ``mine`` (in ``after_hunk``) that ``hunk`` adds or changes; None when it adds a line
+    outside the definition or outside every statement (a decorator...), or none of them says anything."""
+    lines = split_lines(after_hunk)
+    top = hunk.old_start if hunk.old_count else hunk.old_start + 1  # where its new side starts, applied alone
+    added = {  # its lines in ``after_hunk`` that are not blank or a comment
+        top + (n - hunk.new_start) for n, text in hunk.added if norm(text)
+    }
+    items = _items(mine.node)
+    spans = [(first, last) for *_, first, last in items]
+    for n in added:
+        inside = mine.start <= n <= mine.end
+        if not inside or not (any(a <= n <= b for a, b in spans) or norm(lines[n - 1]) in _BRANCHES):
+            return None
+    touched = [(item, node) for item, node, first, last in items if any(first <= n <= last for n in added)]
+    if not any(_says(node, lines) for _, node in touched):
+        return None
+    return touched
 
 
 def _items(definition: ast.AST) -> list[tuple[Item, ast.stmt, int, int]]:
@@ -137,3 +147,51 @@ def _block(lines: Sequence[bytes]) -> ast.Module | None:
         return parse_python(textwrap.dedent(b"".join(lines).decode()).encode())
     except (SyntaxError, ValueError, RecursionError, UnicodeDecodeError):
         return None
+
+
+def imports_present(hunk: Hunk, before: bytes, after_hunk: bytes, target: bytes) -> str | None:
+    """The evidence that ``target`` already imports what ``hunk`` imports: the hunk changes module-level import
+    statements only (``after_hunk``: ``before`` with it alone applied), adds at least one name, removes none, and
+    ``target`` imports each name it adds from the same module under the same name; None without proof."""
+    if not all(_IMPORTISH.match(text) for _, text in hunk.added if text.strip()):
+        return None  # a line no import statement has: no need to parse the files
+    mine, old, theirs = _module_imports(after_hunk), _module_imports(before), _module_imports(target)
+    if mine is None or old is None or theirs is None:
+        return None
+    top = hunk.old_start if hunk.old_count else hunk.old_start + 1
+    added = [top + (n - hunk.new_start) for n, text in hunk.added if norm(text)]
+    if not added or not all(any(a <= n <= b for a, b in mine[1]) for n in added):
+        return None  # a line it adds is not part of an import statement
+    new_names, old_names = set(mine[0]), set(old[0])
+    gained = sorted(new_names - old_names, key=str)
+    if not gained or old_names - new_names or any(name not in theirs[0] for name in gained):
+        return None
+    spelled = ", ".join(name if not alias else f"{name} as {alias}" for _, name, alias in gained)
+    return f"imports: the release's file imports each name it adds ({spelled}) from the same module"
+
+
+ImportName = tuple[str, str, str]  # (module, name, as-name)
+_IMPORTISH = re.compile(
+    rb"^[ \t]*(?:(?:from|import)[ \t].*|\(?[ \t]*[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?[ \t]*,?[ \t]*\)?|\)|\()[ \t]*"
+    rb"(?:#.*)?\r?\n?$"
+)
+
+
+def _module_imports(source: bytes) -> tuple[list[ImportName], list[tuple[int, int]]] | None:
+    """The names ``source``'s module-level import statements import, and the lines each statement spans."""
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    names: list[ImportName] = []
+    spans: list[tuple[int, int]] = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            names.extend((module, a.name, a.asname or "") for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.extend(("", a.name, a.asname or "") for a in node.names)
+        else:
+            continue
+        spans.append((node.lineno, node.end_lineno or node.lineno))
+    return names, spans

@@ -345,3 +345,13 @@ def _superseded(patch: Patch, old_before: Files, old_after: Files, new: Files) -
         tuple(pairs),
         names,
     )
+
+
+def innermost(o: Outline, first: int, last: int) -> str:
+    """The innermost definition holding lines ``first..last`` ("" at module level)."""
+    best, size = "", 1 << 30
+    for defs in o.definitions.values():
+        for d in defs:
+            if d.start <= first and last <= d.end and d.end - d.start < size:
+                best, size = d.qualname, d.end - d.start
+    return best
