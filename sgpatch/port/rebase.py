@@ -102,7 +102,9 @@ def load_old(
     artifact = stack.source_artifact
     assert artifact is not None
     path = fetch_artifact(artifact, stack.sglang_version, progress=progress)
-    base = read_files(path, artifact, series.touched, cache=cache)
+    # A kept read stands in for the archive only when every file it gives is then checked against its pin.
+    pinned_paths = {f.path for f in stack.files}
+    base = read_files(path, artifact, series.touched, cache=cache if pinned_paths.issuperset(series.touched) else None)
     for pinned in stack.files:
         data = base.get(pinned.path)
         if data is None or git_blob_id(data) != pinned.pristine:
