@@ -202,8 +202,8 @@ def test_statements_of_a_hunk_without_context(tmp_path: Path) -> None:
     assert (absorbed(hunk, POLL, release, after) or "").startswith(("normalised:", "statements:"))
     from sgpatch.series.statements import statements_absorbed
 
-    assert (statements_absorbed(hunk, "poll_all", after, release) or "").startswith("statements: its 1 added")
-    assert statements_absorbed(hunk, "poll_all", after, POLL) is None
+    assert (statements_absorbed(hunk, "poll_all", after, release, POLL) or "").startswith("statements: its 1 added")
+    assert statements_absorbed(hunk, "poll_all", after, POLL, POLL) is None
 
 
 def test_no_statements_proof_when_one_differs_moves_out_or_a_removed_line_stands(tmp_path: Path) -> None:

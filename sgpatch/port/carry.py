@@ -117,7 +117,11 @@ def _carry_files(
                     outcome = carry_file(fp, b, a, n, merge, whole=whole)
             conflict = outcome.verdict.state == "conflict" and not outcome.verdict.gone and fp.hunks
             if conflict and b is not None and n is not None:
-                hunks = tuple(suggest(fp, outcome.verdict.hunks, b, n, merge, _named_elsewhere(run, fp.path)))
+                hunks = tuple(
+                    suggest(
+                        fp, outcome.verdict.hunks, b, n, merge, _named_elsewhere(run, fp.path), _naming(run, fp.path)
+                    )
+                )
                 outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
@@ -147,6 +151,24 @@ def _named_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
     if release is None:
         return None
     return lambda name: release.names_elsewhere(name, path, run.current)
+
+
+def _naming(run: Rebase, path: str) -> Callable[[str], dict[str, bytes] | None] | None:
+    """The Python files of the release (as the series so far left it) other than ``path`` that name a word, with
+    their text; None for a word when the package is too large to read."""
+    release = _release_files(run)
+    if release is None:
+        return None
+
+    def naming(name: str) -> dict[str, bytes] | None:
+        found = release.naming(name, path, run.current) - {path}
+        if any(not p.endswith(".py") for p in found):
+            return None  # the package itself, standing in: too large to read
+        read = release.read([p for p in found if p not in run.current])
+        texts = {p: run.current[p] if p in run.current else read[p] for p in found}
+        return {p: t for p, t in texts.items() if t is not None}
+
+    return naming
 
 
 def _names(run: Rebase) -> ReleaseNames:

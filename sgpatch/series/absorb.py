@@ -52,6 +52,7 @@ from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
 from sgpatch.series.renamed import renamed_absorbed
 from sgpatch.series.statements import imports_present, statements_absorbed
+from sgpatch.series.unkept import TextsNaming, unkept
 from sgpatch.series.upstream import innermost, outline
 
 _DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
@@ -159,11 +160,22 @@ def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | N
         window = lines[span[0] : span[1]]
         where = f"where it lands (lines {span[0] + 1}-{span[1]})"
     left, proof = _in_window(hunk, window, where)
-    if left or proof is not None:
+    if proof is not None:
         return proof
+    if left and not _reindented_only(hunk, window):
+        return None
     if not scope or after_hunk is None:
         return None
-    return statements_absorbed(hunk, scope, after_hunk, new) or _renamed_in(hunk, scope, after_hunk, new)
+    found = statements_absorbed(hunk, scope, after_hunk, new, before)
+    return found if found is not None or left else _renamed_in(hunk, scope, after_hunk, new)
+
+
+def _reindented_only(hunk: Hunk, window: Sequence[bytes]) -> bool:
+    """Whether every line the hunk removes that is left in ``window`` is one it adds back, indented otherwise (a
+    statement moved under an ``if``): the lines cannot tell where it stands, the statements test can."""
+    present = {norm(ln) for ln in window}
+    again = {norm(text) for _, text in hunk.added}
+    return all(n in again for n in _removed(hunk) if says_something(n) and n in present)
 
 
 def _in_window(hunk: Hunk, window: Sequence[bytes], where: str) -> tuple[bool, str | None]:
@@ -282,9 +294,11 @@ def suggest(
     new: bytes,
     merge: Merge,
     named_elsewhere: NamedElsewhere | None = None,
+    naming: TextsNaming | None = None,
 ) -> list[HunkVerdict]:
     """``verdicts`` with a suggestion and its evidence on each conflicting hunk that has one (``named_elsewhere``:
-    whether another file of the release names a name, for ``series.gone``)."""
+    whether another file of the release names a name, for ``series.gone``; ``naming``: the release's other files
+    that name a word, for ``series.unkept``)."""
     out = list(verdicts)
     for k, (hunk, v) in enumerate(zip(fp.hunks, verdicts, strict=True)):
         if v.state != "conflict":
@@ -295,6 +309,9 @@ def suggest(
         proof = absorbed(hunk, before, new, other)
         if proof is None and fp.path.endswith(".py"):
             proof = gone(hunk, before, new, named_elsewhere)
+        if proof is None and fp.path.endswith(".py"):
+            others = b"".join(text for h in fp.hunks if h is not hunk for _, text in h.added)
+            proof = unkept(hunk, before, new, others, naming)
         if proof is not None:
             out[k] = dataclasses.replace(v, suggestion=TAKE_UPSTREAM, evidence=proof)
             continue

@@ -3,7 +3,8 @@
 A hunk dropped as ``take-upstream`` takes with it the names it defines.  When another hunk of the same patch that
 is carried (``take-patch``, ``combine``, no suggestion in a file ``--resolve suggested`` would settle, or a
 clean automatic merge) uses such a name, and no hunk kept by the patch defines it and the release names it
-nowhere, the resolved tree would fail at run time (an unknown keyword argument, a missing attribute).  Nothing
+nowhere (or, for an attribute a drop proved the release removed from its class, has nowhere as that attribute),
+the resolved tree would fail at run time (an unknown keyword argument, a missing attribute).  Nothing
 is settled then without a person:
 
 - a carried hunk in a conflicting file loses its suggestion (the file is left marked by ``--resolve``), its
@@ -32,6 +33,7 @@ from sgpatch.pyast import parse_python
 from sgpatch.series.conflicts import TAKE_UPSTREAM
 from sgpatch.series.hunks import FileVerdict, HunkVerdict
 from sgpatch.series.patch import FilePatch, Hunk
+from sgpatch.series.unkept import PREFIX as UNKEPT
 
 HELD = "withheld"  # how the evidence of a hunk whose suggestion was withdrawn starts
 ReleaseNames = Callable[[str, str], bool]  # (name, path): whether the release names ``name``, in path or elsewhere
@@ -112,6 +114,12 @@ def _names(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
+def _nowhere(names: Sequence[str], removed: set[str]) -> str:
+    """How the release lacks ``names``: named nowhere, or (an attribute a drop proved removed) had nowhere."""
+    it = "it" if len(names) == 1 else "them"
+    return f"has {it} nowhere as an attribute" if removed.intersection(names) else f"names {it} nowhere"
+
+
 def hold_needed(
     files: Sequence[tuple[FilePatch, FileVerdict]], after: Mapping[str, bytes | None], release_names: ReleaseNames
 ) -> list[FileVerdict]:
@@ -142,6 +150,8 @@ def hold_needed(
             only_dropped.setdefault(name, []).append(d)
     if not only_dropped:
         return verdicts
+    # An attribute the release removed (``unkept``) may still be a word of it: it counts as named nowhere.
+    removed = {n for d in drops if d.verdict.evidence.startswith(UNKEPT) for n in defines(d.hunk, lines(d.path))}
     uses = [(k, settled, sorted(used(k.hunk) & set(only_dropped))) for k, settled in kept]
     wanted = {n for _, _, names in uses for n in names}
     for k, _ in kept:  # a name a hunk the patch keeps defines too is not the drop's alone
@@ -153,22 +163,22 @@ def hold_needed(
         for n in names:
             if n in wanted and (n, k.path) not in named:
                 named[n, k.path] = release_names(n, k.path)
-        needed = [n for n in names if n in wanted and not named[n, k.path]]
+        needed = [n for n in names if n in wanted and (n in removed or not named[n, k.path])]
         if not needed:
             continue
         by = sorted({d.label for n in needed for d in only_dropped[n]})
         if not settled:
             held[k.path, k.hunk.index] = (
                 f"{HELD}: it uses {_names(needed)}, which the series defines only in {', '.join(by)}, dropped as "
-                f"take-upstream; the release names {'it' if len(needed) == 1 else 'them'} nowhere"
+                f"take-upstream; the release {_nowhere(needed, removed)}"
             )
             continue
         for d in {d.label: d for n in needed for d in only_dropped[n]}.values():
             mine = [n for n in needed if d in only_dropped[n]]
             held.setdefault(
                 (d.path, d.hunk.index),
-                f"{HELD}: it defines {_names(mine)}, which {k.label}, carried, uses; the release names "
-                f"{'it' if len(mine) == 1 else 'them'} nowhere (take-upstream was: {d.verdict.evidence})",
+                f"{HELD}: it defines {_names(mine)}, which {k.label}, carried, uses; the release "
+                f"{_nowhere(mine, removed)} (take-upstream was: {d.verdict.evidence})",
             )
     if not held:
         return verdicts

@@ -7,6 +7,13 @@ compares statements instead: a simple statement by its AST, a compound one (``if
 ``try``) by its header's AST, each together with the headers of the compound statements around it in the
 definition.  A statement the hunk changes only in part counts whole: the release must have it as the hunk leaves
 it.  At least one of them must say something (``pass``, ``continue``, ``break`` prove nothing).
+
+A call may stand in the release with more arguments than the hunk gives it (``f(a, b)`` where the hunk has
+``f(a)``: the same function, the hunk's positional arguments first and in order, each of its keyword arguments
+there with the same value): upstream wrote the same statements and went further in one of them.  Such statements
+may be at most a third of the hunk's (the shape of its change must stand as it is: one call alone, extended, may
+mean another intent), and none may be one the old definition already had (a hunk that takes an argument away from
+a call the release still makes in full is not absorbed).  The evidence names those calls.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import ast
 import copy
 import re
 import textwrap
+from collections import Counter
 from collections.abc import Sequence
 
 from sgpatch.pyast import parse_python
@@ -30,24 +38,103 @@ _BRANCHES = {b"else:", b"try:", b"finally:"}  # lines no statement starts on: th
 Item = tuple[tuple[str, ...], str]  # (the headers around it, its AST dump)
 
 
-def statements_absorbed(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes) -> str | None:
-    """The evidence that every statement ``hunk`` adds in definition ``scope`` (``after_hunk``: the old base with
-    the hunk alone applied) stands in the release ``new``'s definition of that name; None without proof."""
-    o_after, o_new = outline(after_hunk), outline(new)
-    if o_after is None or o_new is None:
+def statements_absorbed(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes, before: bytes) -> str | None:
+    """The evidence that every statement ``hunk`` adds in definition ``scope`` (``after_hunk``: the old base
+    ``before`` with the hunk alone applied) stands in the release ``new``'s definition of that name, and that no
+    statement it takes out of the old definition (or moves under other enclosing statements) stands there as the
+    old definition had it; None without proof."""
+    o_before, o_after, o_new = outline(before), outline(after_hunk), outline(new)
+    if o_before is None or o_after is None or o_new is None:
         return None
+    old = o_before.definitions.get(scope, ())
     mine, theirs = o_after.definitions.get(scope, ()), o_new.definitions.get(scope, ())
-    if len(mine) != 1 or len(theirs) != 1:
+    if len(old) != 1 or len(mine) != 1 or len(theirs) != 1:
         return None
     touched = touched_statements(hunk, mine[0], after_hunk)
     if touched is None:
         return None
-    if not _subsequence([item for item, _ in touched], [item for item, *_ in _items(theirs[0].node)]):
+    have = _items(theirs[0].node)
+    was = Counter(item for item, *_ in _items(old[0].node))
+    dropped = was - Counter(item for item, *_ in _items(mine[0].node))
+    if not dropped.keys().isdisjoint(item for item, *_ in have):
+        return None  # a statement it takes out (or moves) is still there
+    said = (
+        f"statements: its {len(touched)} added statement(s) stand in {scope} as Python ASTs, under the same enclosing"
+    )
+    if _subsequence([item for item, _ in touched], [item for item, *_ in have]):
+        return f"{said} statements and in the same order, and no line it removes is left"
+    calls = _extended_in_order(touched, have, set(was))
+    if not calls:
         return None
     return (
-        f"statements: its {len(touched)} added statement(s) stand in {scope} as Python ASTs, under the same "
-        "enclosing statements and in the same order, and no line it removes is left"
+        f"{said} statements and in the same order, the release calling "
+        f"{', '.join(sorted(set(calls)))} with more arguments; no line it removes is left"
     )
+
+
+def _extended_in_order(
+    touched: Sequence[tuple[Item, ast.stmt]], have: Sequence[tuple[Item, ast.stmt, int, int]], old: set[Item]
+) -> list[str]:
+    """The calls the release makes with more arguments when every touched statement stands in ``have`` in order,
+    equal or extended (``_extends``), at most a third of them extended, and no extended one of the release's is a
+    statement of the old definition (``old``); [] otherwise (none extended: the exact test already said no)."""
+    calls: list[str] = []
+    extended = 0
+    it = iter(have)
+    for (around, dump), node in touched:
+        for (their_around, their_dump), theirs, *_ in it:
+            if their_around != around:
+                continue
+            if their_dump == dump:
+                break
+            found: list[str] = []
+            if _extends(_head(node), _head(theirs), found) and (their_around, their_dump) not in old:
+                calls += found
+                extended += 1
+                break
+        else:
+            return []
+    return calls if 3 * extended <= len(touched) else []
+
+
+def _head(node: ast.stmt) -> ast.stmt:
+    """A compound statement without the statements it holds (its header); any other statement as it is."""
+    if not isinstance(node, _COMPOUND):
+        return node
+    head = copy.copy(node)
+    for name in (*_BODIES, "handlers"):
+        if hasattr(head, name):
+            setattr(head, name, [])
+    return head
+
+
+def _extends(mine: object, theirs: object, calls: list[str]) -> bool:
+    """Whether ``theirs`` is ``mine`` with calls given more arguments (their names added to ``calls``)."""
+    if isinstance(mine, list) and isinstance(theirs, list):
+        return len(mine) == len(theirs) and all(_extends(a, b, calls) for a, b in zip(mine, theirs, strict=True))
+    if not isinstance(mine, ast.AST) or type(mine) is not type(theirs):
+        return mine == theirs
+    if isinstance(mine, ast.Call) and isinstance(theirs, ast.Call):
+        keywords = {k.arg: k.value for k in theirs.keywords if k.arg is not None}
+        more = len(theirs.args) > len(mine.args) or len(theirs.keywords) > len(mine.keywords)
+        if (
+            len(mine.args) > len(theirs.args)
+            or not _extends(mine.func, theirs.func, calls)
+            or not _extends(mine.args, theirs.args[: len(mine.args)], calls)
+            or not _extends(_spread(mine), _spread(theirs), calls)  # ``**kwargs``: the same ones
+        ):
+            return False
+        for k in mine.keywords:
+            if k.arg is not None and (k.arg not in keywords or not _extends(k.value, keywords[k.arg], calls)):
+                return False
+        if more:
+            calls.append(ast.unparse(mine.func))
+        return True
+    return all(_extends(value, getattr(theirs, field), calls) for field, value in ast.iter_fields(mine))
+
+
+def _spread(call: ast.Call) -> list[ast.expr]:
+    return [k.value for k in call.keywords if k.arg is None]
 
 
 def touched_statements(hunk: Hunk, mine: Definition, after_hunk: bytes) -> list[tuple[Item, ast.stmt]] | None:
