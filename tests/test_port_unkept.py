@@ -81,11 +81,16 @@ EVIDENCE = (
 )
 
 
-def _port(tmp: Path, files: dict[str, tuple[bytes, bytes, bytes]]) -> PortedPatch:
-    """The series (each path: before, after, the release's text) classified against a release in a git repository."""
+def _port(
+    tmp: Path, files: dict[str, tuple[bytes, bytes, bytes]], absent: frozenset[str] | set[str] = frozenset()
+) -> PortedPatch:
+    """The series (each path: before, after, the release's text; ``absent``: paths the release lacks) classified
+    against a release in a git repository."""
     repo = tmp / "release"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     for path, (_, _, data) in files.items():
+        if path in absent:
+            continue
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_bytes(data)
     subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
@@ -97,7 +102,7 @@ def _port(tmp: Path, files: dict[str, tuple[bytes, bytes, bytes]]) -> PortedPatc
     before, after = {p: v[0] for p, v in changed.items()}, {p: v[1] for p, v in changed.items()}
     old = OldSeries(None, Series(tmp, (patch,)), (before, after))  # type: ignore[arg-type]  (no stack is read)
     g = Git(repo)
-    run = Rebase(g, "", "", {p: files[p][2] for p in before}, [], [], CheckoutFiles(g, "HEAD"))
+    run = Rebase(g, "", "", {p: None if p in absent else files[p][2] for p in before}, [], [], CheckoutFiles(g, "HEAD"))
     ported, _ = classify(run, old, 0, old_label="sglang 1.0", new_label="sglang 2.0")
     return ported
 

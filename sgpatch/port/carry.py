@@ -26,7 +26,7 @@ from sgpatch.pyast import collector_paused, parses_shared
 from sgpatch.series.absorb import absorbed_moved, suggest
 from sgpatch.series.conflicts import TAKE_UPSTREAM
 from sgpatch.series.engine import HunkFailure, apply_file
-from sgpatch.series.gone import word
+from sgpatch.series.gone import gone, word
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state, only
 from sgpatch.series.needed import ReleaseNames, hold_needed
 from sgpatch.series.obsolete import FIELD, read_claims
@@ -218,7 +218,7 @@ def _follow(
 
 def _absorbed_where_it_went(run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes) -> FileOutcome:
     """A missing file's hunks suggested ``take-upstream`` where the one release file its definitions went to
-    already does what they do (``absorb.absorbed_moved``)."""
+    already does what they do (``absorb.absorbed_moved``), or no longer has what they change (``gone``)."""
     target = outcome.verdict.renamed
     release = _release_files(run)
     if not target or "," in target or release is None or not fp.path.endswith(".py"):
@@ -232,6 +232,8 @@ def _absorbed_where_it_went(run: Rebase, fp: FilePatch, outcome: FileOutcome, ol
         proof = None
         if h.state == "conflict" and not isinstance(after, HunkFailure):
             proof = absorbed_moved(fp.hunks[h.index - 1], old, after, text, target)
+            if proof is None:  # what it changes may be gone from the file its definitions went to
+                proof = gone(fp.hunks[h.index - 1], old, text, _named_elsewhere(run, target), _naming(run, target))
         hunks.append(dataclasses.replace(h, suggestion=TAKE_UPSTREAM, evidence=proof) if proof else h)
     return dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=tuple(hunks)))
 

@@ -46,13 +46,13 @@ from sgpatch.series.conflicts import (
     sound,
 )
 from sgpatch.series.engine import HunkFailure, apply_file
-from sgpatch.series.gone import NamedElsewhere, gone
+from sgpatch.series.gone import NamedElsewhere, TextsNaming, gone
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
 from sgpatch.series.renamed import renamed_absorbed
 from sgpatch.series.statements import imports_present, statements_absorbed
-from sgpatch.series.unkept import TextsNaming, unkept
+from sgpatch.series.unkept import unkept
 from sgpatch.series.upstream import innermost, outline
 
 _DEFINES = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class)[ \t]")
@@ -308,7 +308,7 @@ def suggest(
             continue
         proof = absorbed(hunk, before, new, other)
         if proof is None and fp.path.endswith(".py"):
-            proof = gone(hunk, before, new, named_elsewhere)
+            proof = gone(hunk, before, new, named_elsewhere, naming)
         if proof is None and fp.path.endswith(".py"):
             others = b"".join(text for h in fp.hunks if h is not hunk for _, text in h.added)
             proof = unkept(hunk, before, new, others, naming)

@@ -22,18 +22,18 @@ A carried hunk of the same patch that names such an attribute keeps the drop fro
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from sgpatch.pyast import parse_python
-from sgpatch.series.gone import word
+from sgpatch.series.gone import TextsNaming, word
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.patch import Hunk
 from sgpatch.series.upstream import Definition, Outline, outline
 
 PREFIX = "removed upstream: it only keeps"  # how the evidence starts (``needed`` reads it)
-TextsNaming = Callable[[str], Mapping[str, bytes] | None]  # the release's other files naming a word; None: unknown
 _TESTS = frozenset({"len", "isinstance", "hasattr", "getattr"})
 
 
@@ -69,8 +69,10 @@ def unkept(hunk: Hunk, before: bytes, new: bytes, others: bytes, naming: TextsNa
     for attr in sorted(found.attributes):
         if not word(attr.encode()).search(old_class):
             return None  # not a field the old class had: the patch's own
+        if not _absent(attr, bare, {"": new}):
+            return None  # the release's own file still has it (asked first: no other file read)
         texts = naming(attr)
-        if texts is None or not _absent(attr, bare, {**texts, "": new}):
+        if texts is None or not _absent(attr, bare, texts):
             return None
     names = ", ".join(sorted(found.attributes))
     return (
@@ -169,16 +171,24 @@ def _absent(attr: str, cls: str, texts: Mapping[str, bytes]) -> bool:
     """Whether no file of ``texts`` reads or writes ``attr`` as an attribute, spells it as a string (but as a key of
     a dict or a subscript: a dict's entry, not an attribute), passes it to ``cls(...)`` or declares it in ``cls`` or
     a class deriving from it."""
+    spelled = re.escape(attr.encode())
+    if any(re.search(rb"\.[ \t]*%s\b" % spelled, text) for text in texts.values()):
+        return False  # ``x.A``: read or written as an attribute (no parse needed to tell)
+    # A keyword to ``cls(...)`` or a declaration in it (or a subclass) needs the class named; a string, to stand
+    # other than as a dict's key (``"A":``) or a subscript (``["A"]``).  A file with neither is not parsed.
+    named = re.compile(rb"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % re.escape(cls.encode()))
+    string = re.compile(rb"(?<!\[)[\"']%s[\"'](?![ \t]*[:\]])" % spelled)
     for text in texts.values():
-        if not word(attr.encode()).search(text):
+        if not named.search(text) and not string.search(text):
             continue
         try:
             tree = parse_python(text)
         except (SyntaxError, ValueError, RecursionError):
             return False
-        keys = {id(k) for n in ast.walk(tree) if isinstance(n, ast.Dict) for k in n.keys if k is not None}
-        keys |= {id(n.slice) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
-        if any(_uses(node, attr, cls) and id(node) not in keys for node in ast.walk(tree)):
+        nodes = list(ast.walk(tree))
+        keys = {id(k) for n in nodes if isinstance(n, ast.Dict) for k in n.keys if k is not None}
+        keys |= {id(n.slice) for n in nodes if isinstance(n, ast.Subscript)}
+        if any(_uses(node, attr, cls) and id(node) not in keys for node in nodes):
             return False
     return True
 
