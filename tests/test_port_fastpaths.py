@@ -8,6 +8,7 @@ difference.  A faster path that can disagree with the slow one is a bug.
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 from collections.abc import Callable, Iterator
@@ -16,16 +17,17 @@ from pathlib import Path
 import pytest
 
 from sgpatch.cache import Cache, key
-from sgpatch.config import Config
+from sgpatch.config import Config, load_config
+from sgpatch.errors import SourceError
 from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.git.repo import Git
-from sgpatch.port.rebase import ARTIFACT_FILES, read_files
+from sgpatch.port.rebase import ARTIFACT_FILES, load_old, read_files
 from sgpatch.series.combine import _tokens
 from sgpatch.series.conflicts import norm
 from sgpatch.series.patch import split_lines
 from sgpatch.source.artifacts import fetch_artifact
 
-from .helpers import DATA
+from .helpers import DATA, REPO, copy_project
 
 CRAFTED = [
     b"",
@@ -165,3 +167,34 @@ def test_merges_in_one_scratch_give_what_each_alone_gives(release_tree: Callable
         conflicts.append(alone[1])
     assert 0 in conflicts and any(conflicts)  # clean merges and conflicting ones
     assert {p.name for p in scratch.iterdir()} == {str(n) for n in range(len({t for c in cases for t in c}))}
+
+
+KIMI = "python/sglang/srt/models/kimi_k25.py"
+
+
+def test_a_kept_read_stands_in_for_the_archive_only_when_every_file_is_checked_by_a_pin(tmp_path: Path) -> None:
+    """``load_old`` with a cache: a crafted but well-formed entry (a planted line in a file the series touches) is
+    caught by the pin check when every touched file is pinned; when one is not pinned, no kept read is used at all,
+    so the archive's bytes are the port's base whatever the cache holds."""
+    pin = next(
+        ln for ln in (REPO / "VERSIONS.toml").read_text().splitlines(keepends=True) if ln.startswith(f'"{KIMI}"')
+    )
+    pinned = load_config(copy_project(tmp_path / "pinned") / "VERSIONS.toml")
+    unpinned = load_config(copy_project(tmp_path / "unpinned", {pin: ""}) / "VERSIONS.toml")
+    (tmp_path / "results").mkdir(mode=0o700)
+    cache = Cache(tmp_path / "results")
+    old, _ = load_old(pinned, None, progress=None, cache=cache)  # a miss: the archive read, then kept
+    truth = old.states[0][KIMI]
+    assert truth is not None and KIMI in old.series.touched
+    artifact = pinned.stack(None).source_artifact
+    assert artifact is not None
+    entry = key(ARTIFACT_FILES, artifact.sha256, *old.series.touched)
+    kept = cache.get(ARTIFACT_FILES, entry)
+    crafted = {**kept, KIMI: base64.b64encode(truth + b"\n# planted\n").decode()}
+    cache.put(ARTIFACT_FILES, entry, crafted)
+    with pytest.raises(SourceError, match=f"{KIMI} is not the pinned blob"):
+        load_old(pinned, None, progress=None, cache=cache)
+    hits = cache.hits
+    old, _ = load_old(unpinned, None, progress=None, cache=cache)
+    assert old.states[0][KIMI] == truth  # the archive's, not the planted one
+    assert cache.hits == hits and cache.get(ARTIFACT_FILES, entry) == crafted  # the cache was not consulted
