@@ -242,7 +242,10 @@ def chain(work: Path, template: Path, first: Path, left: list[str]) -> dict[str,
     doc = json.loads(redo.stdout)
     marked = [f["file"] for p in doc["patches"] for f in p["files"] if f["regions"]]
     out["reuse_replayed"] = len(doc["replayed"])
-    out["reuse_left"] = len([m for m in marked if m not in doc["replayed"]]) + len(doc["rejects"])
+    out["reuse_left"] = (
+        len([m for m in marked if m not in doc["replayed"]]) + len(doc["rejects"]) if doc["stopped"] else 0
+    )
+    out["reuse_finished"] = redo.returncode == 0 and doc["stopped"] is None
     return out
 
 
@@ -318,10 +321,11 @@ def main() -> None:
                 f"  files a person must open on 0.5.15.post1: {linked['chain_to_open']} of {linked['chain_files']} "
                 f"(from the base: {direct}); after --resolve suggested: {linked.get('chain_after_resolve')}"
             )
+            finished = "; the port went on by itself to the end" if linked["reuse_finished"] else ""
             print(
                 f"  0.5.12.post1 ported again with the kept resolutions: {linked['reuse_replayed']} file(s) settled, "
-                f"{linked['reuse_left']} left for a person (conflicts no kept resolution covers, the person's "
-                "file having changed around them too; and the reject files of files the release lacks)"
+                f"{linked['reuse_left']} left for a person (conflicts no kept resolution covers, and the reject "
+                f"files of files the release lacks){finished}"
             )
     for r in rows:
         r.pop("left_files")

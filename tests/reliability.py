@@ -1346,6 +1346,14 @@ case(
     "the stop's files as the merge left them",
 )
 case(
+    "resolution-store-crafted-file",
+    UPGRADE,
+    "a whole file kept in .sgpatch-resolutions/ whose stopped text or path is not the one its name says",
+    None,
+    "a miss: the conflicts stay marked",
+    "the stop's files as the merge left them",
+)
+case(
     "resolution-store-crafted-reject",
     UPGRADE,
     "a kept decision for a hunk of a file the release lacks whose sides do not hash to its name",

@@ -380,6 +380,29 @@ def test_each_conflict_is_kept_by_its_content_and_replayed(tmp_path: Path) -> No
     assert cleared == () and out["m.py"].count(b"<<<<<<< the release\n") == 1 and b"b = 2 + 3\n" in out["m.py"]
 
 
+def test_a_resolution_that_changed_the_lines_around_its_conflicts_is_kept_whole(tmp_path: Path) -> None:
+    from sgpatch.port.reuse import STORE, file_key, learn, replay
+
+    # The person also rewrote a line between the conflicts (their own work): the conflicts cannot be cut out.
+    resolved = b"a = 1\nb = 2 + 3\nc = 10\nd = 2\ne = 1\n"
+    assert learn(tmp_path, {"m.py": STOPPED_TEXT}, {"m.py": resolved}) == 1
+    (entry,) = (tmp_path / STORE).glob("*.json")
+    assert entry.stem == file_key("m.py", STOPPED_TEXT) and json.loads(entry.read_text())["kind"] == "file"
+    # The same stop, byte for byte: the person's whole file.
+    assert replay(tmp_path, {"m.py": STOPPED_TEXT}) == ({"m.py": resolved}, ("m.py",))
+    # Another file, or one byte otherwise: not this resolution.
+    assert replay(tmp_path, {"n.py": STOPPED_TEXT}) == ({"n.py": STOPPED_TEXT}, ())
+    other = STOPPED_TEXT.replace(b"e = 1\n", b"e = 2\n")
+    assert replay(tmp_path, {"m.py": other}) == ({"m.py": other}, ())
+    # A crafted entry (its text is not the stop its name says) is a miss.
+    doc = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**doc, "stopped": doc["stopped"] + "x = 1\n"}))
+    assert replay(tmp_path, {"m.py": STOPPED_TEXT}) == ({"m.py": STOPPED_TEXT}, ())
+    entry.write_text(json.dumps({**doc, "path": "n.py"}))
+    assert replay(tmp_path, {"m.py": STOPPED_TEXT}) == ({"m.py": STOPPED_TEXT}, ())
+    record("resolution-store-crafted-file", exit=None, shown="a miss: the conflicts stay marked")
+
+
 def test_a_kept_resolution_that_is_not_what_its_name_says_is_a_miss(tmp_path: Path) -> None:
     from sgpatch.port.reuse import STORE, learn, replay
 
@@ -447,6 +470,7 @@ def test_slime_resolutions_made_at_continue_are_replayed_by_the_next_port(
     assert "settled by kept resolutions: continuing" in again.stderr
     doc = json.loads(again.stdout)
     assert doc["stopped"] is None and doc["rejects"] == [] and [p["state"] for p in doc["patches"]] == ["resolved"]
+    assert set(marked) <= set(doc["replayed"])  # carried to the end, it still says which files were replayed
     from .test_port_series import MOVED_TO
 
     (mine,) = sorted((first / "patches" / "0.5.12.post1").glob("*.patch"))

@@ -161,17 +161,16 @@ def dies(pid: int, within: float = 5.0) -> bool:
 
 
 def quick_copy(src: Path, dest: Path) -> Path:
-    """A copy of a checkout that hard-links the work tree's files and git's objects.
+    """A copy of a checkout that hard-links git's objects.
 
-    Safe because git never writes either in place: it replaces work-tree files
-    (unlink, create) and never changes an object file.  Everything else in
-    ``.git`` (index, refs, logs appended in place, config) is copied.  Tests
-    that edit a work-tree file replace it rather than write into it.
+    Safe because git never changes an object file.  Everything else (the work tree, the index, refs, logs
+    appended in place, config) is copied: a work-tree file hard-linked by another xdist worker meanwhile would
+    have its ctime changed under this test's index, and ``read-tree -m`` would take it for modified.
     """
 
     def link_or_copy(a: str, b: str) -> object:
         rel = Path(a).relative_to(src)
-        if rel.parts[0] != ".git" or rel.parts[1] == "objects":
+        if rel.parts[0] == ".git" and rel.parts[1] == "objects":
             os.link(a, b)
             return b
         return shutil.copy2(a, b)

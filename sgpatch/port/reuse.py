@@ -15,6 +15,10 @@ lines now stand in other files the resolution changed: kept, named, never replay
 elsewhere).  A later port that meets the same missing file with the same hunks, each kept with one and the same
 ``absent`` or ``recreated`` decision, settles it so (no reject file; the recreated file written).
 
+A conflict that cannot be cut out (the person also changed the lines around it: their own new work) is not lost:
+the file is then kept whole, by the sha256 of its path and the exact text the stop left (``file_key``), and a
+later port that stops with that same text, byte for byte, writes the person's whole file.
+
 A kept file is data from outside: it is read only when it is a regular file of at most ``MAX_ENTRY`` bytes
 whose sides hash to its name; anything else is a miss.
 """
@@ -116,7 +120,10 @@ def learn(root: Path, stopped: Mapping[str, bytes | None], resolved: Mapping[str
         pieces = regions_of(text) if text is not None else None
         if not pieces or after is None:
             continue
-        for region, resolution in _cut(pieces, after):
+        cut = _cut(pieces, after)
+        if len(cut) < sum(isinstance(p, Region) for p in pieces) and text is not None:
+            kept += _keep_file(store, path, text, after)
+        for region, resolution in cut:
             sides = [_text(b"".join(s)) for s in (region.ours, region.base, region.theirs)]
             shown = _text(resolution)
             if shown is None or any(s is None for s in sides):
@@ -135,6 +142,48 @@ def learn(root: Path, stopped: Mapping[str, bytes | None], resolved: Mapping[str
             write_atomic(store / f"{key(region)}.json", (json.dumps(entry, indent=1) + "\n").encode())
             kept += 1
     return kept
+
+
+def file_key(path: str, stopped: bytes) -> str:
+    """The content key of a whole conflicting file: its path and the text the stop left."""
+    h = hashlib.sha256(b"sgpatch-file-1\0")
+    for part in (path.encode(), stopped):
+        h.update(str(len(part)).encode() + b"\0" + part)
+    return h.hexdigest()
+
+
+def _keep_file(store: Path, path: str, stopped: bytes, resolved: bytes) -> int:
+    """Keep the person's whole ``resolved`` file for the exact text the stop left; 1 when kept."""
+    shown, was = _text(resolved), _text(stopped)
+    if shown is None or was is None or store.is_symlink():
+        return 0
+    entry = {"schema_version": _SCHEMA, "kind": "file", "path": path, "stopped": was, "resolution": shown}
+    data = (json.dumps(entry, indent=1) + "\n").encode()
+    if len(data) > MAX_ENTRY:
+        return 0
+    store.mkdir(exist_ok=True)
+    write_atomic(store / f"{file_key(path, stopped)}.json", data)
+    return 1
+
+
+def _recall_file(store: Path, path: str, stopped: bytes) -> bytes | None:
+    """The person's whole file kept for the exact text ``stopped``, or None (absent, unreadable, not its name's)."""
+    k = file_key(path, stopped)
+    try:
+        st = os.lstat(store / f"{k}.json")
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY:
+            return None
+        entry = json.loads((store / f"{k}.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("schema_version") != _SCHEMA or entry.get("kind") != "file":
+        return None
+    was, where, resolution = entry.get("stopped"), entry.get("path"), entry.get("resolution")
+    if not isinstance(was, str) or not isinstance(where, str) or not isinstance(resolution, str):
+        return None
+    if where != path or was.encode() != stopped:
+        return None
+    return resolution.encode()
 
 
 def _lines(text: object) -> tuple[bytes, ...] | None:
@@ -176,6 +225,12 @@ def replay(root: Path, files: Mapping[str, bytes | None]) -> tuple[dict[str, byt
     for path, text in files.items():
         pieces = regions_of(text) if text is not None else None
         if not pieces or not any(isinstance(p, Region) for p in pieces):
+            continue
+        assert text is not None
+        whole = _recall_file(store, path, text)
+        if whole is not None:
+            out[path] = whole
+            cleared.append(path)
             continue
         parts: list[bytes] = []
         left = 0
