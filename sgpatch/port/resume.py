@@ -107,7 +107,6 @@ def _continue(config: Config, g: Git, record: PortRecord, *, progress: Progress 
     new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
     rejected = {r.removesuffix(".rej") for r in record.rejects}
     gone = [fp for fp in patch.files if fp.path in rejected]
-    learn_from(config.root, g, record, new_head, gone)  # kept for later ports of the series (reuse)
     previous, conflicted = list(record.decided), record.conflicted
     kept = list(record.kept)
     if carries:
@@ -147,6 +146,7 @@ def _continue(config: Config, g: Git, record: PortRecord, *, progress: Progress 
         stopped = dataclasses.replace(
             stopped, decided=(*(p.recorded() for p in previous), *stopped.decided), replaced=record.replaced
         )
+        learn_from(config.root, g, record, new_head, gone)  # taken: kept for later ports of the series (reuse)
         files, replayed = replay_stop(config.root, files or {})
         result = dataclasses.replace(result, failures=failures, replayed=replayed)
         return stop_at(plan, stopped, run, conflict_at, files, result, head=new_head, into=g.root, target=g.root)
@@ -158,6 +158,7 @@ def _continue(config: Config, g: Git, record: PortRecord, *, progress: Progress 
         )
         return dataclasses.replace(ready.result, checkout=g.root, next_steps=steps)
     check_series_dir(plan, ready.outputs)
+    learn_from(config.root, g, record, new_head, gone)  # passed every check: kept for later ports (reuse)
     outputs = {str(p.relative_to(config.root)): g.hash_blob(data) for p, data in ready.outputs.items()}
     record = dataclasses.replace(
         record,
