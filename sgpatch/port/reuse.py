@@ -168,15 +168,8 @@ def _keep_file(store: Path, path: str, stopped: bytes, resolved: bytes) -> int:
 
 def _recall_file(store: Path, path: str, stopped: bytes) -> bytes | None:
     """The person's whole file kept for the exact text ``stopped``, or None (absent, unreadable, not its name's)."""
-    k = file_key(path, stopped)
-    try:
-        st = os.lstat(store / f"{k}.json")
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY:
-            return None
-        entry = json.loads((store / f"{k}.json").read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(entry, dict) or entry.get("schema_version") != _SCHEMA or entry.get("kind") != "file":
+    entry = _entry(store, file_key(path, stopped), "file")
+    if entry is None:
         return None
     was, where, resolution = entry.get("stopped"), entry.get("path"), entry.get("resolution")
     if not isinstance(was, str) or not isinstance(where, str) or not isinstance(resolution, str):
@@ -186,14 +179,11 @@ def _recall_file(store: Path, path: str, stopped: bytes) -> bytes | None:
     return resolution.encode()
 
 
-def _lines(text: object) -> tuple[bytes, ...] | None:
-    return tuple(split_lines(text.encode())) if isinstance(text, str) else None
-
-
-def _recall(store: Path, r: Region) -> bytes | None:
-    """The kept resolution of conflict ``r``, or None (absent, unreadable, or not what its name says)."""
-    k = key(r)
-    path = store / f"{k}.json"
+def _entry(store: Path, name: str, kind: str | None) -> dict[str, object] | None:
+    """The kept entry ``name`` of ``kind`` (None: a conflict's, which has no kind), or None: absent, not a regular
+    file of at most ``MAX_ENTRY`` bytes, not JSON, or of another schema or kind.  Whether it is what its name says
+    is the caller's to check."""
+    path = store / f"{name}.json"
     try:
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY:
@@ -201,7 +191,20 @@ def _recall(store: Path, r: Region) -> bytes | None:
         entry = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(entry, dict) or entry.get("schema_version") != _SCHEMA:
+    if not isinstance(entry, dict) or entry.get("schema_version") != _SCHEMA or entry.get("kind") != kind:
+        return None
+    return entry
+
+
+def _lines(text: object) -> tuple[bytes, ...] | None:
+    return tuple(split_lines(text.encode())) if isinstance(text, str) else None
+
+
+def _recall(store: Path, r: Region) -> bytes | None:
+    """The kept resolution of conflict ``r``, or None (absent, unreadable, or not what its name says)."""
+    k = key(r)
+    entry = _entry(store, k, None)
+    if entry is None:
         return None
     sides = [_lines(entry.get(f)) for f in ("release", "base", "patch")]
     resolution = entry.get("resolution")
@@ -337,14 +340,8 @@ def _moved_into(
 def _recall_reject(store: Path, path: str, hunk: Hunk) -> tuple[str, str | None] | None:
     """(decision, the recreated file's text) kept for one hunk of a missing file, or None."""
     k = reject_key(path, hunk)
-    try:
-        st = os.lstat(store / f"{k}.json")
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY:
-            return None
-        entry = json.loads((store / f"{k}.json").read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(entry, dict) or entry.get("schema_version") != _SCHEMA or entry.get("kind") != "reject":
+    entry = _entry(store, k, "reject")
+    if entry is None:
         return None
     old, new, where = _lines(entry.get("old")), _lines(entry.get("new")), entry.get("path")
     if old is None or new is None or not isinstance(where, str):
