@@ -110,7 +110,7 @@ def _gone_definition(
         old, name = olds[0], parts[k - 1]
         if name in bare_new or word(name.encode()).search(new):
             return None  # defined or named in the file
-        member = k > 1 and naming is not None
+        member = k > 1  # a method: the outline nests only what a class body defines
         if member and naming is not None:
             texts = naming(name)
             if texts is None or _member_named(name, old, texts):
@@ -123,7 +123,7 @@ def _gone_definition(
             return None
         if naming is not None and _held_elsewhere(old, new, naming):
             return None
-        named = f"uses {name} as a method" if member else f"names {name}"
+        named = f"uses {name} as a method" if member and naming is not None else f"names {name}"
         held = "of it holds half of its lines or names" if naming is not None else "here holds half of its lines"
         return (
             f"gone upstream: every line it changes is inside {qual}, which the release has nowhere (no file of it "
