@@ -188,3 +188,14 @@ def test_a_carried_hunk_using_the_field_holds_the_drop(tmp_path: Path) -> None:
     assert (state, suggestion) == ("conflict", "")
     assert evidence.startswith("withheld: it defines lengths_cpu, which python/pkg/use.py #1, carried, uses; the ")
     assert "has it nowhere as an attribute (take-upstream was: removed upstream" in evidence
+
+
+def test_no_proof_for_a_method_called_on_a_field_it_does_not_write(tmp_path: Path) -> None:
+    # ``needed`` knows the names a dropped hunk writes: a field only called here would escape it.
+    keep = (
+        b"        if self.lengths is not None:\n"
+        b"            self.lengths_cpu = []\n"
+        b"            self.lengths.record(keep)\n"
+    )
+    after = BEFORE.replace(b"        self.ids = self.ids[keep]\n", b"        self.ids = self.ids[keep]\n" + keep)
+    assert _refused(tmp_path, after=after)[1] != TAKE_UPSTREAM

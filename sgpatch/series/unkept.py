@@ -6,9 +6,9 @@ The proof, read in the old base and in the release's own code:
 
 - the hunk only adds lines (it removes none), inside a method of a class ``C``; its added lines parse alone, as
   whole statements;
-- every statement it adds writes such an attribute (``x.A = ...``, ``x.A[i] = ...``), calls a method of one
-  (``x.A.record(...)``), or sets a local name of its own that the function had nowhere before and no other hunk
-  of the file names; an ``if`` around them only tests (no call but ``len``, ``isinstance``, ``hasattr``,
+- every statement it adds writes such an attribute (``x.A = ...``, ``x.A[i] = ...``), calls a method of one it
+  also writes (``x.A.record(...)``), or sets a local name of its own that the function had nowhere before and no
+  other hunk of the file names; an ``if`` around them only tests (no call but ``len``, ``isinstance``, ``hasattr``,
   ``getattr``), and nothing else stands there (no loop, ``return``, ``raise``, ``with`` or ``try``);
 - each such attribute ``A`` is named in the old base's ``C``, and in no file of the release that names the word:
   is read or written as an attribute (``.A``), is spelled as a string (``getattr(x, "A")``; a dict's key or a
@@ -16,7 +16,8 @@ The proof, read in the old base and in the release's own code:
   ``C(...)``, or is declared in the body of ``C`` or of a class deriving from it.
 
 Any doubt (a file that does not parse, a package too large to read, a statement of another kind) is no proof.
-A carried hunk of the same patch that names such an attribute keeps the drop from settling it (``needed``).
+A carried hunk of the same patch that names such an attribute keeps the drop from settling it (``needed``: every
+attribute here is one the hunk writes, which is what ``needed`` reads as the names a hunk defines).
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def unkept(hunk: Hunk, before: bytes, new: bytes, others: bytes, naming: TextsNa
     if not statements:
         return None
     found = _Found()
-    if not all(found.statement(s) for s in statements) or not found.attributes:
-        return None
+    if not all(found.statement(s) for s in statements) or not found.attributes or found.called - found.attributes:
+        return None  # another statement, nothing written, or a method called on an attribute it does not write
     for name in found.locals:
         if word(name.encode()).search(function.text.encode()) or word(name.encode()).search(others):
             return None  # a local the function had, or another hunk uses
@@ -127,6 +128,7 @@ class _Found:
     def __init__(self) -> None:
         self.attributes: set[str] = set()
         self.locals: set[str] = set()
+        self.called: set[str] = set()
 
     def statement(self, node: ast.stmt) -> bool:
         if isinstance(node, ast.Pass):
@@ -140,7 +142,7 @@ class _Found:
             func = node.value.func
             if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Attribute):
                 return False
-            self.attributes.add(func.value.attr)  # ``x.A.method(...)``: a method of the attribute
+            self.called.add(func.value.attr)  # ``x.A.method(...)``: a method of an attribute it also writes
             return True
         return False
 
