@@ -6,9 +6,12 @@ maintainers would (`git apply` in a 0.5.9 checkout, commit, `sgpatch export`).  
 
     floor   a copy of the 0.5.9 checkout: its tree replaced by the new release's wheel files and committed
             (`git rm`, `unzip`, `git add -A`, `git commit`), then `git apply -3` of the same patch
-    port    `sgpatch port 0.5.9-cu130 --to VERSION` on a fresh copy of the project (it stops at the conflicts)
+    port    `sgpatch port 0.5.9-cu130 --to VERSION` on a fresh copy of the project (it stops at the conflicts),
+            by sgpatch as a user installs it (bench/userinstall.py: this tree's sdist, non-editable, a fresh venv,
+            no constraints file)
     other   with `--compare TREE`: the same port by the sgpatch of another source tree (a checkout of main),
-            in alternating order with this one; their `--json` and checkouts must be byte-identical
+            installed the same way, in alternating order with this one; their `--json` and checkouts must be
+            byte-identical
 
 Downloads are warm (sgpatch's cache).  Prints seconds per round (wall clock, and CPU time of the processes:
 user + system, children included, steadier on a shared machine), the git processes each port ran, and the
@@ -37,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.userinstall import user_install  # noqa: E402
 from sgpatch.source.artifacts import fetch_artifact  # noqa: E402
 from tests.conftest import RELEASES  # noqa: E402
 from tests.helpers import empty_series_project, git_shim  # noqa: E402
@@ -95,21 +99,21 @@ def floor(pristine: Path, wheel: Path, series: Path, work: Path) -> tuple[float,
     return layout, apply3
 
 
-def port(tree: Path, template: Path, work: Path, version: str, shim: Path) -> tuple[float, float, int, str]:
-    """(wall, CPU, git processes, a digest of its --json and its checkout) of one port by the sgpatch in ``tree``."""
+def port(sgpatch: str, template: Path, work: Path, version: str, shim: Path) -> tuple[float, float, int, str]:
+    """(wall, CPU, git processes, a digest of its --json and its checkout) of one port by the ``sgpatch`` script."""
     proj = work / "proj"
     shutil.rmtree(proj, ignore_errors=True)
     shutil.copytree(template, proj, symlinks=True)
     log = shim.parent / "git-calls"
     log.unlink(missing_ok=True)
     env = {**_env(), "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "sgpatch.cli", "port", "0.5.9-cu130", "--to", version, "--json"]
+    cmd = [sgpatch, "port", "0.5.9-cu130", "--to", version, "--json"]
     before = cpu()
     start = time.perf_counter()
-    proc = subprocess.run([*cmd, "--config", str(proj / "VERSIONS.toml")], cwd=tree, env=env, capture_output=True)
+    proc = subprocess.run([*cmd, "--config", str(proj / "VERSIONS.toml")], cwd=work, env=env, capture_output=True)
     wall, used = time.perf_counter() - start, cpu() - before
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"port ({tree}): exit {proc.returncode}: {proc.stderr.decode()[-800:]}")
+        raise SystemExit(f"port ({sgpatch}): exit {proc.returncode}: {proc.stderr.decode()[-800:]}")
     h = hashlib.sha256(proc.stdout.replace(str(proj).encode(), b"PROJ"))
     checkout = proj / ".sgpatch" / "checkouts" / f"{version}-cu130"
     for path in sorted(checkout.rglob("*")):
@@ -133,6 +137,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="sgpatch-bench-port-") as tmp:
         work = Path(tmp)
+        installed = {name: str(user_install(work / f"install-{name}", tree=tree)) for name, tree in trees.items()}
         template = empty_series_project(work / "template")
         config = str(template / "VERSIONS.toml")
         pristine = work / "co-0.5.9"
@@ -151,7 +156,7 @@ def main() -> None:
             layout, apply3 = floor(pristine, wheel, args.series, work)
             row = {"floor": (layout + apply3, cpu() - before, 0, "")}
             for name in list(trees) if i % 2 == 0 else list(trees)[::-1]:
-                row[name] = port(trees[name], template, work, args.to, shim)
+                row[name] = port(installed[name], template, work, args.to, shim)
             rows.append(row)
 
     print(f"upgrade day, a real series: {args.series.name} onto sglang {args.to} (warm downloads)")

@@ -22,12 +22,13 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k not in drop}
 
 
-def user_install(work: Path, *, python: str = sys.executable) -> Path:
-    """Build the sdist, install it into a fresh venv under ``work``; the venv's ``sgpatch`` script."""
+def user_install(work: Path, *, python: str = sys.executable, tree: Path = REPO) -> Path:
+    """Build the sdist of ``tree`` (this repository, or another checkout of it), install it into a fresh venv under
+    ``work``; the venv's ``sgpatch`` script."""
     env = user_env()
     dist = work / "sdist"
     subprocess.run(
-        [python, "-m", "build", "--sdist", "--outdir", str(dist), str(REPO)], check=True, capture_output=True, env=env
+        [python, "-m", "build", "--sdist", "--outdir", str(dist), str(tree)], check=True, capture_output=True, env=env
     )
     (sdist,) = dist.glob("sgpatch-*.tar.gz")
     venv = work / "user-venv"
