@@ -2,7 +2,8 @@
 and another file of the release has a module-level function of the same name (an HTTP endpoint beside the gone
 ``Scheduler.get_load``).  Such a function does not keep the method; every way a method can still be named does.
 Then the same proof for a file the release lacks, against the file its class moved to, by ``port``'s own
-classification against a release committed in a real git repository.
+classification against a release committed in a real git repository; a gone class or function renamed elsewhere;
+and, in a file the release still has, a conflicting hunk whose definition moved out of it, named where it went.
 """
 
 from __future__ import annotations
@@ -205,3 +206,62 @@ def test_a_gone_function_is_no_proof_when_another_file_holds_half_of_its_lines(t
     assert (gone(hunk, before, STATS_NEW, nowhere, _naming({"python/pkg/other.py": UNRELATED})) or "").startswith(
         "gone upstream: every line it changes is inside drain"
     )
+
+
+# --------------------------------------------------------------------------- a definition moved out of a file
+
+POOL = "python/pkg/mem/pool.py"
+POOL_BEFORE = b"""import torch
+
+
+class Pool:
+    def __init__(self, size):
+        self.size = size
+        self.free = list(range(size))
+
+    def alloc(self, n):
+        out = self.free[:n]
+        self.free = self.free[n:]
+        return out
+
+    def release(self, pages):
+        self.free.extend(pages)
+"""
+POOL_AFTER = POOL_BEFORE.replace(
+    b"        out = self.free[:n]\n",
+    b"        if n > len(self.free):\n            return None\n        out = self.free[:n]\n",
+)
+# The release moved ``alloc`` into an allocator module; the class keeps the rest.
+POOL_NEW = b"""import torch
+
+
+class Pool:
+    def __init__(self, size):
+        self.size = size
+        self.free = list(range(size))
+        self.allocator = Allocator(self)
+
+    def release(self, pages):
+        self.free.extend(pages)
+"""
+ALLOCATOR = b"""class Pool:
+    def alloc(self, n):
+        out = self.free[:n]
+        self.free = self.free[n:]
+        return out
+"""
+
+
+def test_a_conflict_whose_definition_moved_out_of_the_file_names_where_it_went(tmp_path: Path) -> None:
+    other = "python/pkg/mem/allocator.py"
+    files = {POOL: (POOL_BEFORE, POOL_AFTER, POOL_NEW), other: (ALLOCATOR, ALLOCATOR, ALLOCATOR)}
+    ported = _port(tmp_path / "moved", files)
+    (f,) = [f for f in ported.files if f.path == POOL]
+    (h,) = f.hunks
+    assert h.state == "conflict" and h.suggestion == ""
+    assert h.detail.endswith(f"; Pool.alloc is no longer in this file: it is in {other}")
+    # Nowhere in the release (no file uses ``alloc`` as a method): gone upstream, a suggestion, no note.
+    files[other] = (b"X = 1\n",) * 3
+    (f,) = [f for f in _port(tmp_path / "nowhere", files).files if f.path == POOL]
+    assert f.hunks[0].suggestion == TAKE_UPSTREAM and "no longer in this file" not in f.hunks[0].detail
+    assert f.hunks[0].evidence.startswith("gone upstream: every line it changes is inside Pool.alloc")

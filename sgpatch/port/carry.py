@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sgpatch.git.diff import MergeScratch, merge_file
-from sgpatch.port.moved import KeptFiles, follow, package
+from sgpatch.port.moved import KeptFiles, follow, moved_out, package
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.pyast import collector_paused, parses_shared
@@ -123,6 +123,8 @@ def _carry_files(
                     )
                 )
                 outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
+        if outcome.verdict.state == "conflict" and not outcome.verdict.gone and b is not None:
+            outcome = _moved_out(run, fp, outcome, b)
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
             if b is not None and run.release is not None:
@@ -214,6 +216,24 @@ def _follow(
     renamed = v.renamed or ", ".join(places)
     detail = v.detail + (f"; its definitions now stand in {', '.join(places)}" if places else "")
     return dataclasses.replace(outcome, verdict=dataclasses.replace(v, hunks=hunks, detail=detail, renamed=renamed)), {}
+
+
+def _moved_out(run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes) -> FileOutcome:
+    """A file the release has: each hunk left for a person (no suggestion) whose definition the release's file no
+    longer has names where that definition stands now (``moved.moved_out``)."""
+    release = _release_files(run)
+    new = run.current.get(fp.path)
+    left = [h.index for h in outcome.verdict.hunks if h.state == "conflict" and not h.suggestion]
+    if release is None or new is None or not left:
+        return outcome
+    notes = moved_out(fp, left, old, new, release.names(fp.path.split("/", 1)[0]), release.read, run.current)
+    if not notes:
+        return outcome
+    hunks = tuple(
+        dataclasses.replace(h, detail=f"{h.detail}; {notes[h.index]}") if h.index in notes else h
+        for h in outcome.verdict.hunks
+    )
+    return dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
 
 
 def _absorbed_where_it_went(run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes) -> FileOutcome:

@@ -212,6 +212,45 @@ def follow(
     return Followed(texts, where, why)
 
 
+def moved_out(
+    fp: FilePatch,
+    indexes: Sequence[int],
+    before: bytes,
+    new: bytes,
+    names: Sequence[str],
+    read: Reader,
+    current: Mapping[str, bytes | None],
+) -> dict[int, str]:
+    """For the hunks ``indexes`` of ``fp`` (a file the release still has; ``before``: its old text, ``new``: the
+    release's), whose definition the release's file no longer has: where it stands now, in words (hunk index ->
+    note).  Named, not carried: the file's own conflicts are the person's."""
+    o_before, o_new = outline(before), outline(new)
+    if o_before is None or o_new is None or not fp.path.endswith(".py"):
+        return {}
+    quals: dict[int, str] = {}
+    for hunk in fp.hunks:
+        if hunk.index not in indexes:
+            continue
+        qual = innermost(o_before, *changed_span(hunk))
+        if qual and len(o_before.definitions.get(qual, ())) == 1 and qual not in o_new.definitions:
+            quals[hunk.index] = qual
+    if not quals:
+        return {}
+    wanted = {q.rpartition(".")[2] for q in quals.values()} | _definition_names(o_before)
+    top = "/".join(fp.path.split("/")[:-1][:2])
+    py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != fp.path]
+    py = py[:MAX_FILES]
+    found = _scan(wanted, [p for p in py if p in current], lambda paths: {p: current[p] for p in paths})
+    found.update(_scan(wanted, [p for p in py if p not in current], read))
+    mine = _definition_names(o_before)
+    share = {path: len(hits & mine) for path, (_, hits) in found.items()}
+    notes: dict[int, str] = {}
+    for index, qual in quals.items():
+        target, note = _target(qual, found, share)
+        notes[index] = f"{qual} is no longer in this file: " + (f"it is in {target}" if target else note)
+    return notes
+
+
 def _target(qual: str, found: Mapping[str, tuple[bytes, set[str]]], share: Mapping[str, int]) -> tuple[str | None, str]:
     """The one release file where ``qual`` now stands, or None and why.  Parsed only: the files defining its
     outermost name too (the same qualified name), else those sharing most of the old file's names."""
