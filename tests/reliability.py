@@ -722,6 +722,7 @@ for _id, _fault, _expect in [
     ("probe-missing-key", "a probe answer without `dists`", "answer.dists: missing"),
     ("probe-wrong-type", "a distribution that is a list, not an object", "expected an object, got list"),
     ("probe-bad-base64", "a file's content that is not base64", "is not base64"),
+    ("probe-bad-base64-unicode", "a file's content with characters outside ASCII (not base64)", "is not base64"),
     ("probe-nul", "a path with a NUL character", "contains a NUL character"),
 ]:
     case(_id, DEPLOYED, f"`doctor` and `verify --installed`: {_fault}", 3, _expect, _PROBE)

@@ -460,6 +460,7 @@ PROBE_ANSWERS: dict[str, dict[str, Any]] = {
     "probe-missing-key": {"op": "del", "path": [0]},  # sorted keys: dists, imported, python
     "probe-wrong-type": {"op": "set", "path": [0, 0], "value": ["a", "list"]},
     "probe-bad-base64": {"op": "set", "path": [0, 6, 1, 0], "value": "not base64!"},  # dists.torch.files[...]
+    "probe-bad-base64-unicode": {"op": "set", "path": [0, 6, 1, 0], "value": "\u00e9t\u00e9=="},  # not ASCII
     "probe-nul": {"op": "set", "path": [0, 0, 4], "value": "sgl\u0000ang"},  # the first dist's name
 }
 
@@ -471,8 +472,8 @@ def test_malformed_probe_answer_is_an_environment_failure(
 ) -> None:
     """A real process answers (``--python FAKE``); only its answer is wrong."""
     mutation = PROBE_ANSWERS[case_id]
-    if case_id == "probe-bad-base64" and command[0] == "verify":
-        mutation = {"op": "set", "path": [0, 0, 1, 0], "value": "not base64!"}  # verify asks only sglang
+    if case_id.startswith("probe-bad-base64") and command[0] == "verify":
+        mutation = {**mutation, "path": [0, 0, 1, 0]}  # verify asks only sglang
     fake = make_fake_python(tmp_path / "python", mutation)
     result = run_cli(*command, "--python", str(fake), "--config", str(PROJECT_CONFIG))
     _check_refused(case_id, result, (tmp_path,))

@@ -4,7 +4,6 @@ characters made visible, a malformed answer an environment failure (exit 3) nami
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,7 +111,7 @@ def blob_field(value: Any, where: str) -> bytes | None:
         return None
     try:
         return base64.b64decode(text_field(value, where), validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, and a string with characters outside ASCII
         raise BadField(where, "is not base64") from None
 
 
