@@ -10,8 +10,9 @@ the same calls run here, in order.
 Whatever a child does not answer (it raised, it died, its answer did not pickle) is called again here, in this
 process, where the serial path calls it: an error is the very one the serial path raises, traceback and exit code
 included, and a child never reports an error of its own.  Children die with their parent (Linux), ignore Ctrl-C
-(the parent, interrupted, kills and reaps them), keep their temporary files in a directory the parent removes
-once they are reaped, and end with ``os._exit``: no handler of the parent's runs twice.
+and unwind on SIGTERM (the parent, interrupted or failed, stops them so: their git processes and temporary files
+go with them; SIGKILL after ``GRACE`` seconds), keep their temporary files in a directory the parent removes once
+they are reaped, and end with ``os._exit``: no handler of the parent's runs twice.
 
 ``SGPATCH_PORT_JOBS=N`` sets how many workers ``forked_map`` forks (1: none, the serial path); tests use it to
 hold the parallel path to the serial one.  Unset: one per core, at most ``MAX_JOBS``, none for fewer than
@@ -30,9 +31,11 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any, Generic, TypeVar
 
 from sgpatch.lock import tie_to_parent
@@ -89,7 +92,7 @@ def forked_map(
 class Forked(Generic[T]):
     """``func(*args, **kwargs)`` in a forked child while this process goes on; ``result`` waits for it and returns
     its answer, or calls ``func`` here when the child gave none (the error is then the one a call here raises).
-    ``close`` (idempotent) kills and reaps a child whose answer is no longer wanted."""
+    ``close`` (idempotent) stops and reaps a child whose answer is no longer wanted (``_Child.end``)."""
 
     def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
         self._call = (func, args, kwargs)
@@ -102,7 +105,7 @@ class Forked(Generic[T]):
 
     def result(self) -> T:
         answer = _read_frame(self._child.answers) if self._child is not None else None
-        self.close()
+        self.close(stop=answer is None)
         if answer is not None and answer[0]:
             with contextlib.suppress(Exception):  # an answer that does not unpickle: computed here instead
                 value: T = pickle.loads(answer[1])
@@ -110,9 +113,9 @@ class Forked(Generic[T]):
         func, args, kwargs = self._call
         return func(*args, **kwargs)
 
-    def close(self) -> None:
+    def close(self, *, stop: bool = True) -> None:
         if self._child is not None:
-            self._child.end()
+            self._child.end(stop=stop)
             self._child = None
             shutil.rmtree(self._root, ignore_errors=True)
 
@@ -135,16 +138,55 @@ class _Child:
             return False
         return True
 
-    def end(self) -> None:
-        """Its pipes closed, and it is killed (what it had to say is read, or no longer wanted) and reaped."""
+    def end(self, *, stop: bool = True) -> None:
+        """Its pipes closed, and it is reaped: ``stop``, told to stop (SIGTERM: it unwinds, its own children
+        and temporary files with it), else left to end (it has answered, or sees its task pipe end); killed when
+        it has not ended ``GRACE`` seconds later."""
         for fd in (self.tasks, self.answers):
             _OURS.discard(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+        if stop:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+        if not _ended(self.pid, GRACE):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+
+
+GRACE = 10.0
+
+
+def _ended(pid: int, timeout: float) -> bool:
+    """Whether child ``pid`` ended (and was reaped) within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = -1
+    try:
+        while True:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return True
+            except ChildProcessError:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if fd >= 0:
+                select.select([fd], [], [], left)
+            else:
+                time.sleep(min(left, 0.002))
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
 
 
 _OURS: set[int] = set()  # this process's ends of its children's pipes: a child forked later closes them
@@ -167,6 +209,7 @@ def _fork(tmp: Path, serve: Callable[[int, int], None]) -> _Child:
                 os.close(fd)
             _OURS.clear()
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, _stopped)  # unwinds: its git processes and temporary files go first
             tie()
             for name, fd in (("stdout", 1), ("stderr", 2)):  # not the parent's objects: a timer may hold their lock
                 setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False))  # noqa: SIM115
@@ -246,7 +289,7 @@ def _pool(count: int, work: Callable[[int], Any], jobs: int, child: Callable[[],
                 following = next(todo, None)
                 if following is None or not w.send(following):
                     del workers[fd]
-                    w.end()
+                    w.end(stop=following is not None)
         return answers
     finally:
         for w in workers.values():
