@@ -121,8 +121,13 @@ def _judged_files(
     def worker() -> None:
         own.append(_merger(run, labels, Path(tempfile.mkdtemp(prefix="sgpatch-merge-"))))
 
+    def cost(i: int) -> float:  # each hunk is tested against the file's texts: their size times the hunks
+        fp = patch.files[i]
+        texts = (before.get(fp.path), run.current.get(fp.path))
+        return sum(len(t) for t in texts if t is not None) * (1 + len(fp.hunks))
+
     count = len(patch.files)
-    return forked_map(count, judge_one, jobs=jobs_for(count), child=worker)
+    return forked_map(count, judge_one, jobs=jobs_for(count), child=worker, cost=cost)
 
 
 def _judge_file(run: Rebase, patch: Patch, fp: FilePatch, before: Files, after: Files, merge: Merge) -> FileOutcome:

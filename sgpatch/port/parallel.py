@@ -70,15 +70,23 @@ def jobs_for(items: int) -> int:
 
 
 def forked_map(
-    count: int, work: Callable[[int], T], *, jobs: int, child: Callable[[], None] | None = None
+    count: int,
+    work: Callable[[int], T],
+    *,
+    jobs: int,
+    child: Callable[[], None] | None = None,
+    cost: Callable[[int], float] | None = None,
 ) -> Callable[[int], T]:
     """``work(0) .. work(count - 1)`` computed by ``jobs`` forked workers (``child`` runs in each first); returns
     a function of ``i`` that gives a worker's answer, or, for an ``i`` no worker answered, calls ``work(i)`` here
     and then (so an error is raised where, and as, the serial loop raises it).  Every worker is reaped and its
-    temporary directory removed before this returns."""
+    temporary directory removed before this returns.  ``cost``: a guess of each item's work; the costliest are
+    handed out first, so no worker is left alone with a large one at the end (the answers are by index all the
+    same)."""
     answers: dict[int, Any] = {}
     if jobs > 1 and count > 1 and can_fork():
-        answers = _pool(count, work, jobs, child)
+        order = sorted(range(count), key=lambda i: -cost(i)) if cost is not None else list(range(count))
+        answers = _pool(order, work, jobs, child)
 
     def answer(i: int) -> T:
         if i in answers:
@@ -255,14 +263,15 @@ def _serve_tasks(work: Callable[[int], Any], child: Callable[[], None] | None) -
     return serve
 
 
-def _pool(count: int, work: Callable[[int], Any], jobs: int, child: Callable[[], None] | None) -> dict[int, Any]:
-    """The answers the workers gave, by index (an index missing: computed by the caller)."""
+def _pool(order: list[int], work: Callable[[int], Any], jobs: int, child: Callable[[], None] | None) -> dict[int, Any]:
+    """The answers the workers gave to the indices in ``order`` (handed out in that order), by index (an index
+    missing: computed by the caller)."""
     root = Path(tempfile.mkdtemp(prefix="sgpatch-workers-"))
     workers: dict[int, _Child] = {}  # by the fd it answers on
     answers: dict[int, Any] = {}
-    todo = iter(range(count))
+    todo = iter(order)
     try:
-        for k in range(min(jobs, count)):
+        for k in range(min(jobs, len(order))):
             (root / str(k)).mkdir()
             try:
                 w = _fork(root / str(k), _serve_tasks(work, child))
