@@ -34,6 +34,7 @@ from sgpatch.series.patch import split_lines
 from sgpatch.source.artifacts import fetch_artifact
 
 from .helpers import DATA, REPO, copy_project, snapshot
+from .reliability import record
 from .shared import copy
 from .test_port_series import sg, slime_project  # noqa: F401  (fixtures shared at session scope)
 
@@ -260,6 +261,8 @@ def test_an_error_in_a_worker_is_the_serial_path_s(
     assert json.loads(serial[1])["error"] == "git merge-file failed: fatal: merge-file broken here"
     assert _sg_port(copy(slime_project[0], tmp_path / "forked"), 3, tmp_path / "tmp-forked", path=path) == serial
     assert not serial[3]  # the checkout of a failed port is not left behind
+    shown = json.loads(serial[1])["error"]
+    record("port-worker-merge-file-broken", exit=serial[0], shown=shown, roots=(tmp_path,))
 
 
 class _Refused(SgpatchError):
