@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from sgpatch.config import Config, load_config
 from sgpatch.errors import SgpatchError, SourceError
 from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.git.repo import Git
-from sgpatch.port.parallel import JOBS_ENV, MAX_JOBS, MIN_ITEMS, can_fork, forked_map, jobs_for
+from sgpatch.port.parallel import GRACE, JOBS_ENV, MAX_JOBS, MIN_ITEMS, Forked, can_fork, forked_map, jobs_for
 from sgpatch.port.rebase import ARTIFACT_FILES, load_old, read_files
 from sgpatch.series.combine import _tokens
 from sgpatch.series.conflicts import norm
@@ -318,3 +319,28 @@ def test_jobs_for_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch.setenv(JOBS_ENV, unset)
         assert jobs_for(MIN_ITEMS - 1) == 1
         assert jobs_for(49) == max(1, min(len(os.sched_getaffinity(0)), MAX_JOBS))
+
+
+def _sleep_in_tmp(seconds: float) -> None:
+    with tempfile.TemporaryDirectory(prefix="sgpatch-sleeping-"):  # unwound (removed) when the child is stopped
+        time.sleep(seconds)
+
+
+def test_a_forked_call_answers_or_is_called_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Forked`` (the checkout laid out, the wheels compared, beside the judging): its answer; for a call that
+    raises in the child, the error a call here raises; ``close`` stops a child still at work within a moment (it
+    unwinds: its temporary directory goes with it); no child and no temporary file is left."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert Forked(pow, 2, 10).result() == 1024
+    with pytest.raises(_Refused) as raised:
+        Forked(_judge, 5).result()
+    assert raised.value.hint == "a hint that pickling would lose" and raised.traceback[-1].name == "_judge"
+    busy = Forked(_sleep_in_tmp, 60)
+    time.sleep(0.5)
+    started = time.monotonic()
+    busy.close()
+    busy.close()  # again: nothing left to do
+    assert time.monotonic() - started < GRACE
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+    assert list(tmp_path.iterdir()) == []
