@@ -99,8 +99,8 @@ def in_background(func: Callable[..., T], *args: Any, **kwargs: Any) -> Forked[T
 
 
 class WheelsAgree:
-    """``check_wheels_agree`` in a thread of its own, while the port lays out the checkout and judges the
-    series: it reads every pinned wheel whole (zlib and sha256 let go of the interpreter lock).  The wheels
+    """``check_wheels_agree`` beside the port (``in_background``: a forked child, else a thread), while the port
+    lays out the checkout and judges the series: it reads every pinned wheel whole.  The wheels
     are downloaded first, here (pip runs from the main thread only); with a ``cache`` each wheel's file
     digests are kept under its sha256 (work, not an answer: the comparison runs every time)."""
 
