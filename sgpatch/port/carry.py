@@ -132,7 +132,8 @@ def _judged_files(
 
 def _judge_file(run: Rebase, patch: Patch, fp: FilePatch, before: Files, after: Files, merge: Merge) -> FileOutcome:
     """One file of ``patch`` judged against the release as the series so far left it, on its own: its hunks,
-    the file as a whole, the suggestions for its conflicts (a missing file is followed by ``_carry_files``)."""
+    the file as a whole, the suggestions for its conflicts, where a conflict's definition moved out of it (a
+    missing file is followed by ``_carry_files``)."""
     b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
     with parses_shared():  # the hunk tests, the file-level tests, the duplicate check and the suggestions
         outcome = carry_file(fp, b, a, n, merge)  # parse each text once
