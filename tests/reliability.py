@@ -1314,6 +1314,14 @@ case(
     _STOPPED,
 )
 case(
+    "port-worker-merge-file-broken",
+    UPGRADE,
+    "`git merge-file` fails (a broken git on PATH) while forked workers judge slime's series for a port",
+    2,
+    "git merge-file failed",
+    "the serial path's exit code, --json and stderr; no checkout, no worker process, no temporary file left",
+)
+case(
     "port-resolve-edited-file",
     UPGRADE,
     "`sgpatch port --resolve patch FILE` where the person already edited FILE since the stop",

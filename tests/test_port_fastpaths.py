@@ -9,8 +9,14 @@ difference.  A faster path that can disagree with the slow one is a bug.
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
+import shutil
+import signal
 import subprocess
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,16 +24,20 @@ import pytest
 
 from sgpatch.cache import Cache, key
 from sgpatch.config import Config, load_config
-from sgpatch.errors import SourceError
+from sgpatch.errors import SgpatchError, SourceError
 from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.git.repo import Git
+from sgpatch.port.parallel import GRACE, JOBS_ENV, MAX_JOBS, MIN_ITEMS, Forked, can_fork, forked_map, jobs_for
 from sgpatch.port.rebase import ARTIFACT_FILES, load_old, read_files
 from sgpatch.series.combine import _tokens
 from sgpatch.series.conflicts import norm
 from sgpatch.series.patch import split_lines
 from sgpatch.source.artifacts import fetch_artifact
 
-from .helpers import DATA, REPO, copy_project
+from .helpers import DATA, REPO, copy_project, snapshot
+from .reliability import record
+from .shared import copy
+from .test_port_series import sg, slime_project  # noqa: F401  (fixtures shared at session scope)
 
 CRAFTED = [
     b"",
@@ -198,3 +208,139 @@ def test_a_kept_read_stands_in_for_the_archive_only_when_every_file_is_checked_b
     old, _ = load_old(unpinned, None, progress=None, cache=cache)
     assert old.states[0][KIMI] == truth  # the archive's, not the planted one
     assert cache.hits == hits and cache.get(ARTIFACT_FILES, entry) == crafted  # the cache was not consulted
+
+
+# --------------------------------------------------------------------------- the files of a patch judged side by side
+
+
+def _sg_port(proj: Path, jobs: int, tmp: Path, *, path: str | None = None) -> tuple[int, str, str, dict[str, str]]:
+    """``sgpatch port`` of ``proj`` by ``jobs`` workers (1: the serial path), as a whole process: its exit code,
+    its --json and its stderr (the project's path taken out), and the checkout it made (HEAD, index, status, every
+    file, refs, and the port's record).  ``tmp``: its TMPDIR, left empty."""
+    tmp.mkdir()
+    env = {"SGPATCH_PORT_JOBS": str(jobs), "SGPATCH_PROGRESS": "0", "TMPDIR": str(tmp)}
+    if path:
+        env["PATH"] = path
+    done = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(proj / "VERSIONS.toml"), **env)
+    assert list(tmp.iterdir()) == []  # no worker's directory left
+    co = proj / ".sgpatch" / "checkouts" / "0.5.12.post1-cu130"
+    made = snapshot(co) if co.is_dir() else {}
+    if co.is_dir():
+        made["record"] = (co / ".git" / "sgpatch-port.json").read_text().replace(str(proj), "PROJ")
+    return done.returncode, done.stdout.replace(str(proj), "PROJ"), done.stderr.replace(str(proj), "PROJ"), made
+
+
+def test_a_patch_judged_by_forked_workers_is_the_serial_port(
+    tmp_path: Path,
+    slime_project: tuple[Path, Path],  # noqa: F811  (the fixture)
+) -> None:
+    """slime's 49-file patch ported by three forked workers (on any number of cores) and by the serial path: the
+    same exit code, --json, stderr and checkout, byte for byte; the workers are reaped, their files removed."""
+    serial = _sg_port(copy(slime_project[0], tmp_path / "serial"), 1, tmp_path / "tmp-serial")
+    assert serial[0] == 1 and json.loads(serial[1])["stopped"]  # a stop at the conflicts: every path was taken
+    assert _sg_port(copy(slime_project[0], tmp_path / "forked"), 3, tmp_path / "tmp-forked") == serial
+
+
+def test_an_error_in_a_worker_is_the_serial_path_s(
+    tmp_path: Path,
+    slime_project: tuple[Path, Path],  # noqa: F811  (the fixture)
+) -> None:
+    """A git whose ``merge-file`` fails (a broken install): the port stops with the serial path's one line and exit
+    code whether a worker or this process met it first, and leaves no worker behind."""
+    real = shutil.which("git")
+    assert real
+    shim = tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(
+        '#!/bin/sh\nfor a in "$@"; do case "$a" in merge-file) echo "fatal: merge-file broken here" >&2; exit 255;; '
+        f'esac; done\nexec {real} "$@"\n'
+    )
+    shim.chmod(0o755)
+    path = f"{shim.parent}{os.pathsep}{os.environ['PATH']}"
+    serial = _sg_port(copy(slime_project[0], tmp_path / "serial"), 1, tmp_path / "tmp-serial", path=path)
+    assert serial[0] == 2
+    assert json.loads(serial[1])["error"] == "git merge-file failed: fatal: merge-file broken here"
+    assert _sg_port(copy(slime_project[0], tmp_path / "forked"), 3, tmp_path / "tmp-forked", path=path) == serial
+    assert not serial[3]  # the checkout of a failed port is not left behind
+    shown = json.loads(serial[1])["error"]
+    record("port-worker-merge-file-broken", exit=serial[0], shown=shown, roots=(tmp_path,))
+
+
+class _Refused(SgpatchError):
+    exit_code = 3
+
+
+def _judge(i: int) -> tuple[int, int]:
+    if i == 5:
+        raise _Refused(f"item {i} refused", hint="a hint that pickling would lose")
+    if i == 7 and os.getpid() != PARENT:
+        os._exit(9)  # a worker that dies: its item is judged by the parent
+    if i == 8 and os.getpid() != PARENT:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return (i, i * i)
+
+
+PARENT = os.getpid()
+
+
+def test_forked_map_answers_in_order_and_raises_the_serial_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``forked_map`` by three workers: every answer is the serial one, in order; an item a worker died on (its
+    exit, a SIGKILL) is judged here; the error an item raises is raised here, when that item is asked for, as
+    the serial loop raises it (its class, message, hint and the frame it came from); a worker's answer that does
+    not pickle is computed here.  No child process and no temporary file is left."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert can_fork()
+    answer = forked_map(12, _judge, jobs=3)
+    assert [answer(i) for i in range(5)] == [(i, i * i) for i in range(5)]
+    with pytest.raises(_Refused) as raised:
+        answer(5)
+    with pytest.raises(_Refused) as serial:
+        _judge(5)
+    assert (raised.value.message, raised.value.hint) == (serial.value.message, serial.value.hint)
+    assert raised.traceback[-1].name == "_judge"
+    assert [answer(i) for i in range(6, 12)] == [(i, i * i) for i in range(6, 12)]
+    lambdas = forked_map(4, lambda i: lambda: i, jobs=2)  # an answer that does not pickle
+    assert [lambdas(i)() for i in range(4)] == [0, 1, 2, 3]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # every worker reaped
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_jobs_for_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SGPATCH_PORT_JOBS``: 1 is the serial path, N is N workers (never more than the items); unset, one per core
+    and none for fewer than ``MIN_ITEMS`` items; anything else is ignored."""
+    monkeypatch.setenv(JOBS_ENV, "1")
+    assert jobs_for(49) == 1
+    monkeypatch.setenv(JOBS_ENV, "5")
+    assert (jobs_for(49), jobs_for(2)) == (5, 2)
+    for unset in ("", "0", "many", "-2"):
+        monkeypatch.setenv(JOBS_ENV, unset)
+        assert jobs_for(MIN_ITEMS - 1) == 1
+        assert jobs_for(49) == max(1, min(len(os.sched_getaffinity(0)), MAX_JOBS))
+
+
+def _sleep_in_tmp(seconds: float) -> None:
+    with tempfile.TemporaryDirectory(prefix="sgpatch-sleeping-"):  # unwound (removed) when the child is stopped
+        time.sleep(seconds)
+
+
+def test_a_forked_call_answers_or_is_called_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Forked`` (the checkout laid out, the wheels compared, beside the judging): its answer; for a call that
+    raises in the child, the error a call here raises; ``close`` stops a child still at work within a moment (it
+    unwinds: its temporary directory goes with it); no child and no temporary file is left."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert Forked(pow, 2, 10).result() == 1024
+    with pytest.raises(_Refused) as raised:
+        Forked(_judge, 5).result()
+    assert raised.value.hint == "a hint that pickling would lose" and raised.traceback[-1].name == "_judge"
+    busy = Forked(_sleep_in_tmp, 60)
+    time.sleep(0.5)
+    started = time.monotonic()
+    busy.close()
+    busy.close()  # again: nothing left to do
+    assert time.monotonic() - started < GRACE
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+    assert list(tmp_path.iterdir()) == []

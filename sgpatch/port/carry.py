@@ -20,6 +20,7 @@ from pathlib import Path
 
 from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.port.moved import KeptFiles, follow, moved_out, package
+from sgpatch.port.parallel import forked_map, jobs_for
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
 from sgpatch.pyast import collector_paused, parses_shared
@@ -87,44 +88,89 @@ def _carry(run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: st
         return PortedPatch(patch.name, "superseded", detail, side_by_side=verdict.side_by_side, files=files), None
 
     labels = (new_label, old_label, f"{patch.name} on {old_label}")
-
-    merged: dict[tuple[bytes, bytes, bytes], tuple[bytes, int]] = {}  # by content: a hunk is merged once
     with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as scratch:  # each text written there once
-        texts = MergeScratch(Path(scratch))
+        merge = _merger(run, labels, Path(scratch))
+        return _carry_files(run, patch, before, after, merge, labels, old_label=old_label, new_label=new_label)
 
-        def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
-            if (current, base, other) not in merged:
-                merged[current, base, other] = merge_file(run.g, current, base, other, labels, scratch=texts)
-            return merged[current, base, other]
 
-        return _carry_files(run, patch, before, after, merge, old_label=old_label, new_label=new_label)
+def _merger(run: Rebase, labels: tuple[str, str, str], scratch: Path) -> Merge:
+    """``git merge-file`` of a patch's texts, written once each in ``scratch``; a hunk is merged once (by content)."""
+    merged: dict[tuple[bytes, bytes, bytes], tuple[bytes, int]] = {}
+    texts = MergeScratch(scratch)
+
+    def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
+        if (current, base, other) not in merged:
+            merged[current, base, other] = merge_file(run.g, current, base, other, labels, scratch=texts)
+        return merged[current, base, other]
+
+    return merge
+
+
+def _judged_files(
+    run: Rebase, patch: Patch, before: Files, after: Files, merge: Merge, labels: tuple[str, str, str]
+) -> Callable[[int], FileOutcome]:
+    """``_judge_file`` of each file of ``patch``, by index: each file is judged on its own, so forked workers
+    judge them side by side (``port.parallel``), each with its own merges; an answer no worker gave is
+    judged here when asked for, in the patch's order, as the serial path does."""
+    _release_files(run)  # made before the fork: every worker reads through the same one
+    own: list[Merge] = []  # in a worker: its own merges (its scratch directory, its memo)
+
+    def judge_one(i: int) -> FileOutcome:
+        return _judge_file(run, patch, patch.files[i], before, after, own[0] if own else merge)
+
+    def worker() -> None:
+        own.append(_merger(run, labels, Path(tempfile.mkdtemp(prefix="sgpatch-merge-"))))
+
+    def cost(i: int) -> float:  # each hunk is tested against the file's texts: their size times the hunks
+        fp = patch.files[i]
+        texts = (before.get(fp.path), run.current.get(fp.path))
+        return sum(len(t) for t in texts if t is not None) * (1 + len(fp.hunks))
+
+    count = len(patch.files)
+    return forked_map(count, judge_one, jobs=jobs_for(count), child=worker, cost=cost)
+
+
+def _judge_file(run: Rebase, patch: Patch, fp: FilePatch, before: Files, after: Files, merge: Merge) -> FileOutcome:
+    """One file of ``patch`` judged against the release as the series so far left it, on its own: its hunks,
+    the file as a whole, the suggestions for its conflicts, where a conflict's definition moved out of it (a
+    missing file is followed by ``_carry_files``)."""
+    b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
+    with parses_shared():  # the hunk tests, the file-level tests, the duplicate check and the suggestions
+        outcome = carry_file(fp, b, a, n, merge)  # parse each text once
+        states = {h.state for h in outcome.verdict.hunks}
+        if states - {"upstream"} and "applies" not in states:  # a hunk that applies is not upstream
+            whole = _whole_file(patch, fp, before, after, run.current)
+            if whole is not None:
+                outcome = carry_file(fp, b, a, n, merge, whole=whole)
+        conflict = outcome.verdict.state == "conflict" and not outcome.verdict.gone and fp.hunks
+        if conflict and b is not None and n is not None:
+            hunks = tuple(
+                suggest(fp, outcome.verdict.hunks, b, n, merge, _named_elsewhere(run, fp.path), _naming(run, fp.path))
+            )
+            outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
+    if outcome.verdict.state == "conflict" and not outcome.verdict.gone and b is not None:
+        outcome = _moved_out(run, fp, outcome, b)
+    return outcome
 
 
 def _carry_files(
-    run: Rebase, patch: Patch, before: Files, after: Files, merge: Merge, *, old_label: str, new_label: str
+    run: Rebase,
+    patch: Patch,
+    before: Files,
+    after: Files,
+    merge: Merge,
+    labels: tuple[str, str, str],
+    *,
+    old_label: str,
+    new_label: str,
 ) -> tuple[PortedPatch, Files | None]:
     """Each file of ``patch`` carried hunk by hunk (``merge``: the patch's merges, by content)."""
     outcomes: list[FileOutcome] = []
     carried: Files = {}  # release files the hunks of a missing file were carried into (``moved``)
-    for fp in patch.files:
-        b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
-        with parses_shared():  # the hunk tests, the file-level tests, the duplicate check and the suggestions
-            outcome = carry_file(fp, b, a, n, merge)  # parse each text once
-            states = {h.state for h in outcome.verdict.hunks}
-            if states - {"upstream"} and "applies" not in states:  # a hunk that applies is not upstream
-                whole = _whole_file(patch, fp, before, after, run.current)
-                if whole is not None:
-                    outcome = carry_file(fp, b, a, n, merge, whole=whole)
-            conflict = outcome.verdict.state == "conflict" and not outcome.verdict.gone and fp.hunks
-            if conflict and b is not None and n is not None:
-                hunks = tuple(
-                    suggest(
-                        fp, outcome.verdict.hunks, b, n, merge, _named_elsewhere(run, fp.path), _naming(run, fp.path)
-                    )
-                )
-                outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
-        if outcome.verdict.state == "conflict" and not outcome.verdict.gone and b is not None:
-            outcome = _moved_out(run, fp, outcome, b)
+    judged = _judged_files(run, patch, before, after, merge, labels)
+    for i, fp in enumerate(patch.files):
+        b = before.get(fp.path)
+        outcome = judged(i)
         if outcome.verdict.gone:
             outcome = _where_it_went(run, outcome, b, new_label)
             if b is not None and run.release is not None:

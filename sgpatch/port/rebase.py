@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,17 +148,22 @@ class ArchiveFiles:
     """The files of the pinned artifact the new checkout is being made from (checked by its sha256 first).
 
     Opened once for the whole port (the series' files, the listing, the files a moved hunk is looked for in);
-    ``close`` when done."""
+    ``close`` when done.  A forked worker (``port.parallel``) opens it anew: a descriptor shared across a fork
+    shares its offset, and two processes reading through one would read each other's bytes."""
 
     def __init__(self, path: Path, artifact: Artifact) -> None:
         self.path, self.artifact = path, artifact
         self._names: list[str] | None = None
         self._archive: Archive | None = None
+        self._opened_by = 0  # the process that opened ``_archive``
 
     def _open(self) -> Archive:
+        if self._archive is not None and self._opened_by != os.getpid():
+            self.close()  # this process's copy of the descriptor only
         if self._archive is None:
             kind: Kind = "sdist" if self.artifact.kind == "sdist" else "wheel"
             self._archive = open_archive(self.path, kind, sha256=self.artifact.sha256)
+            self._opened_by = os.getpid()
         return self._archive
 
     def names(self, top: str) -> list[str]:

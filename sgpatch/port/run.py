@@ -59,7 +59,7 @@ from sgpatch.port.rebase import (
 from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.reuse import replay_stop
-from sgpatch.port.stack import Background, WheelsAgree, make_checkout, new_stack
+from sgpatch.port.stack import WheelsAgree, in_background, make_checkout, new_stack
 from sgpatch.port.stop import new_record, stop_at
 from sgpatch.results import Progress
 from sgpatch.source.release import find_release
@@ -180,7 +180,7 @@ def _port(
     if source == "pypi":  # the series is judged from the artifact while the checkout is laid out from it
         if progress:
             progress(f"laying out {release.source[0].filename} as a git checkout")
-        laying = Background(make_checkout, stack, release, into, touched, source=source, progress=None)
+        laying = in_background(make_checkout, stack, release, into, touched, source=source, progress=None)
     try:
         if laying is None:  # a clone of upstream: its files are the release's
             base, pypi_commit, upstream_commit = make_checkout(
@@ -224,6 +224,9 @@ def _port(
             plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target
         )
     finally:
+        for child in (laying, wheels):  # a child whose answer was not taken (an error came first) is stopped
+            if child is not None:
+                child.close()
         if release_files is not None:
             release_files.close()
         shutil.rmtree(work if not dry_run else parent, ignore_errors=True)

@@ -19,6 +19,7 @@ from sgpatch.git.batch import blob_ids
 from sgpatch.git.clone import clone
 from sgpatch.git.repo import Git
 from sgpatch.port.outputs import new_stack_name
+from sgpatch.port.parallel import Forked, can_fork
 from sgpatch.results import Progress
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.release import Release
@@ -86,15 +87,25 @@ class Background(Generic[T]):
             raise self._error
         return self._value  # type: ignore[return-value]
 
+    def close(self) -> None:
+        """Nothing to stop: a daemon thread ends with the process."""
+
+
+def in_background(func: Callable[..., T], *args: Any, **kwargs: Any) -> Forked[T] | Background[T]:
+    """``func(*args, **kwargs)`` beside this process: in a forked child where one may be forked
+    (``port.parallel.can_fork``: then no thread of ours holds the interpreter lock while the series is judged,
+    and the judging may fork workers of its own), else in a thread.  ``result`` and ``close`` as above."""
+    return Forked(func, *args, **kwargs) if can_fork() else Background(func, *args, **kwargs)
+
 
 class WheelsAgree:
-    """``check_wheels_agree`` in a thread of its own, while the port lays out the checkout and judges the
-    series: it reads every pinned wheel whole (zlib and sha256 let go of the interpreter lock).  The wheels
+    """``check_wheels_agree`` beside the port (``in_background``: a forked child, else a thread), while the port
+    lays out the checkout and judges the series: it reads every pinned wheel whole.  The wheels
     are downloaded first, here (pip runs from the main thread only); with a ``cache`` each wheel's file
     digests are kept under its sha256 (work, not an answer: the comparison runs every time)."""
 
     def __init__(self, stack: Stack, *, cache: Cache | None = None, progress: Progress | None = None) -> None:
-        self._check: Background[tuple[str, ...]] | None = None
+        self._check: Forked[tuple[str, ...]] | Background[tuple[str, ...]] | None = None
         if len(stack.wheels) > 1:
             for artifact in stack.wheels:
                 fetch_artifact(artifact, stack.sglang_version, progress=progress)
@@ -102,12 +113,17 @@ class WheelsAgree:
             def tree_of(artifact: Artifact, path: Path) -> dict[str, bytes]:
                 return _cached_tree(cache, artifact, path)
 
-            self._check = Background(check_wheels_agree, stack, tree_of=tree_of)
+            self._check = in_background(check_wheels_agree, stack, tree_of=tree_of)
 
     def result(self) -> None:
         """Wait for the comparison; SourceError if two wheels differ."""
         if self._check is not None:
             self._check.result()
+
+    def close(self) -> None:
+        """Stop a comparison whose answer is no longer wanted (the port failed before it)."""
+        if self._check is not None:
+            self._check.close()
 
 
 def _cached_tree(cache: Cache | None, artifact: Artifact, path: Path) -> dict[str, bytes]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import re
 import textwrap
 from collections import Counter
@@ -157,9 +158,12 @@ def touched_statements(hunk: Hunk, mine: Definition, after_hunk: bytes) -> list[
     return touched
 
 
-def _items(definition: ast.AST) -> list[tuple[Item, ast.stmt, int, int]]:
+@functools.lru_cache(maxsize=64)
+def _items(definition: ast.AST) -> tuple[tuple[Item, ast.stmt, int, int], ...]:
     """Each statement in ``definition``'s body, in order: (its item, the node, its first and last line); a compound
-    statement is its header (down to the line before its body), followed by the statements it holds."""
+    statement is its header (down to the line before its body), followed by the statements it holds.  Kept for the
+    node (a parsed tree is never changed): a file's hunks are each tested against the same release definition, and
+    a hunk's own definition is asked for twice."""
     out: list[tuple[Item, ast.stmt, int, int]] = []
 
     def walk(body: Sequence[ast.stmt], around: tuple[str, ...]) -> None:
@@ -182,7 +186,7 @@ def _items(definition: ast.AST) -> list[tuple[Item, ast.stmt, int, int]]:
                 walk(handler.body, (*around, f"{header}.except {caught} as {handler.name}"))
 
     walk(getattr(definition, "body", []), ())
-    return out
+    return tuple(out)
 
 
 def _says(node: ast.stmt, lines: Sequence[bytes]) -> bool:
