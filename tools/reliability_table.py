@@ -61,6 +61,7 @@ TESTS = (
     "tests/test_hostile_init.py",
     "tests/test_hostile_build.py",
     "tests/test_fuzz_hosts.py",
+    "tests/test_port_fastpaths.py",
 )
 sys.path.insert(0, str(ROOT))
 
