@@ -160,14 +160,7 @@ def follow(
             imports[hunk.index] = lines
         else:
             why[hunk.index] = "at module level: no definition to follow"
-    wanted = {q.rpartition(".")[2] for q in quals.values()} | _definition_names(o_before)
-    top = "/".join(fp.path.split("/")[:-1][:2])  # the package the file stood in, two levels at most
-    py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != fp.path]
-    py = py[:MAX_FILES]
-    found = _scan(wanted, [p for p in py if p in current], lambda paths: {p: current[p] for p in paths})
-    found.update(_scan(wanted, [p for p in py if p not in current], read))
-    mine = _definition_names(o_before)
-    share = {path: len(hits & mine) for path, (_, hits) in found.items()}
+    found, share = _candidates(fp.path, quals, o_before, names, read, current)
     where: dict[int, str] = {}
     for index, qual in quals.items():
         target, note = _target(qual, found, share)
@@ -212,6 +205,27 @@ def follow(
     return Followed(texts, where, why)
 
 
+def _candidates(
+    path: str,
+    quals: Mapping[int, str],
+    o_before: Outline,
+    names: Sequence[str],
+    read: Reader,
+    current: Mapping[str, bytes | None],
+) -> tuple[dict[str, tuple[bytes, set[str]]], dict[str, int]]:
+    """The files of the package ``path`` stood in (two levels at most) that define one of the names of ``quals``
+    or of the old file (``o_before``): their text and the names they define; and how many of the old file's
+    definition names each shares."""
+    wanted = {q.rpartition(".")[2] for q in quals.values()} | _definition_names(o_before)
+    top = "/".join(path.split("/")[:-1][:2])
+    py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != path]
+    py = py[:MAX_FILES]
+    found = _scan(wanted, [p for p in py if p in current], lambda paths: {p: current[p] for p in paths})
+    found.update(_scan(wanted, [p for p in py if p not in current], read))
+    mine = _definition_names(o_before)
+    return found, {p: len(hits & mine) for p, (_, hits) in found.items()}
+
+
 def moved_out(
     fp: FilePatch,
     indexes: Sequence[int],
@@ -236,14 +250,7 @@ def moved_out(
             quals[hunk.index] = qual
     if not quals:
         return {}
-    wanted = {q.rpartition(".")[2] for q in quals.values()} | _definition_names(o_before)
-    top = "/".join(fp.path.split("/")[:-1][:2])
-    py = [n for n in names if n.endswith(".py") and n.startswith(f"{top}/" if top else "") and n != fp.path]
-    py = py[:MAX_FILES]
-    found = _scan(wanted, [p for p in py if p in current], lambda paths: {p: current[p] for p in paths})
-    found.update(_scan(wanted, [p for p in py if p not in current], read))
-    mine = _definition_names(o_before)
-    share = {path: len(hits & mine) for path, (_, hits) in found.items()}
+    found, share = _candidates(fp.path, quals, o_before, names, read, current)
     notes: dict[int, str] = {}
     for index, qual in quals.items():
         target, note = _target(qual, found, share)
