@@ -65,6 +65,10 @@ def port(
     checkout, as git rebase does: resolve there, then 'sgpatch port --continue'
     (or 'sgpatch port --abort').
     """
+    if to and not (resume or abort) and resolve is None:  # the port asks the index first: pip's settings now
+        from sgpatch.source.pipconfig import ask_early
+
+        ask_early()
     from sgpatch.cli.render import dumps
     from sgpatch.cli.render_port import render_abort, render_port
     from sgpatch.errors import SgpatchError as Bad
