@@ -23,23 +23,35 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+_HEAD = 2048  # texts kept under their first bytes: a file's versions share them, other files mostly do not
+
+
 class ParseMemo:
     """The trees parsed inside one ``parses_shared()``, by their bytes; safe to share between threads."""
 
-    __slots__ = ("_lock", "_trees")
+    __slots__ = ("_kin", "_lock", "_trees")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._trees: dict[bytes, ast.Module] = {}
+        self._kin: dict[bytes, list[bytes]] = {}  # data[:_HEAD] -> the texts kept that begin so
 
     def get(self, data: bytes) -> ast.Module | None:
         with self._lock:
             return self._trees.get(data)
 
+    def kin(self, data: bytes) -> list[tuple[bytes, ast.Module]]:
+        """The texts kept that begin with the same bytes as ``data``, with their trees."""
+        with self._lock:
+            return [(text, self._trees[text]) for text in self._kin.get(data[:_HEAD], ())]
+
     def keep(self, data: bytes, tree: ast.Module) -> ast.Module:
         """``tree``, or the tree another thread kept for the same bytes meanwhile (one tree per bytes)."""
         with self._lock:
-            return self._trees.setdefault(data, tree)
+            kept = self._trees.setdefault(data, tree)
+            if kept is tree:
+                self._kin.setdefault(data[:_HEAD], []).append(data)
+            return kept
 
 
 _thread = threading.local()  # .memo: this thread's ParseMemo, set only inside ``parses_shared()``
@@ -102,13 +114,33 @@ def parse_python(data: bytes, *, filename: str = "<unknown>") -> ast.Module:
     """``ast.parse(data)``, shared with earlier callers that parsed the same bytes (in ``parses_shared()``).
 
     Raises what ``ast.parse`` raises (SyntaxError, ValueError, RecursionError, MemoryError); failures are
-    not remembered.
+    not remembered.  A text that begins as a kept one does is parsed from where they differ (``sgpatch.reparse``:
+    the same tree, its unchanged statements shared).
     """
     memo = _current()
     found = memo.get(data) if memo is not None else None
     if found is None:
         with collector_paused():
-            found = ast.parse(data, filename=filename)
+            found = _from_kin(memo, data) if memo is not None else None
+            if found is None:
+                found = ast.parse(data, filename=filename)
         if memo is not None:
             found = memo.keep(data, found)
     return found
+
+
+def _from_kin(memo: ParseMemo, data: bytes) -> ast.Module | None:
+    """``data``'s tree made from the kept text sharing the most of its beginning (``sgpatch.reparse``), or None."""
+    kin = memo.kin(data)
+    if not kin:
+        return None
+    from sgpatch.reparse import common_prefix, reparse  # only a text with kin needs it (not a verify's start)
+
+    best, shared = None, 0
+    for text, tree in kin:
+        n = common_prefix(data, text)
+        if n > shared:
+            best, shared = (text, tree), n
+    if best is None or shared < len(data) // 8:
+        return None  # little to re-use: a whole parse costs about the same
+    return reparse(data, best[0], best[1], shared)
