@@ -112,7 +112,14 @@ def _judged_files(
     """``_judge_file`` of each file of ``patch``, by index: each file is judged on its own, so forked workers
     judge them side by side (``port.parallel``), each with its own merges; an answer no worker gave is
     judged here when asked for, in the patch's order, as the serial path does."""
-    _release_files(run)  # made before the fork: every worker reads through the same one
+    release = _release_files(run)  # made before the fork: every worker reads through the same one
+    gone = [
+        f.path
+        for f in patch.files
+        if f.path.endswith(".py") and before.get(f.path) is not None and run.current.get(f.path) is None
+    ]
+    if release is not None and gone:  # the package is read here for them anyway: read it once, before the fork,
+        release.read([p for p in release.python_files(gone[0]) if p not in run.current])  # not once per worker
     own: list[Merge] = []  # in a worker: its own merges (its scratch directory, its memo)
 
     def judge_one(i: int) -> FileOutcome:
