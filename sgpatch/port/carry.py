@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sgpatch.git.diff import MergeScratch, merge_file
-from sgpatch.port.moved import KeptFiles, follow, moved_out, package
+from sgpatch.port.moved import KeptFiles, follow, moved_out, package, read_package
 from sgpatch.port.parallel import forked_map, jobs_for
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.port.renames import candidates, find_rename
@@ -118,8 +118,8 @@ def _judged_files(
         for f in patch.files
         if f.path.endswith(".py") and before.get(f.path) is not None and run.current.get(f.path) is None
     ]
-    if release is not None and gone:  # the package is read here for them anyway: read it once, before the fork,
-        release.read([p for p in release.python_files(gone[0]) if p not in run.current])  # not once per worker
+    if release is not None and gone:  # the package is read and scanned here for them anyway: before the fork,
+        read_package(release, gone[0], run.current)  # not again in each worker
     own: list[Merge] = []  # in a worker: its own merges (its scratch directory, its memo)
 
     def judge_one(i: int) -> FileOutcome:

@@ -114,6 +114,14 @@ def _defined(data: bytes) -> frozenset[str]:
     return frozenset(m.group(1).decode() for m in _DEFINES.finditer(data))
 
 
+def read_package(release: KeptFiles, path: str, current: Mapping[str, bytes | None]) -> None:
+    """Read the Python files of ``path``'s package and the names each defines, once: before workers fork, so that
+    each shares them instead of reading and scanning the package again (the answers are the same)."""
+    for data in release.read([p for p in release.python_files(path) if p not in current]).values():
+        if data is not None:
+            _defined(data)
+
+
 def _scan(names: set[str], paths: Sequence[str], read: Reader) -> dict[str, tuple[bytes, set[str]]]:
     """The files among ``paths`` that define one of ``names``: their text and which names they define."""
     if not names:
