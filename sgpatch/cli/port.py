@@ -65,7 +65,7 @@ def port(
     checkout, as git rebase does: resolve there, then 'sgpatch port --continue'
     (or 'sgpatch port --abort').
     """
-    if to and not (resume or abort) and resolve is None:  # the port asks the index first: pip's settings now
+    if to and source == "pypi" and not (resume or abort) and resolve is None:  # it asks the index first
         from sgpatch.source.pipconfig import ask_early
 
         ask_early()
