@@ -13,10 +13,13 @@ maintainers would (`git apply` in a 0.5.9 checkout, commit, `sgpatch export`).  
             installed the same way, in alternating order with this one; their `--json` and checkouts must be
             byte-identical
 
-Downloads are warm (sgpatch's cache).  Prints seconds per round (wall clock, and CPU time of the processes:
-user + system, children included, steadier on a shared machine), the git processes each port ran, and the
-ratio port / floor; the target is at most 2x.  Asserts nothing but that each step ran and, with `--compare`,
-that both ports gave the same result.
+Downloads are warm (sgpatch's cache).  Every round works in new directories and none is removed before the end: on
+a file system that searches past recently freed inodes (ext4 here), creating files right after thousands were
+deleted costs several times more, and it would time the deletions of the round before, not the port.
+
+Prints seconds per round (wall clock, and CPU time of the processes: user + system, children included, steadier on a
+shared machine), the git processes each port ran, and the ratio port / floor; the target is at most 2x. Asserts
+nothing but that each step ran and, with `--compare`, that both ports gave the same result.
 
     python bench/port_series.py [--to 0.5.12.post1] [--rounds 3] [--compare TREE]
                                 [--series tests/data/series/slime-sglang-0.5.9.patch]
@@ -76,10 +79,8 @@ def git(cwd: Path, *args: str) -> list[str]:
     return ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", *args]
 
 
-def floor(pristine: Path, wheel: Path, series: Path, work: Path) -> tuple[float, float]:
-    """(tree replaced and committed, git apply -3) in seconds, on a copy of the 0.5.9 checkout."""
-    co = work / "floor"
-    shutil.rmtree(co, ignore_errors=True)
+def floor(pristine: Path, wheel: Path, series: Path, co: Path) -> tuple[float, float]:
+    """(tree replaced and committed, git apply -3) in seconds, on a copy (``co``) of the 0.5.9 checkout."""
     shutil.copytree(pristine, co, symlinks=True)
     start = time.perf_counter()
     run(git(co, "rm", "-rq", "python"), co)
@@ -99,10 +100,10 @@ def floor(pristine: Path, wheel: Path, series: Path, work: Path) -> tuple[float,
     return layout, apply3
 
 
-def port(sgpatch: str, template: Path, work: Path, version: str, shim: Path) -> tuple[float, float, int, str]:
-    """(wall, CPU, git processes, a digest of its --json and its checkout) of one port by the ``sgpatch`` script."""
-    proj = work / "proj"
-    shutil.rmtree(proj, ignore_errors=True)
+def port(sgpatch: str, template: Path, proj: Path, version: str, shim: Path) -> tuple[float, float, int, str]:
+    """(wall, CPU, git processes, a digest of its --json and its checkout) of one port by the ``sgpatch`` script,
+    on a copy (``proj``) of the project."""
+    work = proj.parent
     shutil.copytree(template, proj, symlinks=True)
     log = shim.parent / "git-calls"
     log.unlink(missing_ok=True)
@@ -119,7 +120,7 @@ def port(sgpatch: str, template: Path, work: Path, version: str, shim: Path) -> 
     for path in sorted(checkout.rglob("*")):
         rel = path.relative_to(checkout)
         if path.is_file() and (rel.parts[0] != ".git" or rel.parts[1] in ("HEAD", "refs", "sgpatch-port.json")):
-            h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+            h.update(str(rel).encode() + b"\0" + path.read_bytes().replace(str(proj).encode(), b"PROJ") + b"\0")
     count = len(log.read_text().splitlines()) if log.exists() else 0
     return wall, used, count, h.hexdigest()
 
@@ -153,10 +154,10 @@ def main() -> None:
         rows: list[dict[str, tuple[float, float, int, str]]] = []
         for i in range(args.rounds):
             before = cpu()
-            layout, apply3 = floor(pristine, wheel, args.series, work)
+            layout, apply3 = floor(pristine, wheel, args.series, work / f"floor-{i}")
             row = {"floor": (layout + apply3, cpu() - before, 0, "")}
             for name in list(trees) if i % 2 == 0 else list(trees)[::-1]:
-                row[name] = port(installed[name], template, work, args.to, shim)
+                row[name] = port(installed[name], template, work / f"proj-{name}-{i}", args.to, shim)
             rows.append(row)
 
     print(f"upgrade day, a real series: {args.series.name} onto sglang {args.to} (warm downloads)")
