@@ -1,4 +1,4 @@
-"""The shared parse (sgpatch/pyast.py) under threads: fleet workers verify side by side, each in a thread."""
+"""The shared parse (sgpatch/pyast/) under threads: fleet workers verify side by side, each in a thread."""
 
 from __future__ import annotations
 

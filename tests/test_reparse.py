@@ -1,4 +1,4 @@
-"""The parse from where a text differs (``sgpatch.reparse``) against ``ast.parse`` of the whole text.
+"""The parse from where a text differs (``sgpatch.pyast.reparse``) against ``ast.parse`` of the whole text.
 
 A faster path that can disagree with the slow one is a bug: each case compares the two trees with every position
 (``ast.dump(..., include_attributes=True)``); a case where ``ast.parse`` fails must get no tree.  The texts are
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sgpatch.pyast import parse_python, parses_shared
-from sgpatch.reparse import common_prefix, reparse
+from sgpatch.pyast.reparse import common_prefix, reparse
 from sgpatch.series.engine import HunkFailure, apply_file
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import parse_patch

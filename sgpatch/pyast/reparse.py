@@ -10,15 +10,17 @@ The rest is parsed on its own, with the lines before it left blank (its line num
 the cut is inside a class or function body, a one-line header of the same kind at the indentation of each
 enclosing definition (``class _:``, ``def _():``, ``async def _():``), so the rest's members parse in a block.
 What the header's block collects replaces the tail of each enclosing definition's body; new nodes are made for
-the enclosing definitions (the earlier tree is never changed: trees are shared read-only).
+the enclosing definitions (the earlier tree is never changed: trees are shared read-only).  Where the rest goes on
+inside the last statement kept (a method that gains lines at its end), the cut moves inside that statement.
 
-The answer must be ``ast.parse``'s, bit for bit, or no answer: :func:`reparse` returns None wherever that is
-not shown (then the caller parses the whole text), and raises nothing of its own.  Refused: a carriage return
-(the tokenizer's line ends are not split here), a NUL, an encoding declaration, ``barry_as_FLUFL`` (a future
-import that changes the grammar), a line before the rest that ends in a backslash, a statement sharing the cut
-line (``;``), a first line of the rest that is not at the members' own indentation, and any error parsing the
-rest (a whole parse decides what that error is).  ``tests/test_reparse.py`` compares it with ``ast.parse``
-(``ast.dump`` with positions) on every file of a real release edited hunk by hunk and by random lines.
+The answer must be ``ast.parse``'s, bit for bit, or no answer: :func:`reparse` returns None wherever that is not
+shown (then the caller parses the whole text), and raises nothing of its own. Refused: a carriage return (the
+tokenizer's line ends are not split here), a NUL, an encoding declaration, ``barry_as_FLUFL`` (the one future
+import that changes the grammar: ``ast.parse`` ignores it today), a line before the rest that ends in a backslash,
+a statement sharing the cut line (``;``), a first line of the rest that is not at the members' own indentation,
+and any error parsing the rest (a whole parse decides what that error is). ``tests/test_reparse.py`` compares it
+with ``ast.parse`` (``ast.dump`` with positions) on a real release's files changed by each hunk of a real series
+alone and by random line edits, and on crafted cuts.
 """
 
 from __future__ import annotations

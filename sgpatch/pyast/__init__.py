@@ -114,7 +114,7 @@ def parse_python(data: bytes, *, filename: str = "<unknown>") -> ast.Module:
     """``ast.parse(data)``, shared with earlier callers that parsed the same bytes (in ``parses_shared()``).
 
     Raises what ``ast.parse`` raises (SyntaxError, ValueError, RecursionError, MemoryError); failures are
-    not remembered.  A text that begins as a kept one does is parsed from where they differ (``sgpatch.reparse``:
+    not remembered.  A text that begins as a kept one does is parsed from where they differ (``sgpatch.pyast.reparse``:
     the same tree, its unchanged statements shared).
     """
     memo = _current()
@@ -130,11 +130,11 @@ def parse_python(data: bytes, *, filename: str = "<unknown>") -> ast.Module:
 
 
 def _from_kin(memo: ParseMemo, data: bytes) -> ast.Module | None:
-    """``data``'s tree made from the kept text sharing the most of its beginning (``sgpatch.reparse``), or None."""
+    """``data``'s tree from the kept text that shares the most of its beginning (``pyast.reparse``), or None."""
     kin = memo.kin(data)
     if not kin:
         return None
-    from sgpatch.reparse import common_prefix, reparse  # only a text with kin needs it (not a verify's start)
+    from sgpatch.pyast.reparse import common_prefix, reparse  # only a text with kin needs it (not a verify's start)
 
     best, shared = None, 0
     for text, tree in kin:
