@@ -69,6 +69,7 @@ def blob_pack(g: Git) -> Iterator[BlobPack]:
             yield pack
             proc.stdin.write(b"done\n")
             proc.stdin.close()
+            code = proc.wait()  # stopped here too (a SIGTERM to a forked child): git goes before its directory
         except BrokenPipeError:
             proc.wait()
             raise CheckoutError(f"{g.root}: git fast-import stopped: {_last(errors)}") from None
@@ -76,7 +77,6 @@ def blob_pack(g: Git) -> Iterator[BlobPack]:
             proc.kill()
             proc.wait()
             raise
-        code = proc.wait()
         if code != 0:
             raise CheckoutError(f"{g.root}: git fast-import failed: {_last(errors) or f'exit {code}'}")
         ids = {}
