@@ -124,7 +124,7 @@ def sg(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
 def measure(version: str, template: Path, pristine: Path, work: Path, ours: dict[str, FilePatch]) -> dict[str, Any]:
     wheel = fetch_artifact(RELEASES[version], version)
     cpu0 = _cpu()
-    layout, apply3 = floor(pristine, wheel, SERIES, work)
+    layout, apply3 = floor(pristine, wheel, SERIES, work / f"floor-{version}")
     cpu1 = _cpu()
     proj = work / f"proj-{version}"
     shutil.rmtree(proj, ignore_errors=True)
