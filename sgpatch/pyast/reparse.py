@@ -103,7 +103,7 @@ def reparse(data: bytes, base: bytes, tree: ast.Module, shared: int | None = Non
         levels.pop()  # not here: one level out, before the enclosing definition
     if not levels:
         return None
-    return _graft(data, lines, levels)
+    return _graft(lines, levels)
 
 
 def _two_lines(data: bytes) -> int:
@@ -134,7 +134,7 @@ def _deeper(indent: bytes, member: bytes) -> bool:
     return len(indent) > len(member) and indent.startswith(member)
 
 
-def _graft(data: bytes, lines: list[bytes], levels: list[tuple[list[ast.stmt], int]]) -> ast.Module | None:
+def _graft(lines: list[bytes], levels: list[tuple[list[ast.stmt], int]]) -> ast.Module | None:
     body, j = levels[-1]
     cut = _end(body[j - 1]) + 1
     enclosing = [outer[k] for outer, k in levels[:-1]]  # the definitions the cut is inside, outermost first
