@@ -107,40 +107,96 @@ def _merger(run: Rebase, labels: tuple[str, str, str], scratch: Path) -> Merge:
 
 
 def _judged_files(
-    run: Rebase, patch: Patch, before: Files, after: Files, merge: Merge, labels: tuple[str, str, str]
-) -> Callable[[int], FileOutcome]:
-    """``_judge_file`` of each file of ``patch``, by index: each file is judged on its own, so forked workers
-    judge them side by side (``port.parallel``), each with its own merges; an answer no worker gave is
-    judged here when asked for, in the patch's order, as the serial path does."""
+    run: Rebase,
+    patch: Patch,
+    before: Files,
+    after: Files,
+    merge: Merge,
+    labels: tuple[str, str, str],
+    new_label: str,
+) -> tuple[Callable[[int], FileOutcome], Files]:
+    """Each file of ``patch`` judged, by index, and the release files the hunks of its missing files were carried
+    into.  Each file the release has is judged on its own (``_judge_file``); the files it lacks are followed
+    together, in the patch's order (``_missing_files``: where one file's hunks went decides where the next may go),
+    as one more task.  Forked workers take them side by side (``port.parallel``), each with its own merges, the
+    missing files first (they end in the package's scans); an answer no worker gave is computed here when asked
+    for, as the serial path does."""
     release = _release_files(run)  # made before the fork: every worker reads through the same one
-    gone = [
-        f.path
-        for f in patch.files
-        if f.path.endswith(".py") and before.get(f.path) is not None and run.current.get(f.path) is None
+    missing = [
+        i for i, f in enumerate(patch.files) if before.get(f.path) is not None and run.current.get(f.path) is None
     ]
-    if release is not None and gone:  # the package is read and scanned here for them anyway: before the fork,
-        read_package(release, gone[0], run.current)  # not again in each worker
+    if release is not None and any(patch.files[i].path.endswith(".py") for i in missing):
+        # The package is read and scanned for them anyway: before the fork, not again in each worker.
+        read_package(
+            release, next(patch.files[i].path for i in missing if patch.files[i].path.endswith(".py")), run.current
+        )
     own: list[Merge] = []  # in a worker: its own merges (its scratch directory, its memo)
+    present = [i for i in range(len(patch.files)) if i not in set(missing)]
+    # -1: the missing files, followed in order; answers are taken in the order of each task's first file, so
+    # an error is raised where the serial loop raises it
+    tasks = sorted(present + ([-1] if missing else []), key=lambda t: missing[0] if t == -1 else t)
 
-    def judge_one(i: int) -> FileOutcome:
-        return _judge_file(run, patch, patch.files[i], before, after, own[0] if own else merge)
+    def work(t: int) -> tuple[dict[int, FileOutcome], Files]:
+        m = own[0] if own else merge
+        if tasks[t] == -1:
+            return _missing_files(run, patch, missing, before, after, m, new_label)
+        i = tasks[t]
+        return {i: _judge_file(run, patch, patch.files[i], before, after, m)}, {}
 
     def worker() -> None:
         own.append(_merger(run, labels, Path(tempfile.mkdtemp(prefix="sgpatch-merge-"))))
 
-    def cost(i: int) -> float:  # each hunk is tested against the file's texts: their size times the hunks
-        fp = patch.files[i]
+    def cost(t: int) -> float:  # each hunk is tested against the file's texts: their size times the hunks
+        if tasks[t] == -1:
+            return float("inf")
+        fp = patch.files[tasks[t]]
         texts = (before.get(fp.path), run.current.get(fp.path))
         return sum(len(t) for t in texts if t is not None) * (1 + len(fp.hunks))
 
-    count = len(patch.files)
-    return forked_map(count, judge_one, jobs=jobs_for(count), child=worker, cost=cost)
+    answer = forked_map(len(tasks), work, jobs=jobs_for(len(tasks)), child=worker, cost=cost)
+    outcomes: dict[int, FileOutcome] = {}
+    carried: Files = {}
+    for t in range(len(tasks)):
+        found, into = answer(t)
+        outcomes.update(found)
+        carried.update(into)
+    return outcomes.__getitem__, carried
+
+
+def _missing_files(
+    run: Rebase,
+    patch: Patch,
+    missing: Sequence[int],
+    before: Files,
+    after: Files,
+    merge: Merge,
+    new_label: str,
+) -> tuple[dict[int, FileOutcome], Files]:
+    """The files of ``patch`` the release lacks (by index, in order): judged, and those whose hunks are all gone
+    followed to where their definitions went (``_follow``: carried there, or those files named), else to what
+    the release file they became already does (``_absorbed_where_it_went``); and the release files carried into."""
+    outcomes: dict[int, FileOutcome] = {}
+    carried: Files = {}
+    for i in missing:
+        fp = patch.files[i]
+        b = before.get(fp.path)
+        outcome = _judge_file(run, patch, fp, before, after, merge)
+        if outcome.verdict.gone:
+            outcome = _where_it_went(run, outcome, b, new_label)
+            if b is not None and run.release is not None:
+                busy = frozenset(f.path for f in patch.files) | frozenset(carried)
+                outcome, into = _follow(run, fp, outcome, b, merge, busy)
+                carried.update(into)
+                if outcome.verdict.gone:
+                    outcome = _absorbed_where_it_went(run, fp, outcome, b)
+        outcomes[i] = outcome
+    return outcomes, carried
 
 
 def _judge_file(run: Rebase, patch: Patch, fp: FilePatch, before: Files, after: Files, merge: Merge) -> FileOutcome:
     """One file of ``patch`` judged against the release as the series so far left it, on its own: its hunks,
     the file as a whole, the suggestions for its conflicts, where a conflict's definition moved out of it (a
-    missing file is followed by ``_carry_files``)."""
+    missing file is followed by ``_missing_files``)."""
     b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
     with parses_shared():  # the hunk tests, the file-level tests, the duplicate check and the suggestions
         outcome = carry_file(fp, b, a, n, merge)  # parse each text once
@@ -172,21 +228,9 @@ def _carry_files(
     new_label: str,
 ) -> tuple[PortedPatch, Files | None]:
     """Each file of ``patch`` carried hunk by hunk (``merge``: the patch's merges, by content)."""
-    outcomes: list[FileOutcome] = []
-    carried: Files = {}  # release files the hunks of a missing file were carried into (``moved``)
-    judged = _judged_files(run, patch, before, after, merge, labels)
-    for i, fp in enumerate(patch.files):
-        b = before.get(fp.path)
-        outcome = judged(i)
-        if outcome.verdict.gone:
-            outcome = _where_it_went(run, outcome, b, new_label)
-            if b is not None and run.release is not None:
-                busy = frozenset(f.path for f in patch.files) | frozenset(carried)
-                outcome, into = _follow(run, fp, outcome, b, merge, busy)
-                carried.update(into)
-                if outcome.verdict.gone:
-                    outcome = _absorbed_where_it_went(run, fp, outcome, b)
-        outcomes.append(outcome)
+    # ``carried``: release files the hunks of a missing file were carried into (``moved``)
+    judged, carried = _judged_files(run, patch, before, after, merge, labels, new_label)
+    outcomes = [judged(i) for i in range(len(patch.files))]
     held = hold_needed([(fp, o.verdict) for fp, o in zip(patch.files, outcomes, strict=True)], after, _names(run))
     outcomes = [dataclasses.replace(o, verdict=v) for o, v in zip(outcomes, held, strict=True)]
     ported, texts = _verdict(patch, outcomes, old_label, new_label)
@@ -240,7 +284,7 @@ def _names(run: Rebase) -> ReleaseNames:
         if release is None:
             return any(text is not None and pattern.search(text) for text in run.current.values())
         if (name, package(path)) not in seen:
-            seen[name, package(path)] = bool(release.naming(name, path, run.current))
+            seen[name, package(path)] = bool(release.naming(name, path, run.current, first=True))  # any will do
         return seen[name, package(path)]
 
     return named
