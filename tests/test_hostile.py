@@ -1035,6 +1035,65 @@ def test_pinned_wheels_that_disagree_are_refused(tmp_path: Path, monkeypatch: py
     record("wheels-disagree", exit=caught.value.exit_code, shown=message, roots=(tmp_path,))
 
 
+def _two_wheel_stack(tmp_path: Path, second: bytes) -> tuple[Any, Path]:
+    """A 0.5.9 stack pinning two wheels, both in the cache: the x86_64 one holds ``x = 1``, the other ``second``."""
+    pins, paths = [], []
+    for arch, body in (("x86_64", b"x = 1\n"), ("aarch64", second)):
+        name = f"sglang-0.5.9-cp311-cp311-manylinux_2_34_{arch}.whl"
+        data = zip_bytes({"sglang/__init__.py": body, f"sglang/_core.cpython-311-{arch}-linux-gnu.so": arch.encode()})
+        sha = hashlib.sha256(data).hexdigest()
+        (tmp_path / "cache/sgpatch/artifacts" / sha).mkdir(parents=True)
+        paths.append(tmp_path / "cache/sgpatch/artifacts" / sha / name)
+        paths[-1].write_bytes(data)
+        pins.append(f'  {{ filename = "{name}", sha256 = "{sha}" }},\n')
+    wheel_line = next(ln for ln in (REPO / "VERSIONS.toml").read_text().splitlines() if ln.startswith("wheel = "))
+    proj = copy_project(tmp_path / "proj", {wheel_line + "\n": "wheels = [\n" + "".join(pins) + "]\n"})
+    return load_config(proj / "VERSIONS.toml").stack("0.5.9-cu130"), paths[1]
+
+
+def test_a_port_s_wheel_check_beside_it_refuses_wheels_that_disagree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check a port runs beside its judging (a forked child, which reads and checks each cached wheel
+    itself) refuses what ``check_wheels_agree`` refuses, with the same message."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    from sgpatch.port.parallel import can_fork
+    from sgpatch.port.stack import WheelsAgree
+
+    stack, _ = _two_wheel_stack(tmp_path, b"x = 2\n")
+    check = WheelsAgree(stack)
+    assert can_fork() == (check._check is not None and type(check._check).__name__ == "Forked")
+    with pytest.raises(SgpatchError) as caught:
+        check.result()
+    assert "sglang/__init__.py differs from" in caught.value.message and "manylinux_2_34_x86_64" in caught.value.message
+
+
+def test_a_port_s_wheel_check_beside_it_reads_no_cached_wheel_unchecked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached wheel whose bytes are not its pin's (the same bytes as the other wheel: they would agree) is not
+    compared: the child checks its sha256, finds it wrong and downloads it, from an index that does not answer;
+    the error reaches the port.  Nothing in the cache is taken on trust because it is there."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    for name in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_PROXY", "PIP_CERT"):
+        monkeypatch.delenv(name, raising=False)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    closed = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    monkeypatch.setenv("PIP_INDEX_URL", f"http://127.0.0.1:{closed}/simple")
+    from sgpatch.port.stack import WheelsAgree
+
+    stack, second = _two_wheel_stack(tmp_path, b"x = 2\n")
+    first = next(p for p in (tmp_path / "cache/sgpatch/artifacts").glob("*/*x86_64.whl"))
+    second.write_bytes(first.read_bytes())  # the cached file now agrees with the first wheel, and not with its pin
+    with pytest.raises(SgpatchError) as caught:
+        WheelsAgree(stack).result()
+    assert "differs" not in caught.value.message, caught.value.message
+    assert f"127.0.0.1:{closed}" in caught.value.message and "connection refused" in caught.value.message
+
+
 def test_a_wheel_pinned_twice_is_refused(tmp_path: Path) -> None:
     wheel_line = next(ln for ln in (REPO / "VERSIONS.toml").read_text().splitlines() if ln.startswith("wheel = "))
     entry = wheel_line.removeprefix("wheel = ")

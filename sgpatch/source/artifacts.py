@@ -106,6 +106,15 @@ def download(artifact: Artifact, version: str, dest: Path, *, progress: Progress
     return target
 
 
+def in_cache(artifact: Artifact) -> bool:
+    """Whether the cache holds a regular file where ``artifact`` goes (its sha256 is not read: ``fetch_artifact``
+    checks it when the file is used)."""
+    try:
+        return stat.S_ISREG(os.lstat(trusted_dir("artifacts", artifact.sha256) / artifact.filename).st_mode)
+    except OSError:
+        return False
+
+
 def fetch_artifact(artifact: Artifact, version: str, *, progress: Progress | None = None) -> Path:
     """The pinned artifact in the cache, downloaded (``download``) if missing.
 
