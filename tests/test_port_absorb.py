@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -591,3 +592,28 @@ def test_reject_decisions_are_kept_per_hunk_and_replayed(tmp_path: Path) -> None
     (tmp_path / STORE / f"{reject_key(fp.path, fp.hunks[0])}.json").write_text(json.dumps(entry))
     assert replay_rejects(tmp_path, [fp]) == {}
     record("resolution-store-crafted-reject", exit=None, shown="a miss: the reject file is written")
+
+
+# The names a file defines, read as text (``moved._defined``), against the rule as one regular expression anchored at
+# each line's start: on every Python file of two real releases and on the lines that come close to the rule.
+_DEFINITION = re.compile(rb"^[ \t]*+(?:async[ \t]++)?(?:def|class)[ \t]++([A-Za-z_][A-Za-z0-9_]*+)", re.M)
+_CLOSE_CALLS = (
+    b"def f(): pass\nclass C: pass\n  async def g(): ...\n\tasync\t def h(): ...\n",
+    b"define x\nclassy y\nasyncdef z\nasync  class K:\nx = def_y\n# def commented(): ...\n",
+    b"s = 'def in_a_string(x)'\n  def   spaced (x): ...\nclass def_x: pass\ndef def y\n",
+    b"x\rdef after_cr(): ...\r\ndef after_crlf(): ...\n\fdef after_formfeed(): ...\n\n\rdef cr_first(): ...\n",
+    b"asyncx def no(): ...\nawait def no2\n async\n def split(): ...\nclass\n name\ndef",
+    b"def \xc3\xa9t\xc3\xa9(): ...\nclass _Priv0: pass\n    def __init__(self): ...\nasync def\tt(): ...\n",
+)
+
+
+def test_defined_names_read_as_the_line_anchored_rule(release_tree: Any) -> None:
+    from sgpatch.port.moved import _defined
+
+    texts = [p.read_bytes() for version in ("0.5.9", "0.5.12.post1") for p in release_tree(version).rglob("*.py")]
+    assert len(texts) > 3000
+    for data in [*texts, *_CLOSE_CALLS]:
+        want = frozenset(m.group(1).decode() for m in _DEFINITION.finditer(data))
+        assert _defined(data) == want, data[:200]
+    assert _defined(_CLOSE_CALLS[0]) == {"f", "C", "g", "h"}  # the reference itself reads what it should
+    assert _defined(_CLOSE_CALLS[1]) == {"K"}

@@ -103,15 +103,23 @@ def _definition_names(o: Outline) -> set[str]:
     return {q.rpartition(".")[2] for q in o.definitions}
 
 
-# Possessive: no backtracking can make another match (what follows each run cannot start it), and the scan of
-# a release's package (30 MB for SGLang) takes half the time.
-_DEFINES = re.compile(rb"^[ \t]*+(?:async[ \t]++)?(?:def|class)[ \t]++([A-Za-z_][A-Za-z0-9_]*+)", re.M)
+# What ``_defined`` reads: a ``def`` or ``class`` statement's name, the keyword first on its line after blanks
+# (spaces, tabs) and an optional ``async`` and blanks, then blanks and the name.  A regular expression anchored at
+# each line's start (the test's reference) tries every position of the package's 30 MB; each keyword alone is a
+# literal the engine finds by its prefix, and its hits are checked for what stands before them: 4x faster.
+_KEYWORDS = tuple(re.compile(kw + rb"[ \t]++([A-Za-z_][A-Za-z0-9_]*+)") for kw in (b"def", b"class"))
 
 
 @functools.lru_cache(maxsize=8192)
 def _defined(data: bytes) -> frozenset[str]:
     """The names ``data`` defines with ``def`` or ``class`` (at any depth), read as text."""
-    return frozenset(m.group(1).decode() for m in _DEFINES.finditer(data))
+    found = set()
+    for keyword in _KEYWORDS:
+        for m in keyword.finditer(data):
+            head = data[data.rfind(b"\n", 0, m.start()) + 1 : m.start()].lstrip(b" \t")
+            if not head or (head[:5] == b"async" and len(head) > 5 and not head[5:].strip(b" \t")):
+                found.add(m.group(1).decode())
+    return frozenset(found)
 
 
 def read_package(release: KeptFiles, path: str, current: Mapping[str, bytes | None]) -> None:
