@@ -249,6 +249,10 @@ def chain(work: Path, template: Path, first: Path, left: list[str]) -> dict[str,
     return out
 
 
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0%}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--to", action="append", help="a release tests/conftest.py pins a wheel of (repeatable)")
@@ -272,7 +276,6 @@ def main() -> None:
 
     print(f"what upstream absorbed: {SERIES.name} ({len(ours)} files) against its maintainers' ports")
     for r in rows:
-        pct = lambda x: "n/a" if x is None else f"{x:.0%}"  # noqa: E731
         print(f"\n-> sglang {r['version']}")
         print(
             f"  files a person must open after port:               {r['to_open']} "

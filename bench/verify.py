@@ -104,14 +104,14 @@ def main() -> None:
                 walls[name].append(wall)
                 cpus[name].append(cpu)
         med = {name: statistics.median(t) * 1000 for name, t in walls.items()}
-        cpu = {name: statistics.median(t) * 1000 for name, t in cpus.items()}
+        cpu_ms = {name: statistics.median(t) * 1000 for name, t in cpus.items()}
         f = med["floor"]
         n_anchor = sum(a.holds_in("patched") for a in project.anchors)
         print(f"checkout: patched 0.5.9 ({len(project.series.patches)} patches, {n_anchor} patched-phase anchors)")
         print(f"floor: git apply -R --check x{len(project.series.patches)} + sed -n x{n_anchor}, in one bash")
         print(f"{'':40} {'wall ms':>9} {'x floor':>8} {'cpu ms':>8}")
         for name in timed:
-            print(f"{name:40} {med[name]:9.1f} {med[name] / f:8.2f} {cpu[name]:8.1f}")
+            print(f"{name:40} {med[name]:9.1f} {med[name] / f:8.2f} {cpu_ms[name]:8.1f}")
         print(f"(runs={args.runs}, interleaved, whole processes, bytecode compiled; sgpatch: {sgpatch})")
 
 
