@@ -5,9 +5,10 @@ asymmetric paths, a ``-p2`` diff made in site-packages, a format-patch mail), ea
 folder (in the order of its ``series`` file, if it has one, else by name), or each commit of a range of a local
 git repository.  ``series.adopt`` reads it as a git-style diff on the pinned source and takes its header from
 its own text; the patches must then apply strictly, in order, on top of the stack's series, or nothing is
-written and the result says, hunk by hunk, what does not apply.  Once they do, they are committed on a fresh
-checkout of the pinned source and ``export`` writes them as it writes every patch: ``NNNN-slug.patch``, the
-``series`` file, anchors and pins.
+written and the result says, hunk by hunk, what does not apply (``offsets``: a hunk whose lines stand exactly
+once elsewhere in its file is first placed there, and said: ``series.offsets``).  Once they do, they are
+committed on a fresh checkout of the pinned source and ``export`` writes them as it writes every patch:
+``NNNN-slug.patch``, the ``series`` file, anchors and pins.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from sgpatch.series.classify import classify
 from sgpatch.series.dep3 import describe
 from sgpatch.series.engine import HunkFailure, apply_file, apply_patch
 from sgpatch.series.hunks import only
+from sgpatch.series.offsets import Moved, at_offsets
 from sgpatch.series.patch import SERIES_FILE, Patch, Series, parse_patch
 
 SUFFIXES = (".patch", ".diff")
@@ -53,6 +55,7 @@ class ImportRequest:
     origin: str | None = None  # DEP-3 Origin for every patch
     git_repo: Path | None = None
     git_range: str | None = None  # A..B
+    offsets: bool = False  # a hunk whose lines stand once elsewhere in its file is placed there (reported)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class HunkRow:
     hunk: str
     ok: bool
     detail: str
+    found_at: int | None = None  # where its lines stand instead, exactly once (an offset: ``--offsets`` takes it)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +89,7 @@ class HunkRow:
             "hunk": self.hunk,
             "applies": self.ok,
             "detail": self.detail,
+            "found_at": self.found_at,
         }
 
 
@@ -115,6 +120,7 @@ class ImportResult:
     patches: tuple[ImportedPatch, ...]
     hunks: tuple[HunkRow, ...]  # filled when something does not apply
     export: ExportResult | None  # None: refused, nothing written
+    moved: tuple[Moved, ...] = ()  # hunks placed where their lines stand (``--offsets``)
 
     @property
     def ok(self) -> bool:
@@ -128,6 +134,7 @@ class ImportResult:
             "ok": self.ok,
             "patches": [p.as_dict() for p in self.patches],
             "hunks": [h.as_dict() for h in self.hunks],
+            "moved": [m.as_dict() for m in self.moved],
             "written": [str(p) for p in self.export.changed] if self.export else [],
         }
 
@@ -266,9 +273,8 @@ def _hunk_rows(
                 if isinstance(got, HunkFailure) and got.found_at is not None:
                     detail += f"; its lines are at line {got.found_at} (offset {got.found_at - hunk.old_start:+d})"
                 ok = not isinstance(got, HunkFailure)
-                rows.append(
-                    HunkRow(patch=patch.name, source=source, path=fp.path, hunk=hunk.header, ok=ok, detail=detail)
-                )
+                at = got.found_at if isinstance(got, HunkFailure) else None
+                rows.append(HunkRow(patch.name, source, fp.path, hunk.header, ok, detail, at))
                 if fp.new_file or fp.deleted:
                     break
         result = apply_patch(current, patch)
@@ -343,6 +349,9 @@ def _import_on(
     check_tree_paths(g, head, patches)
     touched = tuple(dict.fromkeys(f.path for p in patches for f in p.files))
     files = read_files(g, head, touched)
+    moved: list[Moved] = []
+    if request.offsets:
+        patches, moved = at_offsets(files, patches)
     states, after = classify(files, Series(directory, tuple(patches)), read_modes(g, head, touched))
     ok = all(s.state == "applicable" for s in states)
     rows, described = _hunk_rows(files, patches, [u.where for u in units]) if not ok else ([], [])
@@ -358,7 +367,7 @@ def _import_on(
         for i, (p, u, a) in enumerate(zip(patches, units, adopted, strict=True))
     )
     if not ok:
-        return ImportResult(stack=stack.name, series_dir=directory, patches=imported, hunks=tuple(rows), export=None)
+        return ImportResult(stack.name, directory, imported, tuple(rows), None, tuple(moved))
     new_head = commit_series(g, head, Series(directory, tuple(patches)), after)
     move_checkout(g, old=head, new=new_head, reason=f"sgpatch import {stack.name}")
     try:
@@ -366,4 +375,4 @@ def _import_on(
     except BaseException:
         move_checkout(g, old=new_head, new=head, reason=f"sgpatch import {stack.name}: refused by export")
         raise
-    return ImportResult(stack=stack.name, series_dir=directory, patches=imported, hunks=(), export=exported)
+    return ImportResult(stack.name, directory, imported, (), exported, tuple(moved))

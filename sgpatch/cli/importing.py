@@ -32,6 +32,14 @@ def import_(
     commits: Annotated[
         str | None, typer.Option("--range", help="the commits to import from --from-git, as git log takes them: A..B")
     ] = None,
+    offsets: Annotated[
+        bool,
+        typer.Option(
+            "--offsets",
+            help="take a hunk whose lines stand exactly once elsewhere in its file (an offset, which git apply "
+            "takes) at that line; each is reported, and the series is written at the lines",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -42,7 +50,8 @@ def import_(
     the order of its series file, if any).  '--from-git REPO --range v0.5.9..my-fixes' gives one patch per
     commit, described by its message and author.  Paths are found in the pinned source (the ones not
     given exactly are shown); a patch that does not apply strictly on top of the series is refused with
-    each hunk's reason (exit 1), and nothing is written.
+    each hunk's reason (exit 1), and nothing is written.  '--offsets' first places each hunk whose lines
+    stand a few lines off, once, where they stand (as git apply would), and says so.
     """
     from sgpatch.checkout.importing import ImportRequest, import_series
     from sgpatch.cli.render import dumps
@@ -61,7 +70,12 @@ def import_(
         stack_name = given.pop(0)
     project = load_project(cfg, stack_name)
     request = ImportRequest(
-        inputs=tuple(Path(w) for w in given), strip=strip, origin=origin, git_repo=from_git, git_range=commits
+        inputs=tuple(Path(w) for w in given),
+        strip=strip,
+        origin=origin,
+        git_repo=from_git,
+        git_range=commits,
+        offsets=offsets,
     )
     result = import_series(cfg, project.stack, project.series, request, progress=_progress(json_out))
     echo_json(dumps(result.as_dict())) if json_out else echo(render_import(result, cfg.path.parent))

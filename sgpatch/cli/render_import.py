@@ -34,9 +34,23 @@ def render_import(result: ImportResult, root: Path) -> str:
             f"import: refused: {len(refused)} patch(es) ({len(bad)} hunk(s)) do not apply strictly on the series "
             f"of {result.stack}; nothing was written"
         )
+        off = [h for h in bad if h.found_at is not None]
+        if off and not result.moved:
+            lines.append(
+                f"hint: {len(off)} of them stand exactly once elsewhere in their file (an offset, which git apply "
+                "takes): --offsets imports them at those lines and says so"
+            )
         return joined(lines)
     lines.extend(_table([(p.name, p.source, str(len(p.files))) for p in result.patches], ("patch", "from", "files")))
     lines.append("")
+    if result.moved:
+        lines.append("hunks placed where their lines stand, not where the patch said (--offsets):")
+        rows = [
+            (m.patch, m.path, m.hunk.split(" @@")[0] + " @@", f"line {m.line} (offset {m.line - m.said:+d})")
+            for m in result.moved
+        ]
+        lines.extend(_table(rows, ("patch", "file", "hunk", "placed at")))
+        lines.append("")
     changed = ", ".join(_rel(p, root) for p in result.export.changed)
     lines.append(f"import: {len(result.patches)} patch(es) added to the series of {result.stack}; wrote {changed}")
     return joined(lines)

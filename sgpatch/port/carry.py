@@ -19,17 +19,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sgpatch.git.diff import MergeScratch, merge_file
-from sgpatch.port.moved import KeptFiles, follow, moved_out, package, read_package
+from sgpatch.port.missing import missing_files
+from sgpatch.port.moved import moved_out, read_package
+from sgpatch.port.package import named_elsewhere, naming_texts, release_files, release_names
 from sgpatch.port.parallel import forked_map, jobs_for
 from sgpatch.port.rebase import Files, OldSeries, Rebase
-from sgpatch.port.renames import candidates, find_rename
 from sgpatch.pyast import collector_paused, parses_shared
-from sgpatch.series.absorb import absorbed_moved, suggest
-from sgpatch.series.conflicts import TAKE_UPSTREAM
-from sgpatch.series.engine import HunkFailure, apply_file
-from sgpatch.series.gone import gone, word
-from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state, only
-from sgpatch.series.needed import ReleaseNames, hold_needed
+from sgpatch.series.absorb import suggest
+from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state
+from sgpatch.series.needed import hold_needed
 from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -117,11 +115,11 @@ def _judged_files(
 ) -> tuple[Callable[[int], FileOutcome], Files]:
     """Each file of ``patch`` judged, by index, and the release files the hunks of its missing files were carried
     into.  Each file the release has is judged on its own (``_judge_file``); the files it lacks are followed
-    together, in the patch's order (``_missing_files``: where one file's hunks went decides where the next may go),
-    as one more task.  Forked workers take them side by side (``port.parallel``), each with its own merges, the
+    together, in the patch's order (``missing.missing_files``: where one file's hunks went decides where the next
+    may go), as one more task.  Forked workers take them side by side (``port.parallel``), each with its own merges, the
     missing files first (they end in the package's scans); an answer no worker gave is computed here when asked
     for, as the serial path does."""
-    release = _release_files(run)  # made before the fork: every worker reads through the same one
+    release = release_files(run)  # made before the fork: every worker reads through the same one
     missing = [
         i for i, f in enumerate(patch.files) if before.get(f.path) is not None and run.current.get(f.path) is None
     ]
@@ -139,7 +137,9 @@ def _judged_files(
     def work(t: int) -> tuple[dict[int, FileOutcome], Files]:
         m = own[0] if own else merge
         if tasks[t] == -1:
-            return _missing_files(run, patch, missing, before, after, m, new_label)
+            return missing_files(
+                run, patch, missing, before, m, new_label, lambda fp: _judge_file(run, patch, fp, before, after, m)
+            )
         i = tasks[t]
         return {i: _judge_file(run, patch, patch.files[i], before, after, m)}, {}
 
@@ -163,40 +163,10 @@ def _judged_files(
     return outcomes.__getitem__, carried
 
 
-def _missing_files(
-    run: Rebase,
-    patch: Patch,
-    missing: Sequence[int],
-    before: Files,
-    after: Files,
-    merge: Merge,
-    new_label: str,
-) -> tuple[dict[int, FileOutcome], Files]:
-    """The files of ``patch`` the release lacks (by index, in order): judged, and those whose hunks are all gone
-    followed to where their definitions went (``_follow``: carried there, or those files named), else to what
-    the release file they became already does (``_absorbed_where_it_went``); and the release files carried into."""
-    outcomes: dict[int, FileOutcome] = {}
-    carried: Files = {}
-    for i in missing:
-        fp = patch.files[i]
-        b = before.get(fp.path)
-        outcome = _judge_file(run, patch, fp, before, after, merge)
-        if outcome.verdict.gone:
-            outcome = _where_it_went(run, outcome, b, new_label)
-            if b is not None and run.release is not None:
-                busy = frozenset(f.path for f in patch.files) | frozenset(carried)
-                outcome, into = _follow(run, fp, outcome, b, merge, busy)
-                carried.update(into)
-                if outcome.verdict.gone:
-                    outcome = _absorbed_where_it_went(run, fp, outcome, b)
-        outcomes[i] = outcome
-    return outcomes, carried
-
-
 def _judge_file(run: Rebase, patch: Patch, fp: FilePatch, before: Files, after: Files, merge: Merge) -> FileOutcome:
     """One file of ``patch`` judged against the release as the series so far left it, on its own: its hunks,
     the file as a whole, the suggestions for its conflicts, where a conflict's definition moved out of it (a
-    missing file is followed by ``_missing_files``)."""
+    missing file is followed by ``missing.missing_files``)."""
     b, a, n = before.get(fp.path), after.get(fp.path), run.current.get(fp.path)
     with parses_shared():  # the hunk tests, the file-level tests, the duplicate check and the suggestions
         outcome = carry_file(fp, b, a, n, merge)  # parse each text once
@@ -208,7 +178,9 @@ def _judge_file(run: Rebase, patch: Patch, fp: FilePatch, before: Files, after: 
         conflict = outcome.verdict.state == "conflict" and not outcome.verdict.gone and fp.hunks
         if conflict and b is not None and n is not None:
             hunks = tuple(
-                suggest(fp, outcome.verdict.hunks, b, n, merge, _named_elsewhere(run, fp.path), _naming(run, fp.path))
+                suggest(
+                    fp, outcome.verdict.hunks, b, n, merge, named_elsewhere(run, fp.path), naming_texts(run, fp.path)
+                )
             )
             outcome = dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
     if outcome.verdict.state == "conflict" and not outcome.verdict.gone and b is not None:
@@ -231,94 +203,18 @@ def _carry_files(
     # ``carried``: release files the hunks of a missing file were carried into (``moved``)
     judged, carried = _judged_files(run, patch, before, after, merge, labels, new_label)
     outcomes = [judged(i) for i in range(len(patch.files))]
-    held = hold_needed([(fp, o.verdict) for fp, o in zip(patch.files, outcomes, strict=True)], after, _names(run))
+    held = hold_needed(
+        [(fp, o.verdict) for fp, o in zip(patch.files, outcomes, strict=True)], after, release_names(run)
+    )
     outcomes = [dataclasses.replace(o, verdict=v) for o, v in zip(outcomes, held, strict=True)]
     ported, texts = _verdict(patch, outcomes, old_label, new_label)
     return ported, ({**texts, **carried} if texts is not None else None)
 
 
-def _release_files(run: Rebase) -> KeptFiles | None:
-    """The release's files, read once for the whole port."""
-    if run.release is not None and not isinstance(run.release, KeptFiles):
-        run.release = KeptFiles(run.release.names, run.release.read)
-    return run.release
-
-
-def _named_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
-    """Whether a file of the release (as the series so far left it) other than ``path`` names a name."""
-    release = _release_files(run)
-    if release is None:
-        return None
-    return lambda name: release.names_elsewhere(name, path, run.current)
-
-
-def _naming(run: Rebase, path: str) -> Callable[[str], dict[str, bytes] | None] | None:
-    """The Python files of the release (as the series so far left it) other than ``path`` that name a word, with
-    their text; None for a word when the package is too large to read."""
-    release = _release_files(run)
-    if release is None:
-        return None
-
-    def naming(name: str) -> dict[str, bytes] | None:
-        found = release.naming(name, path, run.current) - {path}
-        if any(not p.endswith(".py") for p in found):
-            return None  # the package itself, standing in: too large to read
-        read = release.read([p for p in found if p not in run.current])
-        texts = {p: run.current[p] if p in run.current else read[p] for p in found}
-        return {p: t for p, t in texts.items() if t is not None}
-
-    return naming
-
-
-def _names(run: Rebase) -> ReleaseNames:
-    """Whether the release (as the series so far left it) names a name: in the file itself or in another file of
-    its package (one scan of the package per name)."""
-    release = _release_files(run)
-    seen: dict[tuple[str, str], bool] = {}
-
-    def named(name: str, path: str) -> bool:
-        pattern = word(name.encode())
-        own = run.current.get(path)
-        if own is not None and pattern.search(own):
-            return True
-        if release is None:
-            return any(text is not None and pattern.search(text) for text in run.current.values())
-        if (name, package(path)) not in seen:
-            seen[name, package(path)] = bool(release.naming(name, path, run.current, first=True))  # any will do
-        return seen[name, package(path)]
-
-    return named
-
-
-def _follow(
-    run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes, merge: Merge, busy: frozenset[str]
-) -> tuple[FileOutcome, Files]:
-    """A missing file's hunks carried to where their definitions now stand (``moved``), or those files named."""
-    release = _release_files(run)  # every missing file scans the same package: read it once
-    assert release is not None
-    followed = follow(fp, old, release.names(fp.path.split("/", 1)[0]), release.read, run.current, merge, busy=busy)
-    v = outcome.verdict
-    hunks = tuple(
-        dataclasses.replace(h, detail=f"{h.detail}; {followed.why[h.index]}") if h.index in followed.why else h
-        for h in v.hunks
-    )
-    places = sorted(set(followed.where.values()))
-    if followed.carried:
-        hunks = tuple(dataclasses.replace(h, state="merged", detail=followed.why[h.index]) for h in v.hunks)
-        detail = f"moved: carried to {', '.join(places)} by definition"
-        verdict = dataclasses.replace(
-            v, state="merged", hunks=hunks, detail=detail, gone=False, renamed=", ".join(places)
-        )
-        return dataclasses.replace(outcome, verdict=verdict), {**followed.texts}
-    renamed = v.renamed or ", ".join(places)
-    detail = v.detail + (f"; its definitions now stand in {', '.join(places)}" if places else "")
-    return dataclasses.replace(outcome, verdict=dataclasses.replace(v, hunks=hunks, detail=detail, renamed=renamed)), {}
-
-
 def _moved_out(run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes) -> FileOutcome:
     """A file the release has: each hunk left for a person (no suggestion) whose definition the release's file no
     longer has names where that definition stands now (``moved.moved_out``)."""
-    release = _release_files(run)
+    release = release_files(run)
     new = run.current.get(fp.path)
     left = [h.index for h in outcome.verdict.hunks if h.state == "conflict" and not h.suggestion]
     if release is None or new is None or not left:
@@ -331,28 +227,6 @@ def _moved_out(run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes) -> 
         for h in outcome.verdict.hunks
     )
     return dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=hunks))
-
-
-def _absorbed_where_it_went(run: Rebase, fp: FilePatch, outcome: FileOutcome, old: bytes) -> FileOutcome:
-    """A missing file's hunks suggested ``take-upstream`` where the one release file its definitions went to
-    already does what they do (``absorb.absorbed_moved``), or no longer has what they change (``gone``)."""
-    target = outcome.verdict.renamed
-    release = _release_files(run)
-    if not target or "," in target or release is None or not fp.path.endswith(".py"):
-        return outcome
-    text = run.current[target] if target in run.current else release.read([target])[target]
-    if text is None:
-        return outcome
-    hunks = []
-    for h in outcome.verdict.hunks:
-        after = apply_file(old, only(fp, (fp.hunks[h.index - 1],)))
-        proof = None
-        if h.state == "conflict" and not isinstance(after, HunkFailure):
-            proof = absorbed_moved(fp.hunks[h.index - 1], old, after, text, target)
-            if proof is None:  # what it changes may be gone from the file its definitions went to
-                proof = gone(fp.hunks[h.index - 1], old, text, _named_elsewhere(run, target), _naming(run, target))
-        hunks.append(dataclasses.replace(h, suggestion=TAKE_UPSTREAM, evidence=proof) if proof else h)
-    return dataclasses.replace(outcome, verdict=dataclasses.replace(outcome.verdict, hunks=tuple(hunks)))
 
 
 def _whole_file(patch: Patch, fp: FilePatch, before: Files, after: Files, new: Files) -> tuple[str, str] | None:
@@ -369,26 +243,6 @@ def _whole_file(patch: Patch, fp: FilePatch, before: Files, after: Files, new: F
     if one.state == "superseded":
         return ("superseded", one.proof)
     return None
-
-
-def _where_it_went(run: Rebase, outcome: FileOutcome, old: bytes | None, new_label: str) -> FileOutcome:
-    """A file the release lacks: name the release file it seems to have become."""
-    path = outcome.verdict.path
-    found = None
-    release = _release_files(run)  # read once for every missing file
-    if release is not None:
-        wanted = candidates(path, release.names(path.split("/", 1)[0]))
-        read = {**release.read([f for f in wanted if f not in run.current])}
-        found = find_rename(old, {**read, **{f: run.current[f] for f in wanted if f in run.current}})
-    detail = f"not in {new_label}"
-    renamed = ""
-    if found is not None:
-        renamed = found[0]
-        detail += f"; moved to {renamed}? ({found[1]:.0%} of its lines are there)"
-    hunks = tuple(dataclasses.replace(h, detail=detail) for h in outcome.verdict.hunks)
-    return dataclasses.replace(
-        outcome, verdict=dataclasses.replace(outcome.verdict, detail=detail, renamed=renamed, hunks=hunks)
-    )
 
 
 def _verdict(

@@ -1,0 +1,64 @@
+"""The release's package as a port reads it: its files read once for the whole port (``moved.KeptFiles``), and
+which of them name a name (the proofs that what a hunk changes is gone, or still needed, ask it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sgpatch.port.moved import KeptFiles, package
+from sgpatch.port.rebase import Rebase
+from sgpatch.series.gone import word
+from sgpatch.series.needed import ReleaseNames
+
+
+def release_files(run: Rebase) -> KeptFiles | None:
+    """The release's files, read once for the whole port."""
+    if run.release is not None and not isinstance(run.release, KeptFiles):
+        run.release = KeptFiles(run.release.names, run.release.read)
+    return run.release
+
+
+def named_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
+    """Whether a file of the release (as the series so far left it) other than ``path`` names a name."""
+    release = release_files(run)
+    if release is None:
+        return None
+    return lambda name: release.names_elsewhere(name, path, run.current)
+
+
+def naming_texts(run: Rebase, path: str) -> Callable[[str], dict[str, bytes] | None] | None:
+    """The Python files of the release (as the series so far left it) other than ``path`` that name a word, with
+    their text; None for a word when the package is too large to read."""
+    release = release_files(run)
+    if release is None:
+        return None
+
+    def naming(name: str) -> dict[str, bytes] | None:
+        found = release.naming(name, path, run.current) - {path}
+        if any(not p.endswith(".py") for p in found):
+            return None  # the package itself, standing in: too large to read
+        read = release.read([p for p in found if p not in run.current])
+        texts = {p: run.current[p] if p in run.current else read[p] for p in found}
+        return {p: t for p, t in texts.items() if t is not None}
+
+    return naming
+
+
+def release_names(run: Rebase) -> ReleaseNames:
+    """Whether the release (as the series so far left it) names a name: in the file itself or in another file of
+    its package (one scan of the package per name)."""
+    release = release_files(run)
+    seen: dict[tuple[str, str], bool] = {}
+
+    def named(name: str, path: str) -> bool:
+        pattern = word(name.encode())
+        own = run.current.get(path)
+        if own is not None and pattern.search(own):
+            return True
+        if release is None:
+            return any(text is not None and pattern.search(text) for text in run.current.values())
+        if (name, package(path)) not in seen:
+            seen[name, package(path)] = bool(release.naming(name, path, run.current, first=True))  # any will do
+        return seen[name, package(path)]
+
+    return named
