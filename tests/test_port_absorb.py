@@ -288,15 +288,30 @@ def helper(x):
 """
 
 
-def _follow(tmp_path: Path, after: bytes, release: dict[str, bytes], merge: Any) -> Any:
+def _follow(tmp_path: Path, after: bytes, release: dict[str, bytes], merge: Any, old: bytes = OLD_MODULE) -> Any:
     from sgpatch.port.moved import follow
 
-    fp = parse_patch(HEADER + _diff(tmp_path, OLD_MODULE, after, "pkg/mod.py"), tmp_path / "p.patch").files[0]
+    fp = parse_patch(HEADER + _diff(tmp_path, old, after, "pkg/mod.py"), tmp_path / "p.patch").files[0]
 
     def read(paths: Any) -> dict[str, bytes | None]:
         return {p: release.get(p) for p in paths}
 
-    return follow(fp, OLD_MODULE, sorted(release), read, {}, merge)
+    return follow(fp, old, sorted(release), read, {}, merge)
+
+
+def test_a_special_method_is_not_followed_by_its_name_alone(tmp_path: Path, merger: Any) -> None:
+    """Every class has an ``__init__``: where the class is gone, its name alone is no lead (seen on miles' patch
+    onto 0.5.16, whose ``MoriEPMoE`` upstream removed: "may be in python/sglang/kernels/fused_op.py, ...")."""
+    old = OLD_MODULE.replace(b"class Pool:\n", b"class Pool:\n    def __init__(self):\n        self.n = 0\n\n")
+    after = old.replace(b"        self.n = 0\n", b"        self.n = 1\n")
+    others = b"class Other:\n    def __init__(self):\n        self.n = 0\n\n    def alloc(self, n):\n        return n\n"
+    gone = _follow(tmp_path, after, {"pkg/a.py": others, "pkg/b.py": others}, merger, old)
+    assert not gone.carried and gone.why[1] == "Pool is defined nowhere in the release", gone.why
+    kept = b"class Pool:\n    def alloc(self, n):\n        return n\n"
+    without = _follow(tmp_path, after, {"pkg/a.py": others, "pkg/new.py": kept}, merger, old)
+    assert not without.carried and without.why[1] == "Pool.__init__ is defined nowhere in the release", without.why
+    moved = _follow(tmp_path, after, {"pkg/a.py": others, "pkg/new.py": old}, merger, old)
+    assert moved.carried and list(moved.texts) == ["pkg/new.py"] and b"self.n = 1" in moved.texts["pkg/new.py"]
 
 
 def test_a_module_split_into_a_package_is_followed_by_definition(tmp_path: Path, merger: Any) -> None:

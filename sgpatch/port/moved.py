@@ -281,6 +281,11 @@ def _target(qual: str, found: Mapping[str, tuple[bytes, set[str]]], share: Mappi
     exact = [p for p, (data, hits) in found.items() if {outer, bare} <= hits and _defines(data, qual, exact=True)]
     if len(exact) == 1:
         return exact[0], ""
+    if not exact and "." in qual and bare.startswith("__") and bare.endswith("__"):
+        # A special method is every class's: its name alone says nothing of where its class went.
+        if not any(outer in hits for _, hits in found.values()):
+            return None, f"{outer} is defined nowhere in the release"
+        return None, f"{qual} is defined nowhere in the release"
     pool = exact or [p for p, (_, hits) in found.items() if bare in hits]
     if not pool:
         return None, f"{qual} is defined nowhere in the release"
