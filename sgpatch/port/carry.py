@@ -123,16 +123,15 @@ def _judged_files(
     missing = [
         i for i, f in enumerate(patch.files) if before.get(f.path) is not None and run.current.get(f.path) is None
     ]
-    if release is not None and any(patch.files[i].path.endswith(".py") for i in missing):
+    python = next((patch.files[i].path for i in missing if patch.files[i].path.endswith(".py")), None)
+    if release is not None and python is not None:
         # The package is read and scanned for them anyway: before the fork, not again in each worker.
-        read_package(
-            release, next(patch.files[i].path for i in missing if patch.files[i].path.endswith(".py")), run.current
-        )
+        read_package(release, python, run.current)
     own: list[Merge] = []  # in a worker: its own merges (its scratch directory, its memo)
-    present = [i for i in range(len(patch.files)) if i not in set(missing)]
-    # -1: the missing files, followed in order; answers are taken in the order of each task's first file, so
-    # an error is raised where the serial loop raises it
-    tasks = sorted(present + ([-1] if missing else []), key=lambda t: missing[0] if t == -1 else t)
+    # Each file the release has, and -1: the missing files, followed in order, in the place of the first of them
+    # (answers are taken in that order, so an error is raised where the serial loop raises it).
+    lacking, first = set(missing), missing[0] if missing else None
+    tasks = [-1 if i == first else i for i in range(len(patch.files)) if i == first or i not in lacking]
 
     def work(t: int) -> tuple[dict[int, FileOutcome], Files]:
         m = own[0] if own else merge
