@@ -632,3 +632,80 @@ def test_defined_names_read_as_the_line_anchored_rule(release_tree: Any) -> None
         assert _defined(data) == want, data[:200]
     assert _defined(_CLOSE_CALLS[0]) == {"f", "C", "g", "h"}  # the reference itself reads what it should
     assert _defined(_CLOSE_CALLS[1]) == {"K"}
+
+
+def test_naming_reads_as_a_scan_of_each_file(release_tree: Any) -> None:
+    """``KeptFiles.naming`` searches the package's texts joined into one; the answer must be the one a search of
+    each file in turn gives (the rule: a word, not next to a letter, digit or ``_``), with ``current``'s texts
+    standing in for the release's, in the package's order, ``first`` stopping at the first file besides the
+    asking one."""
+    from sgpatch.port.moved import KeptFiles
+
+    root = release_tree("0.5.12.post1")
+    listed = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+    def read(paths: Any) -> dict[str, bytes | None]:
+        return {p: (root / p).read_bytes() if (root / p).is_file() else None for p in paths}
+
+    release = KeptFiles(lambda top: [p for p in listed if p.startswith(f"{top}/")], read)
+    path = "python/sglang/srt/server_args.py"
+    py = release.python_files(path)
+    assert len(py) > 1000
+    texts = read(py)
+    first_file, last_file = py[0], py[-1]
+    opening = re.match(rb"[A-Za-z_][A-Za-z0-9_]*", texts[first_file] or b"")
+    closing = re.search(rb"([A-Za-z_][A-Za-z0-9_]*)\W*\Z", texts[last_file] or b"")
+    names = [
+        "accept_length",  # also inside longer words (accept_length_cpu)
+        "forward",
+        "ServerArgs",
+        "enable_",
+        "_",
+        "x",
+        "nowhere_at_all_zq",
+        "été",
+        "TokenizerCommunicatorMixin",
+        *([opening.group(0).decode()] if opening else []),
+        *([closing.group(1).decode()] if closing else []),
+    ]
+    current: dict[str, bytes | None] = {
+        py[3]: b"nowhere_at_all_zq = 1\n",  # the series added the word here
+        py[10]: None,  # the series deleted this file
+        path: b"# the series' own server_args.py: accept_length\n",
+        "python/sglang/srt/new_module.py": b"forward = 1\n",  # a file the release lacks: not the package's
+    }
+    for name in names:
+        pattern = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
+        for cur in ({}, current):
+            for first in (False, True):
+                want = set()
+                for p in py:
+                    data = cur[p] if p in cur else texts[p]
+                    if data is not None and pattern.search(data):
+                        want.add(p)
+                        if first and p != path:
+                            break
+                assert release.naming(name, path, cur, first=first) == want, (name, first, bool(cur))
+    assert release.naming("nowhere_at_all_zq", path, current) == {py[3]}  # the reference finds what it should
+    assert len(release.naming("accept_length", path, {})) > 3
+    # Crafted: words at a file's first and last byte, empty and absent files between, a word inside another.
+    files: dict[str, bytes | None] = {
+        "python/pkg/a.py": b"alpha beta",
+        "python/pkg/b.py": b"",
+        "python/pkg/c.py": None,
+        "python/pkg/d.py": b"beta\nalphabet alpha",
+        "python/pkg/e.py": b"gamma_ alpha_beta",
+        "python/pkg/f.py": b"gamma",
+    }
+    crafted = KeptFiles(lambda top: sorted(files), lambda paths: {p: files[p] for p in paths})
+    asked = "python/pkg/a.py"
+    for name, first, want in [
+        ("alpha", False, {"python/pkg/a.py", "python/pkg/d.py"}),
+        ("alpha", True, {"python/pkg/a.py", "python/pkg/d.py"}),
+        ("beta", True, {"python/pkg/a.py", "python/pkg/d.py"}),
+        ("gamma", False, {"python/pkg/f.py"}),
+        ("alp", False, set()),
+        ("alpha_beta", False, {"python/pkg/e.py"}),
+        ("a", False, set()),
+    ]:
+        assert crafted.naming(name, asked, {}, first=first) == want, name

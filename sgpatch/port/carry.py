@@ -26,8 +26,9 @@ from sgpatch.port.parallel import forked_map, jobs_for
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.pyast import collector_paused, parses_shared
 from sgpatch.series.absorb import suggest
+from sgpatch.series.conflicts import TAKE_UPSTREAM
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state
-from sgpatch.series.needed import hold_needed
+from sgpatch.series.needed import defined_lines, hold_needed
 from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -112,13 +113,14 @@ def _judged_files(
     merge: Merge,
     labels: tuple[str, str, str],
     new_label: str,
-) -> tuple[Callable[[int], FileOutcome], Files]:
-    """Each file of ``patch`` judged, by index, and the release files the hunks of its missing files were carried
-    into.  Each file the release has is judged on its own (``_judge_file``); the files it lacks are followed
-    together, in the patch's order (``missing.missing_files``: where one file's hunks went decides where the next
-    may go), as one more task.  Forked workers take them side by side (``port.parallel``), each with its own merges, the
-    missing files first (they end in the package's scans); an answer no worker gave is computed here when asked
-    for, as the serial path does."""
+) -> tuple[Callable[[int], FileOutcome], Files, dict[str, dict[int, set[str]]]]:
+    """Each file of ``patch`` judged, by index, the release files the hunks of its missing files were carried
+    into, and what the files with a ``take-upstream`` drop define (``_dropped_defines``).  Each file the release
+    has is judged on its own (``_judge_file``); the files it lacks are followed together, in the patch's order
+    (``missing.missing_files``: where one file's hunks went decides where the next may go), as one more task.
+    Forked workers take them side by side (``port.parallel``), each with its own merges, the missing files first
+    (they end in the package's scans); an answer no worker gave is computed here when asked for, as the serial
+    path does.  Each task parses a text once, whatever asks for its tree."""
     release = release_files(run)  # made before the fork: every worker reads through the same one
     missing = [
         i for i, f in enumerate(patch.files) if before.get(f.path) is not None and run.current.get(f.path) is None
@@ -133,14 +135,17 @@ def _judged_files(
     lacking, first = set(missing), missing[0] if missing else None
     tasks = [-1 if i == first else i for i in range(len(patch.files)) if i == first or i not in lacking]
 
-    def work(t: int) -> tuple[dict[int, FileOutcome], Files]:
+    def work(t: int) -> tuple[dict[int, FileOutcome], Files, dict[str, dict[int, set[str]]]]:
         m = own[0] if own else merge
-        if tasks[t] == -1:
-            return missing_files(
-                run, patch, missing, before, m, new_label, lambda fp: _judge_file(run, patch, fp, before, after, m)
-            )
-        i = tasks[t]
-        return {i: _judge_file(run, patch, patch.files[i], before, after, m)}, {}
+        with parses_shared():  # a task's texts parsed once: its files' judging, following, and the names dropped
+            if tasks[t] == -1:
+                found, into = missing_files(
+                    run, patch, missing, before, m, new_label, lambda fp: _judge_file(run, patch, fp, before, after, m)
+                )
+            else:
+                i = tasks[t]
+                found, into = {i: _judge_file(run, patch, patch.files[i], before, after, m)}, {}
+            return found, into, _dropped_defines(patch, found, after)
 
     def worker() -> None:
         own.append(_merger(run, labels, Path(tempfile.mkdtemp(prefix="sgpatch-merge-"))))
@@ -155,11 +160,26 @@ def _judged_files(
     answer = forked_map(len(tasks), work, jobs=jobs_for(len(tasks)), child=worker, cost=cost)
     outcomes: dict[int, FileOutcome] = {}
     carried: Files = {}
+    defines: dict[str, dict[int, set[str]]] = {}
     for t in range(len(tasks)):
-        found, into = answer(t)
+        found, into, names = answer(t)
         outcomes.update(found)
         carried.update(into)
-    return outcomes.__getitem__, carried
+        defines.update(names)
+    return outcomes.__getitem__, carried, defines
+
+
+def _dropped_defines(patch: Patch, found: dict[int, FileOutcome], after: Files) -> dict[str, dict[int, set[str]]]:
+    """For each file of ``found`` with a hunk suggested ``take-upstream``, what ``hold_needed`` reads of it first
+    (``needed.defined_lines`` of its text with the whole patch): read where the file was judged, its text
+    parsed there already."""
+    out: dict[str, dict[int, set[str]]] = {}
+    for i, outcome in found.items():
+        path = patch.files[i].path
+        hunks = outcome.verdict.hunks
+        if path.endswith(".py") and any(h.state == "conflict" and h.suggestion == TAKE_UPSTREAM for h in hunks):
+            out[path] = defined_lines(after.get(path))
+    return out
 
 
 def _judge_file(run: Rebase, patch: Patch, fp: FilePatch, before: Files, after: Files, merge: Merge) -> FileOutcome:
@@ -200,10 +220,13 @@ def _carry_files(
 ) -> tuple[PortedPatch, Files | None]:
     """Each file of ``patch`` carried hunk by hunk (``merge``: the patch's merges, by content)."""
     # ``carried``: release files the hunks of a missing file were carried into (``moved``)
-    judged, carried = _judged_files(run, patch, before, after, merge, labels, new_label)
+    judged, carried, defines = _judged_files(run, patch, before, after, merge, labels, new_label)
     outcomes = [judged(i) for i in range(len(patch.files))]
     held = hold_needed(
-        [(fp, o.verdict) for fp, o in zip(patch.files, outcomes, strict=True)], after, release_names(run)
+        [(fp, o.verdict) for fp, o in zip(patch.files, outcomes, strict=True)],
+        after,
+        release_names(run),
+        known=defines,
     )
     outcomes = [dataclasses.replace(o, verdict=v) for o, v in zip(outcomes, held, strict=True)]
     ported, texts = _verdict(patch, outcomes, old_label, new_label)

@@ -11,6 +11,7 @@ hunks are carried only when every one of them is (else the reject file keeps the
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,8 @@ class KeptFiles:
         self._listed: dict[str, list[str]] = {}
         self._files: dict[str, bytes | None] = {}
         self._python: dict[str, list[str]] = {}
+        self._joined: dict[str, tuple[bytes, list[int]]] = {}  # package -> its Python files' texts, one after another
+        self._hits: dict[tuple[str, bytes], list[int]] = {}  # (package, word) -> its files (by index) that name it
 
     def names(self, top: str) -> list[str]:
         if top not in self._listed:
@@ -82,16 +85,67 @@ class KeptFiles:
         py = self.python_files(path)
         if len(py) > MAX_FILES:
             return frozenset({package(path) or "."})
-        word = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
+        needle = name.encode()
+        word = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(needle) + rb"(?![A-Za-z0-9_])")
+        # The files that name it, in the package's order: the release's (one scan of the package per word), or
+        # ``current``'s text where it has one.
+        hits = {k for k in self.release_hits(path, needle) if py[k] not in current}
+        hits.update(k for k, p in enumerate(py) if p in current and _names(current[p], needle, word))
         found = set()
-        texts = self.read([p for p in py if p not in current])
-        for p in py:
-            data = current[p] if p in current else texts[p]
-            if data is not None and name.encode() in data and word.search(data):
-                found.add(p)
-                if first and p != path:
-                    break
+        for k in sorted(hits):
+            found.add(py[k])
+            if first and py[k] != path:
+                break
         return frozenset(found)
+
+    def release_hits(self, path: str, needle: bytes) -> list[int]:
+        """The indices, in ``python_files(path)``, of the release's files whose text names ``needle`` as a word
+        (not next to a letter, digit or ``_``); kept for the port (the release's texts do not change)."""
+        top = package(path)
+        if (top, needle) not in self._hits:
+            self._hits[top, needle] = self._scan_words(path, needle)
+        return self._hits[top, needle]
+
+    def _scan_words(self, path: str, needle: bytes) -> list[int]:
+        if not needle or _SEPARATOR in needle:  # a hit could not be told from one across two files
+            py = self.python_files(path)
+            texts = self.read(py)
+            pattern = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(needle) + rb"(?![A-Za-z0-9_])")
+            return [k for k, p in enumerate(py) if _names(texts[p], needle, pattern)]
+        joined, starts = self.joined(path)
+        out: list[int] = []
+        at = joined.find(needle)
+        while at >= 0:
+            end = at + len(needle)
+            k = bisect.bisect_right(starts, at) - 1
+            if joined[at - 1 : at] not in _WORD and joined[end : end + 1] not in _WORD:
+                out.append(k)  # the file names it: on to the next file
+                at = joined.find(needle, starts[k + 1]) if k + 1 < len(starts) else -1
+            else:
+                at = joined.find(needle, at + 1)
+        return out
+
+    def joined(self, path: str) -> tuple[bytes, list[int]]:
+        """The release's texts of ``python_files(path)``, joined by a line break (an absent file: nothing), and
+        where each begins: one text to search for a word, at the speed of a byte search."""
+        top = package(path)
+        if top not in self._joined:
+            py = self.python_files(path)
+            texts = self.read(py)
+            starts, at = [], 0
+            for p in py:
+                starts.append(at)
+                at += len(texts[p] or b"") + len(_SEPARATOR)
+            self._joined[top] = (_SEPARATOR.join(texts[p] or b"" for p in py), starts)
+        return self._joined[top]
+
+
+def _names(data: bytes | None, needle: bytes, word: re.Pattern[bytes]) -> bool:
+    return data is not None and needle in data and word.search(data) is not None
+
+
+_SEPARATOR = b"\n"  # between two files' texts in ``KeptFiles.joined``: no word goes across it
+_WORD = frozenset(bytes([c]) for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def package(path: str) -> str:
@@ -128,6 +182,7 @@ def read_package(release: KeptFiles, path: str, current: Mapping[str, bytes | No
     for data in release.read([p for p in release.python_files(path) if p not in current]).values():
         if data is not None:
             _defined(data)
+    release.joined(path)  # what ``naming`` searches, made once for every worker
 
 
 def _scan(names: set[str], paths: Sequence[str], read: Reader) -> dict[str, tuple[bytes, set[str]]]:

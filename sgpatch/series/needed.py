@@ -121,13 +121,18 @@ def _nowhere(names: Sequence[str], removed: set[str]) -> str:
 
 
 def hold_needed(
-    files: Sequence[tuple[FilePatch, FileVerdict]], after: Mapping[str, bytes | None], release_names: ReleaseNames
+    files: Sequence[tuple[FilePatch, FileVerdict]],
+    after: Mapping[str, bytes | None],
+    release_names: ReleaseNames,
+    *,
+    known: Mapping[str, dict[int, set[str]]] | None = None,
 ) -> list[FileVerdict]:
     """The file verdicts of one patch with no suggestion settling a carried hunk that uses a name only a
     ``take-upstream`` drop defines (``after``: the files with the whole patch applied on its old base;
-    ``release_names``: whether the release, as the series so far left it, names a name)."""
+    ``release_names``: whether the release, as the series so far left it, names a name; ``known``: the
+    ``defined_lines`` of some of ``after``'s files, read already)."""
     verdicts = [fv for _, fv in files]
-    parsed: dict[str, dict[int, set[str]]] = {}
+    parsed: dict[str, dict[int, set[str]]] = dict(known or {})
 
     def lines(path: str) -> dict[int, set[str]]:
         if path not in parsed:
