@@ -10,12 +10,14 @@ maintainers would (`git apply` in a 0.5.9 checkout, commit, `sgpatch export`).  
             by sgpatch as a user installs it (bench/userinstall.py: this tree's sdist, non-editable, a fresh venv,
             no constraints file)
     other   with `--compare TREE`: the same port by the sgpatch of another source tree (a checkout of main),
-            installed the same way, in alternating order with this one; their `--json` and checkouts must be
-            byte-identical
+            installed the same way; their `--json` and checkouts must be byte-identical
 
 Downloads are warm (sgpatch's cache).  Every round works in new directories and none is removed before the end: on
 a file system that searches past recently freed inodes (ext4 here), creating files right after thousands were
-deleted costs several times more, and it would time the deletions of the round before, not the port.
+deleted costs several times more, and it would time the deletions of the round before, not the port.  Writing
+files gets slower as the page cache grows through a run (on this kind of machine, a virtual one: the same layout
+took 0.7 s after the caches were dropped and 3.6 s some hundreds of MB later), so the steps take turns: each
+round another one goes first, and none is always timed on the freshest memory.
 
 Prints seconds per round (wall clock, and CPU time of the processes: user + system, children included, steadier on a
 shared machine), the git processes each port ran, and the ratio port / floor; the target is at most 2x. Asserts
@@ -152,12 +154,16 @@ def main() -> None:
         shim, _ = git_shim(work / "shim")
 
         rows: list[dict[str, tuple[float, float, int, str]]] = []
+        steps = ["floor", *trees]
         for i in range(args.rounds):
-            before = cpu()
-            layout, apply3 = floor(pristine, wheel, args.series, work / f"floor-{i}")
-            row = {"floor": (layout + apply3, cpu() - before, 0, "")}
-            for name in list(trees) if i % 2 == 0 else list(trees)[::-1]:
-                row[name] = port(installed[name], template, work / f"proj-{name}-{i}", args.to, shim)
+            row: dict[str, tuple[float, float, int, str]] = {}
+            for name in steps[i % len(steps) :] + steps[: i % len(steps)]:  # each step first in turn (see above)
+                if name == "floor":
+                    before = cpu()
+                    layout, apply3 = floor(pristine, wheel, args.series, work / f"floor-{i}")
+                    row["floor"] = (layout + apply3, cpu() - before, 0, "")
+                else:
+                    row[name] = port(installed[name], template, work / f"proj-{name}-{i}", args.to, shim)
             rows.append(row)
 
     print(f"upgrade day, a real series: {args.series.name} onto sglang {args.to} (warm downloads)")
