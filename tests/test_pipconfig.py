@@ -85,3 +85,47 @@ def test_an_early_process_nobody_asked_is_stopped_at_exit(pip_conf: Path) -> Non
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ)
     pid = int(out.stdout)
     assert not Path(f"/proc/{pid}").exists()  # pip's start-up takes longer than this: it was stopped, and waited for
+
+
+@pytest.mark.parametrize(
+    ("argv", "started"),
+    [
+        (["port", "--to", "0.5.10"], True),
+        (["port", "0.5.9-cu130", "--to=0.5.10", "--json"], True),
+        (["port", "--to", "0.5.10", "--source", "pypi"], True),
+        (["port", "--to", "0.5.10", "--source=git"], False),
+        (["port", "--to", "0.5.10", "--source", "git", "--source", "pypi"], True),  # the last one counts, as in typer
+        (["port", "--continue"], False),
+        (["port", "--to", "0.5.10", "--resolve", "suggested"], False),
+        (["port", "--to", "0.5.10", "--resolve=upstream"], False),
+        (["port", "--abort"], False),
+        (["port"], False),
+        (["verify", "--to", "0.5.10"], False),
+    ],
+)
+def test_a_port_to_a_release_starts_pip_as_the_process_starts(pip_conf: Path, argv: list[str], started: bool) -> None:
+    from sgpatch.cli.early import start_early
+
+    direct = pip_settings()
+    pipconfig._ASKED.clear()
+    start_early(argv)
+    assert len(pipconfig._EARLY) == (1 if started else 0), argv
+    assert pip_settings() == direct  # the early answer, where one was started, is the direct one
+    assert pipconfig._EARLY == {}
+
+
+def test_the_command_line_starts_it_before_the_command_runs(
+    pip_conf: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``sgpatch port --to`` through the real entry point: the early process is started before typer reads the
+    argv (here typer refuses it, so the command itself never runs; no one asks the early process: it is stopped
+    at exit)."""
+    from sgpatch.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["sgpatch", "port", "--to", "0.5.10", "--no-such-option"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2  # typer's usage error: the port command did not run
+    assert len(pipconfig._EARLY) == 1
+    pipconfig._reap(os.getpid())
+    assert pipconfig._EARLY == {}

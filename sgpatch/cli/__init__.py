@@ -64,6 +64,10 @@ def main(*, fast: bool = True) -> None:
 
     open_std_streams()
     argv = sys.argv
+    if argv[1:2] == ["port"]:  # what it will ask first, started before the imports and typer (cli.early)
+        from sgpatch.cli.early import start_early
+
+        start_early(argv[1:])
     try:
         parsed = parse(argv[1:], os.environ) if fast else None
         if parsed is None:

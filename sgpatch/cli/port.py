@@ -65,7 +65,8 @@ def port(
     checkout, as git rebase does: resolve there, then 'sgpatch port --continue'
     (or 'sgpatch port --abort').
     """
-    if to and source == "pypi" and not (resume or abort) and resolve is None:  # it asks the index first
+    # it asks the index first: pip's settings started now, if cli.early did not start them as the process began
+    if to and source == "pypi" and not (resume or abort) and resolve is None:
         from sgpatch.source.pipconfig import ask_early
 
         ask_early()
