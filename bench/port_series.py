@@ -20,8 +20,9 @@ took 0.7 s after the caches were dropped and 3.6 s some hundreds of MB later), s
 round another one goes first, and none is always timed on the freshest memory.
 
 Prints seconds per round (wall clock, and CPU time of the processes: user + system, children included, steadier on a
-shared machine), the git processes each port ran, and the ratio port / floor; the target is at most 2x. Asserts
-nothing but that each step ran and, with `--compare`, that both ports gave the same result.
+shared machine), the git processes each port ran, and the ratio port / floor; the target is at most 2x; with
+`--compare`, the two ports' difference paired by round.  Asserts nothing but that each step ran and, with
+`--compare`, that both ports gave the same result.
 
     python bench/port_series.py [--to 0.5.12.post1] [--rounds 3] [--compare TREE]
                                 [--series tests/data/series/slime-sglang-0.5.9.patch]
@@ -185,6 +186,15 @@ def main() -> None:
         med = statistics.median(r[n][1] for r in rows)
         print(f"{n}: median ratio wall {wall:.2f}x, CPU {used:.2f}x (CPU median {med:.2f} s; target: at most 2x)")
     if args.compare:
+        # Paired by round: both ports ran on the same page cache and load, so their difference drifts less than
+        # either one's ratio to a floor timed at another moment.
+        wall_diff = sorted(r["port"][0] - r["other"][0] for r in rows)
+        cpu_diff = sorted(r["port"][1] - r["other"][1] for r in rows)
+        print(
+            f"port - other, paired by round: wall median {statistics.median(wall_diff):+.2f} s "
+            f"({wall_diff[0]:+.2f} to {wall_diff[-1]:+.2f}), CPU median {statistics.median(cpu_diff):+.2f} s "
+            f"({cpu_diff[0]:+.2f} to {cpu_diff[-1]:+.2f})"
+        )
         same = {r[n][3] for r in rows for n in trees}
         print("the same --json and checkout from both trees:", "yes" if len(same) == 1 else f"NO ({len(same)} results)")
 
