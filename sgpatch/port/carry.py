@@ -26,9 +26,8 @@ from sgpatch.port.parallel import forked_map, jobs_for
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.pyast import collector_paused, parses_shared
 from sgpatch.series.absorb import suggest
-from sgpatch.series.conflicts import TAKE_UPSTREAM
 from sgpatch.series.hunks import STATES, FileOutcome, FileVerdict, Merge, carry_file, file_state
-from sgpatch.series.needed import defined_lines, hold_needed
+from sgpatch.series.needed import defined_lines, dropped, hold_needed
 from sgpatch.series.obsolete import FIELD, read_claims
 from sgpatch.series.patch import FilePatch, Patch
 from sgpatch.series.upstream import VERBATIM, judge
@@ -177,7 +176,7 @@ def _dropped_defines(patch: Patch, found: dict[int, FileOutcome], after: Files) 
     for i, outcome in found.items():
         path = patch.files[i].path
         hunks = outcome.verdict.hunks
-        if path.endswith(".py") and any(h.state == "conflict" and h.suggestion == TAKE_UPSTREAM for h in hunks):
+        if path.endswith(".py") and any(dropped(h) for h in hunks):
             out[path] = defined_lines(after.get(path))
     return out
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sgpatch.series.engine import HunkFailure, apply_file
+from sgpatch.series.gone import word
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
@@ -86,11 +87,11 @@ class KeptFiles:
         if len(py) > MAX_FILES:
             return frozenset({package(path) or "."})
         needle = name.encode()
-        word = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(needle) + rb"(?![A-Za-z0-9_])")
+        pattern = word(needle)
         # The files that name it, in the package's order: the release's (one scan of the package per word), or
         # ``current``'s text where it has one.
         hits = {k for k in self.release_hits(path, needle) if py[k] not in current}
-        hits.update(k for k, p in enumerate(py) if p in current and _names(current[p], needle, word))
+        hits.update(k for k, p in enumerate(py) if p in current and _names(current[p], needle, pattern))
         found = set()
         for k in sorted(hits):
             found.add(py[k])
@@ -110,8 +111,7 @@ class KeptFiles:
         if not needle or _SEPARATOR in needle:  # a hit could not be told from one across two files
             py = self.python_files(path)
             texts = self.read(py)
-            pattern = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(needle) + rb"(?![A-Za-z0-9_])")
-            return [k for k, p in enumerate(py) if _names(texts[p], needle, pattern)]
+            return [k for k, p in enumerate(py) if _names(texts[p], needle, word(needle))]
         joined, starts = self.joined(path)
         out: list[int] = []
         at = joined.find(needle)
@@ -182,7 +182,8 @@ def read_package(release: KeptFiles, path: str, current: Mapping[str, bytes | No
     for data in release.read([p for p in release.python_files(path) if p not in current]).values():
         if data is not None:
             _defined(data)
-    release.joined(path)  # what ``naming`` searches, made once for every worker
+    if len(release.python_files(path)) <= MAX_FILES:  # what ``naming`` searches (a larger package it does not)
+        release.joined(path)
 
 
 def _scan(names: set[str], paths: Sequence[str], read: Reader) -> dict[str, tuple[bytes, set[str]]]:

@@ -120,6 +120,11 @@ def _nowhere(names: Sequence[str], removed: set[str]) -> str:
     return f"has {it} nowhere as an attribute" if removed.intersection(names) else f"names {it} nowhere"
 
 
+def dropped(hv: HunkVerdict) -> bool:
+    """Whether a hunk is left for ``take-upstream`` to drop (a conflict with that suggestion)."""
+    return hv.state == "conflict" and hv.suggestion == TAKE_UPSTREAM
+
+
 def hold_needed(
     files: Sequence[tuple[FilePatch, FileVerdict]],
     after: Mapping[str, bytes | None],
@@ -143,7 +148,7 @@ def hold_needed(
     kept: list[tuple[_At, bool]] = []  # (a hunk kept by the patch, whether its file is settled automatically)
     for fp, fv in files:
         for hunk, hv in zip(fp.hunks, fv.hunks, strict=True):
-            if hv.state == "conflict" and hv.suggestion == TAKE_UPSTREAM:
+            if dropped(hv):
                 drops.append(_At(fp.path, hunk, hv))
             elif hv.state in CARRIED and not fv.gone:
                 kept.append((_At(fp.path, hunk, hv), fv.state != "conflict"))
