@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -22,23 +23,27 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from packaging.tags import sys_tags
 
 from sgpatch.cache import Cache, key
-from sgpatch.config import Config, load_config
+from sgpatch.config import Artifact, Config, load_config
 from sgpatch.errors import SgpatchError, SourceError
 from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.git.repo import Git
+from sgpatch.port.ahead import read_ahead
 from sgpatch.port.parallel import GRACE, JOBS_ENV, MAX_JOBS, MIN_ITEMS, Forked, can_fork, forked_map, jobs_for
 from sgpatch.port.rebase import ARTIFACT_FILES, load_old, read_files
 from sgpatch.series.combine import _tokens
 from sgpatch.series.conflicts import norm
 from sgpatch.series.patch import split_lines
-from sgpatch.source.artifacts import fetch_artifact
+from sgpatch.source.artifacts import artifacts_root, cached_source, fetch_artifact
+from sgpatch.source.release import Release, find_release
 
+from .conftest import RELEASES
 from .helpers import DATA, REPO, copy_project, snapshot
 from .reliability import record
 from .shared import copy
-from .test_port_series import sg, slime_project  # noqa: F401  (fixtures shared at session scope)
+from .test_port_series import GONE, sg, slime_project  # noqa: F401  (fixtures shared at session scope)
 
 CRAFTED = [
     b"",
@@ -214,7 +219,9 @@ def test_a_kept_read_stands_in_for_the_archive_only_when_every_file_is_checked_b
 # --------------------------------------------------------------------------- the files of a patch judged side by side
 
 
-def _sg_port(proj: Path, jobs: int, tmp: Path, *, path: str | None = None) -> tuple[int, str, str, dict[str, str]]:
+def _sg_port(
+    proj: Path, jobs: int, tmp: Path, *, path: str | None = None, xdg: Path | None = None
+) -> tuple[int, str, str, dict[str, str]]:
     """``sgpatch port`` of ``proj`` by ``jobs`` workers (1: the serial path), as a whole process: its exit code,
     its --json and its stderr (the project's path taken out), and the checkout it made (HEAD, index, status, every
     file, refs, and the port's record).  ``tmp``: its TMPDIR, left empty."""
@@ -222,6 +229,8 @@ def _sg_port(proj: Path, jobs: int, tmp: Path, *, path: str | None = None) -> tu
     env = {"SGPATCH_PORT_JOBS": str(jobs), "SGPATCH_PROGRESS": "0", "TMPDIR": str(tmp)}
     if path:
         env["PATH"] = path
+    if xdg:
+        env["XDG_CACHE_HOME"] = str(xdg)
     done = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--json", "--config", str(proj / "VERSIONS.toml"), **env)
     assert list(tmp.iterdir()) == []  # no worker's directory left
     co = proj / ".sgpatch" / "checkouts" / "0.5.12.post1-cu130"
@@ -240,6 +249,122 @@ def test_a_patch_judged_by_forked_workers_is_the_serial_port(
     serial = _sg_port(copy(slime_project[0], tmp_path / "serial"), 1, tmp_path / "tmp-serial")
     assert serial[0] == 1 and json.loads(serial[1])["stopped"]  # a stop at the conflicts: every path was taken
     assert _sg_port(copy(slime_project[0], tmp_path / "forked"), 3, tmp_path / "tmp-forked") == serial
+
+
+def _linked_cache(xdg: Path, user: Path, *prefixes: str) -> Path:
+    """``xdg`` for ``$XDG_CACHE_HOME``: a cache whose artifacts are the files named ``prefixes`` of the artifacts
+    folder ``user``, hard-linked (copied where a link cannot be made): the same bytes under the same sha256."""
+    for entry in sorted(user.iterdir()):
+        if not entry.is_dir() or entry.is_symlink():
+            continue
+        for f in sorted(entry.iterdir()):
+            if f.name.startswith(prefixes) and f.is_file() and not f.is_symlink():
+                dest = xdg / "sgpatch" / "artifacts" / entry.name / f.name
+                dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                for d in (xdg / "sgpatch", xdg / "sgpatch" / "artifacts", dest.parent):
+                    d.chmod(0o700)
+                try:
+                    os.link(f, dest)
+                except OSError:
+                    shutil.copyfile(f, dest)
+    return xdg
+
+
+def test_a_port_read_ahead_is_the_port_that_waited_for_the_index(
+    tmp_path: Path,
+    slime_project: tuple[Path, Path],  # noqa: F811  (the fixture)
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While pip and the index are asked, a port reads the file the cache guesses the release is (``port.ahead``),
+    and counts that read only where the index names that very file.  slime's port with the guess right (the read
+    taken) and with the guess wrong (a decoy: the release's wheel again, named for the tag this host ranks first;
+    read, then dropped, as no index names it): the same exit code, --json, stderr and
+    checkout, byte for byte."""
+    old, _ = load_old(load_config(slime_project[0] / "VERSIONS.toml"), None, progress=None)
+    wheel = RELEASES["0.5.12.post1"]
+    release = find_release("0.5.12.post1")
+    assert release.source[0] == wheel  # what the index names: this host's wheel (no sdist)
+    ports, user = [], artifacts_root()
+    for name in ("right", "decoy"):
+        xdg = _linked_cache(tmp_path / f"xdg-{name}", user, "sglang-0.5.9", "sglang-0.5.12.post1")
+        if name == "decoy":
+            cached = xdg / "sgpatch" / "artifacts" / wheel.sha256 / wheel.filename
+            best = next(iter(sys_tags()))  # the tag this host ranks first
+            decoy = f"sglang-0.5.12.post1-{best.interpreter}-{best.abi}-{best.platform}.whl"
+            assert decoy != wheel.filename
+            os.link(cached, cached.with_name(decoy))
+        monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+        ahead = read_ahead("0.5.12.post1", old, old.series.touched)
+        assert ahead is not None and ahead.artifact.sha256 == wheel.sha256  # the guess, read
+        assert (ahead.artifact == wheel) is (name == "right")
+        gone = sorted(GONE)[0]
+        assert ahead.touched and ahead.touched.get(gone, b"") is None  # the series' files, read (one is gone)
+        taken = ahead.take(fetched(release, xdg))
+        ahead.files.close()
+        assert (taken is ahead) is (name == "right")
+        ports.append(_sg_port(copy(slime_project[0], tmp_path / name), 2, tmp_path / f"tmp-{name}", xdg=xdg))
+    assert ports[0][0] == 1 and json.loads(ports[0][1])["stopped"]
+    assert ports[1] == ports[0]
+
+
+def fetched(release: Release, xdg: Path) -> Release:
+    """``release`` with its files where the cache at ``xdg`` holds them (as ``find_release`` run there gives it)."""
+    root = xdg / "sgpatch" / "artifacts"
+    return dataclasses.replace(release, paths=tuple(root / p.parent.name / p.name for p in release.paths))
+
+
+def test_the_cache_guesses_one_file_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cached_source``: the release's sdist, else the wheel this host ranks first, among the cache's files of
+    that version; none where the cache holds none, or two files of the chosen name; a folder that is a link, or
+    not named as a sha256 is, is not looked into."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = artifacts_root()
+    root.mkdir(mode=0o700, parents=True)
+    root.parent.chmod(0o700)
+    best = next(iter(sys_tags()))
+
+    def put(digit: str, name: str, *, folder: str | None = None) -> Path:
+        where = root / (folder or digit * 64)
+        where.mkdir(mode=0o700, exist_ok=True)
+        (where / name).write_bytes(name.encode())
+        return where / name
+
+    assert cached_source("1.0") is None
+    put("a", "sglang-1.0-py3-none-any.whl")
+    host = put("b", f"sglang-1.0-{best.interpreter}-{best.abi}-{best.platform}.whl")
+    put("c", "sglang-1.0-cp27-cp27m-win32.whl")
+    put("d", "sglang-1.01.tar.gz")  # another version
+    put("e", "sglang-1.0.tar.gz", folder="not-a-digest")
+    assert cached_source("1.0") == (Artifact("wheel", host.name, "b" * 64), host)
+    (root / ("f" * 64)).symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "sglang-1.0.tar.gz").write_bytes(b"planted")
+    assert cached_source("1.0") == (Artifact("wheel", host.name, "b" * 64), host)  # the link is not followed
+    sdist = put("1", "sglang-1.0.tar.gz")
+    assert cached_source("1.0") == (Artifact("sdist", sdist.name, "1" * 64), sdist)
+    put("2", "sglang-1.0.tar.gz")  # the same name under two sha256: which one, only the index says
+    assert cached_source("1.0") is None
+    assert cached_source("2.0") is None
+
+
+def test_a_guess_whose_bytes_are_not_its_sha256_is_not_read(
+    tmp_path: Path,
+    slime_project: tuple[Path, Path],  # noqa: F811  (the fixture)
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cache entry whose bytes are not the sha256 it is filed under (planted, or corrupted) is guessed but never
+    read as the release: the read ahead is dropped (the port reads the file the index names, checked the same way),
+    and nothing is read from it."""
+    old, _ = load_old(load_config(slime_project[0] / "VERSIONS.toml"), None, progress=None)
+    wheel = RELEASES["0.5.12.post1"]
+    planted = tmp_path / "xdg" / "sgpatch" / "artifacts" / ("0" * 64) / wheel.filename
+    planted.parent.mkdir(mode=0o700, parents=True)
+    for d in (planted.parents[1], planted.parents[2]):
+        d.chmod(0o700)
+    shutil.copyfile(fetch_artifact(wheel, "0.5.12.post1"), planted)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cached_source("0.5.12.post1") == (Artifact("wheel", wheel.filename, "0" * 64), planted)
+    assert read_ahead("0.5.12.post1", old, old.series.touched) is None
 
 
 def test_an_error_in_a_worker_is_the_serial_path_s(

@@ -41,6 +41,7 @@ from sgpatch.config.pins import remove_stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
+from sgpatch.port.ahead import read_ahead
 from sgpatch.port.carry import advance
 from sgpatch.port.finish import base_result, finish_fresh
 from sgpatch.port.outputs import (
@@ -165,23 +166,29 @@ def _port(
         else:
             existed_empty = True
 
-    release = find_release(version, progress=progress)
-    stack, pin_changes = new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
-    plan = dataclasses.replace(plan, pin_changes=pin_changes)
-    parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))  # stop.recovery cleans up after a kill
-    into = work / "checkout"
-    # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
-    wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None
-    touched = old.series.touched
-    laying = None
-    release_files: ArchiveFiles | None = None
-    if source == "pypi":  # the series is judged from the artifact while the checkout is laid out from it
-        if progress:
-            progress(f"laying out {release.source[0].filename} as a git checkout")
-        laying = in_background(make_checkout, stack, release, into, touched, source=source, progress=None)
+    # While the index is asked, the file the cache guesses the release is gets read (``ahead``: taken only if
+    # the index names that very file).
+    ahead = read_ahead(version, old, old.series.touched) if source == "pypi" else None
+    release_files: ArchiveFiles | None = ahead.files if ahead is not None else None
+    laying = wheels = None
+    work: Path | None = None
     try:
+        release = find_release(version, progress=progress)
+        ahead = ahead.take(release) if ahead is not None else None
+        stack, pin_changes = new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
+        plan = dataclasses.replace(plan, pin_changes=pin_changes)
+        parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        # stop.recovery cleans up after a kill
+        work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))
+        into = work / "checkout"
+        # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
+        wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None
+        touched = old.series.touched
+        if source == "pypi":  # the series is judged from the artifact while the checkout is laid out from it
+            if progress:
+                progress(f"laying out {release.source[0].filename} as a git checkout")
+            laying = in_background(make_checkout, stack, release, into, touched, source=source, progress=None)
         if laying is None:  # a clone of upstream: its files are the release's
             base, pypi_commit, upstream_commit = make_checkout(
                 stack, release, into, touched, source=source, progress=progress
@@ -189,9 +196,13 @@ def _port(
             g = Git(into)
             run = Rebase(g, base, base, read_blobs(g, base, touched), [], [], CheckoutFiles(g, base))
         else:
-            artifact, path = release.source
-            release_files = ArchiveFiles(path, artifact)  # opened once for the whole port
-            run = Rebase(Git(into), "", "", release_files.read(touched), [], [], release_files)
+            if ahead is not None:  # read while the index was asked: the very file it names
+                release_files = ahead.files
+                run = Rebase(Git(into), "", "", dict(ahead.touched), [], [], ahead.release)
+            else:
+                artifact, path = release.source
+                release_files = ArchiveFiles(path, artifact)  # opened once for the whole port
+                run = Rebase(Git(into), "", "", release_files.read(touched), [], [], release_files)
         judged = dict(run.current)
         if progress:
             progress(f"carrying {len(old.series.patches)} patch(es) to {version}, hunk by hunk")
@@ -229,7 +240,8 @@ def _port(
                 child.close()
         if release_files is not None:
             release_files.close()
-        shutil.rmtree(work if not dry_run else parent, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work if not dry_run else work.parent, ignore_errors=True)
 
 
 def what_force_replaces(config: Config, stack: Stack, checkout: Path) -> str:

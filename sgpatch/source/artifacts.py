@@ -141,3 +141,45 @@ def fetch_artifact(artifact: Artifact, version: str, *, progress: Progress | Non
             pause("fetch:downloaded")
             os.replace(got, cached)
     return cached
+
+
+def cached_source(version: str) -> tuple[Artifact, Path] | None:
+    """A guess, from the cache alone, at the file ``find_release(version)`` will make a checkout from: the one
+    sdist of ``sglang==version`` the cache holds, else its wheel for this host (``host_wheel``); None when the
+    cache holds none, or two files of that name.  Only a guess: an index may list another file, another sha256,
+    or an sdist the cache lacks.  Its bytes are checked against the sha256 it is filed under when read
+    (``open_archive``), and what is read through it counts only where the index named the same file
+    (``port.ahead``)."""
+    try:
+        root = trusted_dir("artifacts")
+        entries = [(d.name, f.name) for d in os.scandir(root) if _is_digest(d) for f in os.scandir(d.path)]
+    except (OSError, SourceError, EnvironmentFailure):
+        return None
+    sdist, prefix = f"{PACKAGE}-{version}.tar.gz", f"{PACKAGE}-{version}-"
+    found: dict[str, list[Artifact]] = {}
+    for digest, name in entries:
+        if name == sdist or (name.startswith(prefix) and name.endswith(".whl")):
+            kind = "sdist" if name == sdist else "wheel"
+            found.setdefault(name, []).append(Artifact(kind, name, digest))
+    if sdist in found:
+        chosen: Artifact | None = found[sdist][0]
+    else:
+        from sgpatch.config import host_wheel
+
+        chosen = host_wheel([a for name, arts in found.items() for a in arts])
+    if chosen is None or len(found[chosen.filename]) != 1:
+        return None
+    path = root / chosen.sha256 / chosen.filename
+    try:
+        return (chosen, path) if stat.S_ISREG(os.lstat(path).st_mode) else None
+    except OSError:
+        return None
+
+
+def _is_digest(entry: os.DirEntry[str]) -> bool:
+    """A folder of the artifacts cache named as a sha256 is (never through a link)."""
+    return (
+        len(entry.name) == 64
+        and all(c in "0123456789abcdef" for c in entry.name)
+        and entry.is_dir(follow_symlinks=False)
+    )
