@@ -273,13 +273,22 @@ Check = Callable[[Git, str], None]
 
 
 def create_pypi_checkout(
-    stack: Stack, archive: Path, into: Path, artifact: Artifact, *, check: Check | None = None
+    stack: Stack,
+    archive: Path,
+    into: Path,
+    artifact: Artifact,
+    *,
+    check: Check | None = None,
+    message: Callable[[], str] | None = None,
 ) -> str:
     """Lay the artifact out as a git checkout in ``into``; returns the deterministic commit.
 
     The checkout is built beside ``into`` and renamed into place only when
     complete and accepted by ``check`` (called with the new repository and
     commit), so a failure or a kill never leaves a half-made checkout at ``into``.
+    ``message``: the commit's message, asked for when the commit is made (by default
+    ``pypi_commit_message``; a port laying the checkout out before the index answered
+    is handed it then).
     """
     check_ref_name(stack.tag)
     _prepare_target(into)
@@ -299,7 +308,8 @@ def create_pypi_checkout(
         )
         g.refresh_index()
         tree = g.write_tree()
-        commit = g.commit_tree(CommitSpec(tree, (), pypi_commit_message(stack, artifact), f"{newest} +0000"))
+        text = message() if message is not None else pypi_commit_message(stack, artifact)
+        commit = g.commit_tree(CommitSpec(tree, (), text, f"{newest} +0000"))
         g.set_ref("HEAD", commit)
         g.tag(stack.tag, commit)
         if check is not None:

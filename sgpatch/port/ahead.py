@@ -1,16 +1,18 @@
-"""The release read ahead: while pip and the index are asked which file the release is, the port reads the file
-the cache guesses it is, and keeps that read only where the index named the same file.
+"""The release worked on ahead: while pip and the index are asked which file the release is, the port lays out and
+reads the file the cache guesses it is, and keeps that work only where the index named the same file.
 
 Which file a release is, only the index says (``source.release.find_release``: ``pip config list``, then the index;
 about a quarter of a second on a 2-core machine, most of it pip's start-up, with the other core idle).  The cache
 can guess (``source.artifacts.cached_source``): the release's sdist, else this host's wheel, filed under its
-sha256.  Meanwhile the port opens that file (its bytes checked against the sha256), reads the files the series
-touches and the package the series' missing files are looked for in (``moved.read_package``), the work the port
-does next anyway.  When the index answers, the read is taken only if the release's source is that very file (the
-same name, sha256 and path); otherwise it is closed, and the port reads the file the index named, as without a
-guess.  A guess never decides anything: an index that lists another file, another sha256 or an sdist the cache
-lacks costs the read ahead, not an answer.  Whatever fails while reading ahead is dropped: the port reads again
-after the index answered, where an error is raised as it is without a guess.
+sha256.  Meanwhile the port starts on that file what it does next anyway: a child lays it out as the new checkout
+(``stack.lay_out_ahead``: all but the commit, whose message names every wheel the index lists), and this process
+opens it (its bytes checked against the sha256), reads the files the series touches and the package the series'
+missing files are looked for in (``moved.read_package``).  When the index answers, the work is kept only if the
+release's source is that very file (the same name, sha256 and path): the child is then handed the commit's message.
+Otherwise the child is stopped (it leaves nothing), the file closed, and the port starts on the file the index
+named, as without a guess.  A guess never decides anything: an index that lists another file, another sha256 or an
+sdist the cache lacks costs the work done ahead, not an answer.  Whatever fails while reading ahead is dropped: the
+port reads again after the index answered, where an error is raised as it is without a guess.
 """
 
 from __future__ import annotations
@@ -19,47 +21,56 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sgpatch.config import Artifact
+from sgpatch.config import Artifact, Stack
 from sgpatch.port.moved import KeptFiles, read_package
+from sgpatch.port.parallel import Forked, Later
 from sgpatch.port.rebase import ArchiveFiles, Files, OldSeries
+from sgpatch.port.stack import Background, in_background, lay_out_ahead
 from sgpatch.source.artifacts import cached_source
 from sgpatch.source.release import Release
 
 
 @dataclass
-class ReadAhead:
-    """The guessed file opened, what the port reads first read from it."""
+class Ahead:
+    """The guessed file, laid out by a child and read here."""
 
     artifact: Artifact
     path: Path
-    files: ArchiveFiles  # open: the caller closes it, or ``take`` does
-    touched: Files  # the files the series touches, as the release has them
-    release: KeptFiles  # the release's files read once for the port, the package read into it
+    laying: Forked[tuple[str, str, str | None]] | Background[tuple[str, str, str | None]]
+    message: Later[str]  # the commit message the child waits for
+    files: ArchiveFiles  # open (``close``)
+    read: tuple[Files, KeptFiles] | None  # the files the series touches, and the release's files read for the port
 
-    def take(self, release: Release) -> ReadAhead | None:
-        """This read, if ``release``'s source is the file guessed; else None, and the file is closed."""
-        if release.source == (self.artifact, self.path):
-            return self
+    def is_source_of(self, release: Release) -> bool:
+        """Whether the index named the file guessed: ``release``'s source is that very file."""
+        return release.source == (self.artifact, self.path)
+
+    def close(self) -> None:
+        """Stop the child if it has not answered (it removes what it made), close the file; idempotent."""
+        self.laying.close()
+        self.message.close()
         self.files.close()
-        return None
 
 
-def read_ahead(version: str, old: OldSeries, touched: Sequence[str]) -> ReadAhead | None:
-    """The file the cache guesses ``version``'s release is, read as the port starts reading it; None without a
-    guess or where reading it failed (the port then reads the file the index names)."""
+def start_ahead(version: str, old: OldSeries, touched: Sequence[str], stack: Stack, into: Path) -> Ahead | None:
+    """The work on the file the cache guesses ``version``'s release is, started: its layout in ``into`` by a child
+    (``stack``: the old stack ``renamed``), its reading here; None without a guess."""
     guess = cached_source(version)
     if guess is None:
         return None
     artifact, path = guess
+    message: Later[str] = Later()
+    laying = in_background(lay_out_ahead, stack, artifact, path, into, message, handed=message)
     files = ArchiveFiles(path, artifact)
+    ahead = Ahead(artifact, path, laying, message, files, None)
     try:
         current = files.read(touched)
         kept = KeptFiles(files.names, files.read)
         warm(kept, old, current)
-    except Exception:
+        ahead.read = (current, kept)
+    except Exception:  # the port reads again after the index answered, and raises there
         files.close()
-        return None
-    return ReadAhead(artifact, path, files, current, kept)
+    return ahead
 
 
 def warm(release: KeptFiles, old: OldSeries, current: Files) -> None:

@@ -1,4 +1,5 @@
-"""Work forked into child processes: one call beside this one (``Forked``), or a map over indices (``forked_map``).
+"""Work forked into child processes: one call beside this one (``Forked``, handed a value ``Later`` if need be), or a
+map over indices (``forked_map``).
 
 Fork only: a child starts with this process's memory (the series, the files read so far), so a worker is sent an
 index and sends back its answer, pickled; nothing else crosses.  Only the main thread forks, only on Linux, and
@@ -102,7 +103,7 @@ class Forked(Generic[T]):
     its answer, or calls ``func`` here when the child gave none (the error is then the one a call here raises).
     ``close`` (idempotent) stops and reaps a child whose answer is no longer wanted (``_Child.end``)."""
 
-    def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, func: Callable[..., T], *args: Any, handed: Later[Any] | None = None, **kwargs: Any) -> None:
         self._call = (func, args, kwargs)
         self._root = Path(tempfile.mkdtemp(prefix="sgpatch-forked-"))
         try:
@@ -110,6 +111,8 @@ class Forked(Generic[T]):
         except BaseException:
             shutil.rmtree(self._root, ignore_errors=True)
             raise
+        if handed is not None:
+            handed.forked()
 
     def result(self) -> T:
         answer = _read_frame(self._child.answers) if self._child is not None else None
@@ -126,6 +129,57 @@ class Forked(Generic[T]):
             self._child.end(stop=stop)
             self._child = None
             shutil.rmtree(self._root, ignore_errors=True)
+
+
+class Later(Generic[T]):
+    """A value a forked child is handed after the fork (``Forked(..., handed=)``): what this process learns while
+    the child already works.  ``get``, in the child, waits for it; ``give``, here, sends it (once, pickled, through a
+    pipe).  A child that is never given it (this process failed, or closed it) gets EOFError from ``get``; where the
+    call runs here after all (the child gave no answer), ``get`` returns what was given."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        _OURS.add(self._write)  # a child forked later holds no copy: the reader would never see the pipe's end
+        self._given: tuple[T] | None = None
+
+    def forked(self) -> None:
+        """The child is forked: this process reads nothing from the pipe (nor does a child forked later)."""
+        self._close_read()
+
+    def give(self, value: T) -> None:
+        self._given = (value,)
+        if self._write >= 0:
+            payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            with contextlib.suppress(OSError):  # the child is gone: nothing waits for it
+                _write_all(self._write, bytes([1]) + len(payload).to_bytes(8, "little") + payload)
+            self._close_write()
+
+    def get(self) -> T:
+        if self._given is not None:
+            return self._given[0]
+        frame = _read_frame(self._read) if self._read >= 0 else None
+        self._close_read()
+        if frame is None:
+            raise EOFError("the value was never given")
+        value: T = pickle.loads(frame[1])
+        return value
+
+    def close(self) -> None:
+        self._close_read()
+        self._close_write()
+
+    def _close_read(self) -> None:
+        if self._read >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._read)
+            self._read = -1
+
+    def _close_write(self) -> None:
+        if self._write >= 0:
+            _OURS.discard(self._write)
+            with contextlib.suppress(OSError):
+                os.close(self._write)
+            self._write = -1
 
 
 # --------------------------------------------------------------------------- the children

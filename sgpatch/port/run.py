@@ -32,6 +32,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from sgpatch.cache import Cache
+from sgpatch.checkout.fetch import pypi_commit_message
 from sgpatch.checkout.stop.here import refuse_if_stopped, refuse_stopped, stopped_here
 from sgpatch.checkout.stop.project import lock_project
 from sgpatch.checkout.stop.record import PORT
@@ -41,7 +42,7 @@ from sgpatch.config.pins import remove_stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
 from sgpatch.git.batch import read_blobs
 from sgpatch.git.repo import Git
-from sgpatch.port.ahead import read_ahead
+from sgpatch.port.ahead import start_ahead
 from sgpatch.port.carry import advance
 from sgpatch.port.finish import base_result, finish_fresh
 from sgpatch.port.outputs import (
@@ -50,6 +51,7 @@ from sgpatch.port.outputs import (
     check_replaceable,
     new_stack_name,
 )
+from sgpatch.port.parallel import Forked
 from sgpatch.port.rebase import (
     ArchiveFiles,
     CheckoutFiles,
@@ -60,7 +62,7 @@ from sgpatch.port.rebase import (
 from sgpatch.port.record import read_record
 from sgpatch.port.result import PortResult
 from sgpatch.port.reuse import replay_stop
-from sgpatch.port.stack import WheelsAgree, in_background, make_checkout, new_stack
+from sgpatch.port.stack import Background, WheelsAgree, in_background, make_checkout, new_stack, renamed
 from sgpatch.port.stop import new_record, stop_at
 from sgpatch.results import Progress
 from sgpatch.source.release import find_release
@@ -166,29 +168,36 @@ def _port(
         else:
             existed_empty = True
 
-    # While the index is asked, the file the cache guesses the release is gets read (``ahead``: taken only if
-    # the index names that very file).
-    ahead = read_ahead(version, old, old.series.touched) if source == "pypi" else None
-    release_files: ArchiveFiles | None = ahead.files if ahead is not None else None
-    laying = wheels = None
-    work: Path | None = None
+    parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))  # stop.recovery cleans up after a kill
+    into = work / "checkout"
+    touched = old.series.touched
+    laying: Forked[tuple[str, str, str | None]] | Background[tuple[str, str, str | None]] | None = None
+    wheels: WheelsAgree | None = None
+    release_files: ArchiveFiles | None = None
+    ahead = None
     try:
+        # While the index is asked, the file the cache guesses the release is gets laid out and read (``ahead``:
+        # kept only if the index names that very file).
+        if source == "pypi":
+            ahead = start_ahead(version, old, touched, renamed(old.stack, version, commit), into)
         release = find_release(version, progress=progress)
-        ahead = ahead.take(release) if ahead is not None else None
+        if ahead is not None and not ahead.is_source_of(release):
+            ahead.close()
+            ahead = None
         stack, pin_changes = new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
         plan = dataclasses.replace(plan, pin_changes=pin_changes)
-        parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
-        parent.mkdir(parents=True, exist_ok=True)
-        # stop.recovery cleans up after a kill
-        work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))
-        into = work / "checkout"
-        # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
-        wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None
-        touched = old.series.touched
         if source == "pypi":  # the series is judged from the artifact while the checkout is laid out from it
             if progress:
                 progress(f"laying out {release.source[0].filename} as a git checkout")
-            laying = in_background(make_checkout, stack, release, into, touched, source=source, progress=None)
+            if ahead is not None:  # being laid out from the file the index named: its commit's message, now known
+                laying = ahead.laying
+                ahead.message.give(pypi_commit_message(stack, release.source[0]))
+            else:
+                laying = in_background(make_checkout, stack, release, into, touched, source=source, progress=None)
+        # Every pinned wheel must make the same checkout: compared while the checkout is made and the series judged.
+        wheels = WheelsAgree(stack, cache=cache, progress=progress) if release.source[0].kind == "wheel" else None
         if laying is None:  # a clone of upstream: its files are the release's
             base, pypi_commit, upstream_commit = make_checkout(
                 stack, release, into, touched, source=source, progress=progress
@@ -196,9 +205,10 @@ def _port(
             g = Git(into)
             run = Rebase(g, base, base, read_blobs(g, base, touched), [], [], CheckoutFiles(g, base))
         else:
-            if ahead is not None:  # read while the index was asked: the very file it names
+            if ahead is not None and ahead.read is not None:  # read while the index was asked
                 release_files = ahead.files
-                run = Rebase(Git(into), "", "", dict(ahead.touched), [], [], ahead.release)
+                current, kept = ahead.read
+                run = Rebase(Git(into), "", "", dict(current), [], [], kept)
             else:
                 artifact, path = release.source
                 release_files = ArchiveFiles(path, artifact)  # opened once for the whole port
@@ -235,13 +245,12 @@ def _port(
             plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target
         )
     finally:
-        for child in (laying, wheels):  # a child whose answer was not taken (an error came first) is stopped
+        for child in (laying, wheels, ahead):  # a child whose answer was not taken (an error came first) is stopped
             if child is not None:
                 child.close()
         if release_files is not None:
             release_files.close()
-        if work is not None:
-            shutil.rmtree(work if not dry_run else work.parent, ignore_errors=True)
+        shutil.rmtree(work if not dry_run else parent, ignore_errors=True)
 
 
 def what_force_replaces(config: Config, stack: Stack, checkout: Path) -> str:

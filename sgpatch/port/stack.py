@@ -19,7 +19,7 @@ from sgpatch.git.batch import blob_ids
 from sgpatch.git.clone import clone
 from sgpatch.git.repo import Git
 from sgpatch.port.outputs import new_stack_name
-from sgpatch.port.parallel import Forked, can_fork
+from sgpatch.port.parallel import Forked, Later, can_fork
 from sgpatch.results import Progress
 from sgpatch.source.artifacts import fetch_artifact, in_cache
 from sgpatch.source.release import Release
@@ -30,7 +30,6 @@ def new_stack(
 ) -> tuple[Stack, tuple[str, ...]]:
     """The new stack's table: the old one's with the release's own pins (install, overrides, build backend),
     and how those pins changed."""
-    name = new_stack_name(old, version)
     source, metadata = release.metadata_file()
     carried = port_pins(old, version, metadata, config=config, source=source)
     declared = release.build_system_requires()
@@ -41,11 +40,7 @@ def new_stack(
         if any(c.startswith(f"{before} renamed") for c in carried.changes):
             note = note.replace(before, after)
     new = dataclasses.replace(
-        old,
-        name=name,
-        sglang_version=version,
-        tag=f"v{version}",
-        commit=commit,
+        renamed(old, version, commit),
         series_dir=series_dir,
         pypi_commit=None,
         artifacts=release.artifacts,
@@ -59,6 +54,24 @@ def new_stack(
     return new, carried.changes
 
 
+def renamed(old: Stack, version: str, commit: str | None) -> Stack:
+    """The old stack under the new release's name, version, tag and upstream commit: all a checkout of the release
+    is laid out by but its commit message (``new_stack`` adds the release's own pins)."""
+    return dataclasses.replace(
+        old, name=new_stack_name(old, version), sglang_version=version, tag=f"v{version}", commit=commit
+    )
+
+
+def lay_out_ahead(
+    stack: Stack, artifact: Artifact, path: Path, into: Path, message: Later[str]
+) -> tuple[str, str, str | None]:
+    """``make_checkout`` from PyPI, started before the index answered (``port.ahead``): ``stack`` is ``renamed``,
+    ``artifact`` the file the cache guessed; the commit waits for its message (``message``), which names every
+    pinned wheel: the port hands it over once the index named the same file, or stops this call."""
+    commit = create_pypi_checkout(stack, path, into, artifact, message=message.get)
+    return commit, commit, stack.commit
+
+
 T = TypeVar("T")
 
 
@@ -68,7 +81,7 @@ class Background(Generic[T]):
     Only for work that takes no lock another thread may take and runs no git command that moves a checkout
     (those have a ``preexec_fn``, unsafe beside threads)."""
 
-    def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, func: Callable[..., T], *args: Any, handed: Later[Any] | None = None, **kwargs: Any) -> None:
         self._value: T | None = None
         self._error: BaseException | None = None
 
@@ -94,7 +107,8 @@ class Background(Generic[T]):
 def in_background(func: Callable[..., T], *args: Any, **kwargs: Any) -> Forked[T] | Background[T]:
     """``func(*args, **kwargs)`` beside this process: in a forked child where one may be forked
     (``port.parallel.can_fork``: then no thread of ours holds the interpreter lock while the series is judged,
-    and the judging may fork workers of its own), else in a thread.  ``result`` and ``close`` as above."""
+    and the judging may fork workers of its own), else in a thread.  ``result`` and ``close`` as above;
+    ``handed=``: a ``Later`` the call gets a value from after it started."""
     return Forked(func, *args, **kwargs) if can_fork() else Background(func, *args, **kwargs)
 
 
