@@ -30,9 +30,20 @@ from sgpatch.config import Artifact, Config, load_config
 from sgpatch.errors import SgpatchError, SourceError
 from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.git.repo import Git
-from sgpatch.port.ahead import read_ahead
-from sgpatch.port.parallel import GRACE, JOBS_ENV, MAX_JOBS, MIN_ITEMS, Forked, can_fork, forked_map, jobs_for
+from sgpatch.port.ahead import start_ahead
+from sgpatch.port.parallel import (
+    GRACE,
+    JOBS_ENV,
+    MAX_JOBS,
+    MIN_ITEMS,
+    Forked,
+    Later,
+    can_fork,
+    forked_map,
+    jobs_for,
+)
 from sgpatch.port.rebase import ARTIFACT_FILES, load_old, read_files
+from sgpatch.port.stack import renamed
 from sgpatch.series.combine import _tokens
 from sgpatch.series.conflicts import norm
 from sgpatch.series.patch import split_lines
@@ -270,20 +281,21 @@ def _linked_cache(xdg: Path, user: Path, *prefixes: str) -> Path:
     return xdg
 
 
-def test_a_port_read_ahead_is_the_port_that_waited_for_the_index(
+def test_a_port_worked_ahead_is_the_port_that_waited_for_the_index(
     tmp_path: Path,
     slime_project: tuple[Path, Path],  # noqa: F811  (the fixture)
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """While pip and the index are asked, a port reads the file the cache guesses the release is (``port.ahead``),
-    and counts that read only where the index names that very file.  slime's port with the guess right (the read
-    taken) and with the guess wrong (a decoy: the release's wheel again, named for the tag this host ranks first;
-    read, then dropped, as no index names it): the same exit code, --json, stderr and
-    checkout, byte for byte."""
+    """While pip and the index are asked, a port lays out and reads the file the cache guesses the release is
+    (``port.ahead``), and keeps that work only where the index names that very file.  slime's port with the guess
+    right (kept) and with the guess wrong (a decoy: the release's wheel again, named for the tag this host ranks
+    first; laid out and read, then dropped, as no index names it): the same exit code, --json, stderr and checkout,
+    byte for byte, and the dropped layout leaves nothing behind."""
     old, _ = load_old(load_config(slime_project[0] / "VERSIONS.toml"), None, progress=None)
     wheel = RELEASES["0.5.12.post1"]
     release = find_release("0.5.12.post1")
     assert release.source[0] == wheel  # what the index names: this host's wheel (no sdist)
+    stack = renamed(old.stack, "0.5.12.post1", None)
     ports, user = [], artifacts_root()
     for name in ("right", "decoy"):
         xdg = _linked_cache(tmp_path / f"xdg-{name}", user, "sglang-0.5.9", "sglang-0.5.12.post1")
@@ -294,14 +306,19 @@ def test_a_port_read_ahead_is_the_port_that_waited_for_the_index(
             assert decoy != wheel.filename
             os.link(cached, cached.with_name(decoy))
         monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
-        ahead = read_ahead("0.5.12.post1", old, old.series.touched)
-        assert ahead is not None and ahead.artifact.sha256 == wheel.sha256  # the guess, read
-        assert (ahead.artifact == wheel) is (name == "right")
-        gone = sorted(GONE)[0]
-        assert ahead.touched and ahead.touched.get(gone, b"") is None  # the series' files, read (one is gone)
-        taken = ahead.take(fetched(release, xdg))
-        ahead.files.close()
-        assert (taken is ahead) is (name == "right")
+        into = tmp_path / f"ahead-{name}" / "checkout"
+        into.parent.mkdir()
+        ahead = start_ahead("0.5.12.post1", old, old.series.touched, stack, into)
+        assert ahead is not None and ahead.artifact.sha256 == wheel.sha256  # the guess, being worked on
+        try:
+            assert (ahead.artifact == wheel) is (name == "right")
+            assert ahead.read is not None
+            current, _ = ahead.read
+            assert current.get(sorted(GONE)[0], b"") is None and any(current.values())  # the series' files, read
+            assert ahead.is_source_of(fetched(release, xdg)) is (name == "right")
+        finally:
+            ahead.close()  # the child waiting for its message is stopped: it leaves nothing
+        assert list(into.parent.iterdir()) == []
         ports.append(_sg_port(copy(slime_project[0], tmp_path / name), 2, tmp_path / f"tmp-{name}", xdg=xdg))
     assert ports[0][0] == 1 and json.loads(ports[0][1])["stopped"]
     assert ports[1] == ports[0]
@@ -353,8 +370,8 @@ def test_a_guess_whose_bytes_are_not_its_sha256_is_not_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A cache entry whose bytes are not the sha256 it is filed under (planted, or corrupted) is guessed but never
-    read as the release: the read ahead is dropped (the port reads the file the index names, checked the same way),
-    and nothing is read from it."""
+    read as the release: nothing is read from it here, and the child laying it out gives no answer, so a port whose
+    index named that sha256 lays out again, from the file the download put there (checked the same way)."""
     old, _ = load_old(load_config(slime_project[0] / "VERSIONS.toml"), None, progress=None)
     wheel = RELEASES["0.5.12.post1"]
     planted = tmp_path / "xdg" / "sgpatch" / "artifacts" / ("0" * 64) / wheel.filename
@@ -364,7 +381,18 @@ def test_a_guess_whose_bytes_are_not_its_sha256_is_not_read(
     shutil.copyfile(fetch_artifact(wheel, "0.5.12.post1"), planted)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cached_source("0.5.12.post1") == (Artifact("wheel", wheel.filename, "0" * 64), planted)
-    assert read_ahead("0.5.12.post1", old, old.series.touched) is None
+    into = tmp_path / "ahead" / "checkout"
+    into.parent.mkdir()
+    ahead = start_ahead("0.5.12.post1", old, old.series.touched, renamed(old.stack, "0.5.12.post1", None), into)
+    assert ahead is not None
+    try:
+        assert ahead.read is None
+        ahead.message.give("sglang 0.5.12.post1 from PyPI wheels\n")
+        with pytest.raises(SourceError, match="sha256"):
+            ahead.laying.result()  # the child answered nothing: called here, where the archive's check refuses it
+    finally:
+        ahead.close()
+    assert not into.exists()
 
 
 def test_an_error_in_a_worker_is_the_serial_path_s(
@@ -477,5 +505,55 @@ def test_a_forked_call_answers_or_is_called_here(tmp_path: Path, monkeypatch: py
     busy.close()
     busy.close()  # again: nothing left to do
     assert time.monotonic() - started < GRACE
+    assert _children() <= others
+    assert list(tmp_path.iterdir()) == []
+
+
+@contextlib.contextmanager
+def _within(seconds: int) -> Iterator[None]:
+    """Fail, rather than hang, if the block takes longer than ``seconds``."""
+
+    def late(signum: int, frame: object) -> None:
+        raise AssertionError(f"still waiting after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _handed(later: Later[str], tag: str) -> tuple[int, str]:
+    return os.getpid(), f"{tag}: {later.get()}"
+
+
+def test_a_value_handed_later_reaches_the_forked_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Later`` (the checkout's commit message, known once the index answered): the forked child waits for it and
+    answers with it; a child never given it answers nothing, and the call here raises EOFError, as it would; where
+    the child is gone, giving costs nothing; workers forked after it hold no end of its pipe."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    others = _children()
+    later: Later[str] = Later()
+    child = Forked(_handed, later, "message", handed=later)
+    workers = forked_map(4, lambda i: i * i, jobs=2)  # forked while the child waits: they must not keep it waiting
+    assert [workers(i) for i in range(4)] == [0, 1, 4, 9]
+    time.sleep(0.2)
+    later.give("sglang 0.5.12.post1 from PyPI wheels")
+    pid, said = child.result()
+    assert pid != os.getpid() and said == "message: sglang 0.5.12.post1 from PyPI wheels"
+    never: Later[str] = Later()
+    waiting = Forked(_handed, never, "never", handed=never)
+    sleeper = Forked(_sleep_in_tmp, 60)  # forked after it: holds no end of its pipe, or the child would wait on
+    never.close()
+    with _within(10), pytest.raises(EOFError):
+        waiting.result()
+    sleeper.close()
+    gone: Later[str] = Later()
+    stopped = Forked(_handed, gone, "gone", handed=gone)
+    stopped.close()
+    gone.give("too late")  # no one reads it: no error, no wait
+    assert gone.get() == "too late"  # what was given, here
     assert _children() <= others
     assert list(tmp_path.iterdir()) == []
