@@ -52,7 +52,7 @@ from sgpatch.source.release import Release, find_release
 
 from .conftest import RELEASES
 from .helpers import DATA, REPO, copy_project, snapshot
-from .reliability import record
+from .reliability import first_error, record
 from .shared import copy
 from .test_port_series import GONE, sg, slime_project  # noqa: F401  (fixtures shared at session scope)
 
@@ -322,6 +322,32 @@ def test_a_port_worked_ahead_is_the_port_that_waited_for_the_index(
         ports.append(_sg_port(copy(slime_project[0], tmp_path / name), 2, tmp_path / f"tmp-{name}", xdg=xdg))
     assert ports[0][0] == 1 and json.loads(ports[0][1])["stopped"]
     assert ports[1] == ports[0]
+
+
+def test_a_port_whose_index_fails_while_it_works_ahead_fails_as_one_that_waited(
+    tmp_path: Path,
+    slime_project: tuple[Path, Path],  # noqa: F811  (the fixture)
+) -> None:
+    """The index cannot answer (pip's no-index, an empty find-links) while the port lays out and reads the file the
+    cache guesses: the same exit code and error line as without a guess, the child laying it out stopped, nothing
+    left in the project or the temporary directory."""
+    empty = tmp_path / "wheelhouse"
+    empty.mkdir()
+    results = []
+    user = artifacts_root()
+    for name, prefixes in (("guessed", ("sglang-0.5.9", "sglang-0.5.12.post1")), ("not-guessed", ("sglang-0.5.9",))):
+        xdg = _linked_cache(tmp_path / f"xdg-{name}", user, *prefixes)
+        proj = copy(slime_project[0], tmp_path / name)
+        tmp = tmp_path / f"tmp-{name}"
+        tmp.mkdir()
+        env = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(empty)}
+        env.update(XDG_CACHE_HOME=str(xdg), TMPDIR=str(tmp), SGPATCH_PROGRESS="0")
+        done = sg("port", "0.5.9-cu130", "--to", "0.5.12.post1", "--config", str(proj / "VERSIONS.toml"), **env)
+        assert list(tmp.iterdir()) == []
+        assert not (proj / ".sgpatch" / "checkouts").exists() or list((proj / ".sgpatch" / "checkouts").iterdir()) == []
+        results.append((done.returncode, first_error(done.stderr).replace(str(tmp_path / name), "PROJ")))
+    assert results[0][0] == 3 and "the releases of sglang cannot be listed" in results[0][1], results
+    assert results[0] == results[1]
 
 
 def fetched(release: Release, xdg: Path) -> Release:
