@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -296,6 +297,14 @@ def test_a_port_worked_ahead_is_the_port_that_waited_for_the_index(
     release = find_release("0.5.12.post1")
     assert release.source[0] == wheel  # what the index names: this host's wheel (no sdist)
     stack = renamed(old.stack, "0.5.12.post1", None)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)  # where no child may be forked, nothing is worked on ahead
+    other.start()
+    try:
+        assert start_ahead("0.5.12.post1", old, old.series.touched, stack, tmp_path / "threaded" / "checkout") is None
+    finally:
+        stop.set()
+        other.join()
     ports, user = [], artifacts_root()
     for name in ("right", "decoy"):
         xdg = _linked_cache(tmp_path / f"xdg-{name}", user, "sglang-0.5.9", "sglang-0.5.12.post1")

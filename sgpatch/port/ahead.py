@@ -23,9 +23,9 @@ from pathlib import Path
 
 from sgpatch.config import Artifact, Stack
 from sgpatch.port.moved import KeptFiles, read_package
-from sgpatch.port.parallel import Forked, Later
+from sgpatch.port.parallel import Forked, Later, can_fork
 from sgpatch.port.rebase import ArchiveFiles, Files, OldSeries
-from sgpatch.port.stack import Background, in_background, lay_out_ahead
+from sgpatch.port.stack import lay_out_ahead
 from sgpatch.source.artifacts import cached_source
 from sgpatch.source.release import Release
 
@@ -36,7 +36,7 @@ class Ahead:
 
     artifact: Artifact
     path: Path
-    laying: Forked[tuple[str, str, str | None]] | Background[tuple[str, str, str | None]]
+    laying: Forked[tuple[str, str, str | None]]
     message: Later[str]  # the commit message the child waits for
     files: ArchiveFiles  # open (``close``)
     read: tuple[Files, KeptFiles] | None  # the files the series touches, and the release's files read for the port
@@ -53,14 +53,18 @@ class Ahead:
 
 
 def start_ahead(version: str, old: OldSeries, touched: Sequence[str], stack: Stack, into: Path) -> Ahead | None:
-    """The work on the file the cache guesses ``version``'s release is, started: its layout in ``into`` by a child
-    (``stack``: the old stack ``renamed``), its reading here; None without a guess."""
+    """The work on the file the cache guesses ``version``'s release is, started: its layout in ``into`` by a forked
+    child (``stack``: the old stack ``renamed``), its reading here; None without a guess, or where no child can be
+    forked (``parallel.can_fork``: the port then lays out after the index answered, as a thread would have to wait
+    for the message with no way to be stopped)."""
+    if not can_fork():
+        return None
     guess = cached_source(version)
     if guess is None:
         return None
     artifact, path = guess
     message: Later[str] = Later()
-    laying = in_background(lay_out_ahead, stack, artifact, path, into, message, handed=message)
+    laying = Forked(lay_out_ahead, stack, artifact, path, into, message, handed=message)
     files = ArchiveFiles(path, artifact)
     ahead = Ahead(artifact, path, laying, message, files, None)
     try:

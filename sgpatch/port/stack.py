@@ -81,7 +81,7 @@ class Background(Generic[T]):
     Only for work that takes no lock another thread may take and runs no git command that moves a checkout
     (those have a ``preexec_fn``, unsafe beside threads)."""
 
-    def __init__(self, func: Callable[..., T], *args: Any, handed: Later[Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> None:
         self._value: T | None = None
         self._error: BaseException | None = None
 
@@ -107,8 +107,7 @@ class Background(Generic[T]):
 def in_background(func: Callable[..., T], *args: Any, **kwargs: Any) -> Forked[T] | Background[T]:
     """``func(*args, **kwargs)`` beside this process: in a forked child where one may be forked
     (``port.parallel.can_fork``: then no thread of ours holds the interpreter lock while the series is judged,
-    and the judging may fork workers of its own), else in a thread.  ``result`` and ``close`` as above;
-    ``handed=``: a ``Later`` the call gets a value from after it started."""
+    and the judging may fork workers of its own), else in a thread.  ``result`` and ``close`` as above."""
     return Forked(func, *args, **kwargs) if can_fork() else Background(func, *args, **kwargs)
 
 
