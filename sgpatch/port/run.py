@@ -169,6 +169,7 @@ def _port(
             existed_empty = True
 
     parent = Path(tempfile.mkdtemp(prefix="sgpatch-port-")) if dry_run else target.parent
+    made = [d for d in (parent, *parent.parents) if not d.exists()]  # removed again if the port fails (empty)
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{STAGING}{target.name}-", dir=parent))  # stop.recovery cleans up after a kill
     into = work / "checkout"
@@ -177,6 +178,7 @@ def _port(
     wheels: WheelsAgree | None = None
     release_files: ArchiveFiles | None = None
     ahead = None
+    failed = False
     try:
         # While the index is asked, the file the cache guesses the release is gets laid out and read (``ahead``:
         # kept only if the index names that very file).
@@ -244,6 +246,9 @@ def _port(
         return stop_at(
             plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target
         )
+    except BaseException:
+        failed = True
+        raise
     finally:
         for child in (laying, wheels, ahead):  # a child whose answer was not taken (an error came first) is stopped
             if child is not None:
@@ -251,6 +256,11 @@ def _port(
         if release_files is not None:
             release_files.close()
         shutil.rmtree(work if not dry_run else parent, ignore_errors=True)
+        for folder in made if failed else ():  # a port that fails leaves no folder it made (the index failed...)
+            try:
+                folder.rmdir()
+            except OSError:
+                break  # not empty (or not ours to remove): the ones above it stay too
 
 
 def what_force_replaces(config: Config, stack: Stack, checkout: Path) -> str:
