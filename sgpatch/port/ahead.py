@@ -63,8 +63,15 @@ def start_ahead(version: str, old: OldSeries, touched: Sequence[str], stack: Sta
     if guess is None:
         return None
     artifact, path = guess
-    message: Later[str] = Later()
-    laying = Forked(lay_out_ahead, stack, artifact, path, into, message, handed=message)
+    try:
+        message: Later[str] = Later()
+    except OSError:  # no pipe to be had: the port lays out after the index answered
+        return None
+    try:
+        laying = Forked(lay_out_ahead, stack, artifact, path, into, message, handed=message)
+    except OSError:  # no process to be had: the same
+        message.close()
+        return None
     files = ArchiveFiles(path, artifact)
     ahead = Ahead(artifact, path, laying, message, files, None)
     try:
