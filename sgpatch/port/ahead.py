@@ -7,7 +7,7 @@ can guess (``source.artifacts.cached_source``): the release's sdist, else this h
 sha256.  Meanwhile the port starts on that file what it does next anyway: a child lays it out as the new checkout
 (``stack.lay_out_ahead``: all but the commit, whose message names every wheel the index lists), and this process
 opens it (its bytes checked against the sha256), reads the files the series touches and the package the series'
-missing files are looked for in (``moved.read_package``).  When the index answers, the work is kept only if the
+missing files are looked for in (``carry.read_lacking_package``).  When the index answers, the work is kept only if the
 release's source is that very file (the same name, sha256 and path): the child is then handed the commit's message.
 Otherwise the child is stopped (it leaves nothing), the file closed, and the port starts on the file the index
 named, as without a guess.  A guess never decides anything: an index that lists another file, another sha256 or an
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sgpatch.config import Artifact, Stack
-from sgpatch.port.moved import KeptFiles, read_package
+from sgpatch.port.carry import lacking_files, read_lacking_package
+from sgpatch.port.moved import KeptFiles
 from sgpatch.port.parallel import Forked, Later, can_fork
 from sgpatch.port.rebase import ArchiveFiles, Files, OldSeries
 from sgpatch.port.stack import lay_out_ahead
@@ -85,13 +86,8 @@ def start_ahead(version: str, old: OldSeries, touched: Sequence[str], stack: Sta
 
 
 def warm(release: KeptFiles, old: OldSeries, current: Files) -> None:
-    """Read what the first patch's judging reads of the package first (``moved.read_package``, for its first
-    Python file the release lacks), so that the workers forked for it share it."""
-    patches = old.series.patches
-    if not patches:
-        return
-    before = old.states[0]
-    missing = [f.path for f in patches[0].files if before.get(f.path) is not None and current.get(f.path) is None]
-    python = next((p for p in missing if p.endswith(".py")), None)
-    if python is not None:
-        read_package(release, python, current)
+    """Read what the first patch's judging reads of the package first (``carry.read_lacking_package``), so that
+    the workers forked for it share it."""
+    if old.series.patches:
+        first = old.series.patches[0]
+        read_lacking_package(release, first, lacking_files(first, old.states[0], current), current)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.port.missing import missing_files
-from sgpatch.port.moved import moved_out, read_package
+from sgpatch.port.moved import KeptFiles, moved_out, read_package
 from sgpatch.port.package import named_elsewhere, naming_texts, release_files, release_names
 from sgpatch.port.parallel import forked_map, jobs_for
 from sgpatch.port.rebase import Files, OldSeries, Rebase
@@ -104,6 +104,18 @@ def _merger(run: Rebase, labels: tuple[str, str, str], scratch: Path) -> Merge:
     return merge
 
 
+def lacking_files(patch: Patch, before: Files, current: Files) -> list[int]:
+    """The indices of ``patch``'s files that the old base has and the release (as ``current`` has it) lacks."""
+    return [i for i, f in enumerate(patch.files) if before.get(f.path) is not None and current.get(f.path) is None]
+
+
+def read_lacking_package(release: KeptFiles, patch: Patch, missing: Sequence[int], current: Files) -> None:
+    """Read the package the first Python file among ``missing`` is looked for in (``moved.read_package``)."""
+    python = next((patch.files[i].path for i in missing if patch.files[i].path.endswith(".py")), None)
+    if python is not None:
+        read_package(release, python, current)
+
+
 def _judged_files(
     run: Rebase,
     patch: Patch,
@@ -121,13 +133,9 @@ def _judged_files(
     (they end in the package's scans); an answer no worker gave is computed here when asked for, as the serial
     path does.  Each task parses a text once, whatever asks for its tree."""
     release = release_files(run)  # made before the fork: every worker reads through the same one
-    missing = [
-        i for i, f in enumerate(patch.files) if before.get(f.path) is not None and run.current.get(f.path) is None
-    ]
-    python = next((patch.files[i].path for i in missing if patch.files[i].path.endswith(".py")), None)
-    if release is not None and python is not None:
-        # The package is read and scanned for them anyway: before the fork, not again in each worker.
-        read_package(release, python, run.current)
+    missing = lacking_files(patch, before, run.current)
+    if release is not None:  # the package is read and scanned for them anyway: before the fork, not in each worker
+        read_lacking_package(release, patch, missing, run.current)
     own: list[Merge] = []  # in a worker: its own merges (its scratch directory, its memo)
     # Each file the release has, and -1: the missing files, followed in order, in the place of the first of them
     # (answers are taken in that order, so an error is raised where the serial loop raises it).

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sgpatch.cache import cache_root as cache_root
 from sgpatch.cache import refused_dir
-from sgpatch.config import Artifact
+from sgpatch.config import Artifact, host_wheel
 from sgpatch.errors import EnvironmentFailure, SourceError
 from sgpatch.lock import exclusive, pause
 from sgpatch.results import Progress
@@ -164,8 +164,6 @@ def cached_source(version: str) -> tuple[Artifact, Path] | None:
     if sdist in found:
         chosen: Artifact | None = found[sdist][0]
     else:
-        from sgpatch.config import host_wheel
-
         chosen = host_wheel([a for name, arts in found.items() for a in arts])
     if chosen is None or len(found[chosen.filename]) != 1:
         return None
