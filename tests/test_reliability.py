@@ -205,8 +205,11 @@ n=$(( $(cat "{dir}/count" 2>/dev/null || echo 0) + 1 )); echo $n > "{dir}/count"
 if [ $n -ge 2 ]; then echo "$$ $1" > "{marker}.tmp"; mv "{marker}.tmp" "{marker}"; exec sleep 120; fi
 exec cat
 """
+# A transaction that moves no reference is not a pause point: ``git fast-import`` (a commit's objects, written by
+# ``Git.commit_files``) runs one at its end, with nothing on the hook's standard input.
 _HOOK = """#!/bin/sh
 [ "$1" = {state} ] || exit 0
+[ -n "$(cat)" ] || exit 0
 echo "$$ $1" > "{marker}.tmp"; mv "{marker}.tmp" "{marker}"; exec sleep 120
 """
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
 from sgpatch.git.attributes import write_info_attributes
+from sgpatch.git.fastimport import commit_stream
 from sgpatch.git.guard import refuse_programs
 from sgpatch.git.run import ALLOWED_PROTOCOLS, NO_SUBMODULE_WORK_TREE, TEST_CONFIG_ENV, git_env, spawn
 
@@ -25,6 +26,11 @@ __all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 
 IDENTITY_NAME = "sgpatch"
 IDENTITY_EMAIL = "sgpatch@localhost"
+
+# fast-import for one commit: no deltas, zlib level 1 (as the checkout's own pack, ``git.pack.PACKING``), and its
+# objects kept as the pack it writes (by default, fewer than 100 are exploded into loose files, one by one).
+IMPORTING = ("-c", "pack.depth=0", "-c", "pack.compression=1", "-c", "fastimport.unpackLimit=0")
+_OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +80,8 @@ class Git:
             refuse_dubious_ownership(self.root, proc.stderr)
             stderr = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             detail = stderr[-1] if stderr else f"exit {proc.returncode}"
-            raise CheckoutError(f"{self.root}: git {args[0]} failed: {detail}")
+            name = next((a for i, a in enumerate(args) if a[:1] != "-" and (i == 0 or args[i - 1] != "-c")), args[0])
+            raise CheckoutError(f"{self.root}: git {name} failed: {detail}")
         return proc
 
     def _out(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -241,8 +248,8 @@ class Git:
     def tree_with(self, base_tree: str, changes: Mapping[str, tuple[str, str]]) -> str:
         """``base_tree`` with ``path -> (mode, blob)`` replaced; returns the new tree id."""
         with self.temp_index(base_tree) as env:
-            info = "".join(f"{mode} {blob}\t{path}\n" for path, (mode, blob) in changes.items())
-            self._run("update-index", "--index-info", input=info.encode(), env=env)
+            info = "".join(f"{mode} {blob}\t{path}\0" for path, (mode, blob) in changes.items())
+            self._run("update-index", "-z", "--index-info", input=info.encode("utf-8", "surrogateescape"), env=env)
             return self._out("write-tree", env=env)
 
     def tree_without(self, base_tree: str, paths: Sequence[str]) -> str:
@@ -285,7 +292,6 @@ class Git:
         ``before`` is what the files were in ``parent``; ``old_modes`` their modes there (read
         from ``parent`` when not given).  A file whose bytes and mode are unchanged is left as it is.
         """
-        tree = self.tree_of(parent)
         stated = modes or {}
         written: dict[str, tuple[str, bytes]] = {}
         removed: list[str] = []
@@ -300,12 +306,28 @@ class Git:
                 removed.append(path)
             else:
                 written[path] = (mode, data)
+        stream = commit_stream(parent, written, removed, message, date, f"{IDENTITY_NAME} <{IDENTITY_EMAIL}>")
+        if stream is not None:  # one process instead of five (sgpatch.git.fastimport): the same commit
+            return self._import_commit(stream)
+        tree = self.tree_of(parent)
         blobs = self.hash_blobs([data for _, data in written.values()])
         changes = {path: (mode, blob) for (path, (mode, _)), blob in zip(written.items(), blobs, strict=True)}
         if removed:
             tree = self.tree_without(tree, removed)
         tree = self.tree_with(tree, changes)
         return self.commit_tree(CommitSpec(tree, (parent,), message, date))
+
+    def _import_commit(self, stream: bytes) -> str:
+        """Run ``stream`` (``fastimport.commit_stream``) through ``git fast-import``; the id of its commit."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="sgpatch-commit-") as tmp:
+            marks = Path(tmp) / "marks"
+            self._run(*IMPORTING, "fast-import", "--quiet", "--done", f"--export-marks={marks}", input=stream)
+            found = marks.read_text("ascii").split() if marks.exists() else []
+        if len(found) != 2 or found[0] != ":1" or not _OID.fullmatch(found[1]):
+            raise CheckoutError(f"{self.root}: git fast-import wrote unexpected marks {' '.join(found)[:100]!r}")
+        return found[1]
 
     def read_tree_update(self, old: str, new: str, *, reset: bool = False) -> None:
         """Move index and files from tree ``old`` to ``new`` (guarded; the journal in ``journal.py`` wraps it).

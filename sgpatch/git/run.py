@@ -38,6 +38,10 @@ NEUTRAL = (
     "fetch.recurseSubmodules=false",
     "diff.submodule=short",
     "status.submoduleSummary=false",
+    # sgpatch's commits are the same bytes on every machine: never signed (signing runs gpg), never labelled with
+    # another encoding than the UTF-8 their messages are written in (``commit-tree`` and ``fast-import`` agree)
+    "commit.gpgSign=false",
+    "i18n.commitEncoding=UTF-8",
 )
 
 # For each command that compares the work tree with the index (``status``): a submodule is compared by the
