@@ -56,9 +56,7 @@ def _plumbing(
     return run("commit-tree", tree, "-p", parent, data=message.encode(), **who)
 
 
-def _commit(
-    g: Git, parent: str, files: Mapping[str, tuple[str, bytes] | None], message: str, date: str
-) -> str:
+def _commit(g: Git, parent: str, files: Mapping[str, tuple[str, bytes] | None], message: str, date: str) -> str:
     before = {p: None for p in files}
     texts = {p: (f[1] if f is not None else None) for p, f in files.items()}
     modes = {p: f[0] for p, f in files.items() if f is not None}
@@ -110,10 +108,11 @@ def test_a_commit_of_real_files_is_the_plumbing_s(
 def test_each_change_alone_is_the_plumbing_s(
     changes: tuple[Path, str, dict[str, tuple[str, bytes] | None]], tmp_path: Path
 ) -> None:
-    """One file changed, one removed, one added, a message without a final line break, a message in another
-    script: each commit is the reference's."""
+    """Nothing changed, one file changed, one removed, one added, a message without a final line break, a message
+    in another script: each commit is the reference's."""
     co, head, files = changes
     g = Git(co)
+    assert _commit(g, head, {}, "nothing\n", DATE) == _plumbing(co, head, {}, "nothing\n", DATE, tmp_path / "none")
     for k, (path, f) in enumerate(list(files.items())[28:]):
         message = f"one change: {path!r}" if k % 2 else f"eine Änderung, 一つの変更: {path!r}\n"
         one = {path: f}

@@ -7,8 +7,9 @@ and commit takes 12-48 ms.  The objects are the same, and so is the commit's id 
 bytes): a tree's bytes are fixed by its entries, and the commit's by its tree, parent, identity, date and
 message.  ``tests/test_fastimport.py`` compares both ways on real files, removals, modes and odd names.
 
-The commit is made on a scratch branch the stream deletes again (``reset`` with no ``from``): fast-import moves
-no reference, and the caller reads the commit's id from the marks it exports.
+The commit is made on a scratch branch the stream empties again (``reset`` with no ``from``): fast-import moves no
+reference (it still opens a reference transaction at its end, with nothing in it), and the caller reads the
+commit's id from the marks it exports.
 """
 
 from __future__ import annotations
