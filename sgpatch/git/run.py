@@ -38,8 +38,9 @@ NEUTRAL = (
     "fetch.recurseSubmodules=false",
     "diff.submodule=short",
     "status.submoduleSummary=false",
-    # sgpatch's commits are the same bytes on every machine: never signed (signing runs gpg), never labelled with
-    # another encoding than the UTF-8 their messages are written in (``commit-tree`` and ``fast-import`` agree)
+    # sgpatch's commits are the same bytes on every machine: never labelled with another encoding than the UTF-8
+    # their messages are written in (``commit-tree`` would add an ``encoding`` header; ``fast-import`` never does),
+    # never signed (git 2.39's ``commit-tree`` ignores ``commit.gpgSign``; set, so that no git runs gpg for it)
     "commit.gpgSign=false",
     "i18n.commitEncoding=UTF-8",
 )
