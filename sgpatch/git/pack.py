@@ -5,7 +5,6 @@ the same: an id is the digest of the bytes, wherever git keeps them."""
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,16 +12,9 @@ from pathlib import Path
 from typing import IO
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
+from sgpatch.git.fastimport import PACKING, read_marks
 from sgpatch.git.repo import Git
 from sgpatch.git.run import start
-
-_OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-
-# How the pack is written (never what it holds: a blob's id is the digest of its bytes).  No deltas: fast-import
-# tries each blob against the one before it, and a release's files in archive order are unrelated (on an SGLang
-# wheel the deltas cost 0.4 of its 1.0 s and left the pack no smaller).  zlib level 1, what ``git add`` writes
-# a loose object with (``core.looseCompression``): 0.35 s in all, the pack 8.3 MB instead of 7.1.
-PACKING = ("-c", "pack.depth=0", "-c", "pack.compression=1")
 
 
 class BlobPack:
@@ -79,12 +71,7 @@ def blob_pack(g: Git) -> Iterator[BlobPack]:
             raise
         if code != 0:
             raise CheckoutError(f"{g.root}: git fast-import failed: {_last(errors) or f'exit {code}'}")
-        ids = {}
-        for line in (marks.read_text("ascii") if marks.exists() else "").splitlines():
-            mark, _, oid = line.partition(" ")
-            if not _OID.fullmatch(oid):
-                raise CheckoutError(f"{g.root}: git fast-import wrote an unexpected mark line {line!r}")
-            ids[mark] = oid
+        ids = read_marks(marks, g.root)
     pack.ids = [ids[f":{n}"] for n in range(1, pack._count + 1)]
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
 from sgpatch.git.attributes import write_info_attributes
-from sgpatch.git.fastimport import commit_stream
+from sgpatch.git.fastimport import COMMITTING, commit_stream, read_marks
 from sgpatch.git.guard import refuse_programs
 from sgpatch.git.run import ALLOWED_PROTOCOLS, NO_SUBMODULE_WORK_TREE, TEST_CONFIG_ENV, git_env, spawn
 
@@ -26,11 +26,6 @@ __all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 
 IDENTITY_NAME = "sgpatch"
 IDENTITY_EMAIL = "sgpatch@localhost"
-
-# fast-import for one commit: no deltas, zlib level 1 (as the checkout's own pack, ``git.pack.PACKING``), and its
-# objects kept as the pack it writes (by default, fewer than 100 are exploded into loose files, one by one).
-IMPORTING = ("-c", "pack.depth=0", "-c", "pack.compression=1", "-c", "fastimport.unpackLimit=0")
-_OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,11 +318,11 @@ class Git:
 
         with tempfile.TemporaryDirectory(prefix="sgpatch-commit-") as tmp:
             marks = Path(tmp) / "marks"
-            self._run(*IMPORTING, "fast-import", "--quiet", "--done", f"--export-marks={marks}", input=stream)
-            found = marks.read_text("ascii").split() if marks.exists() else []
-        if len(found) != 2 or found[0] != ":1" or not _OID.fullmatch(found[1]):
-            raise CheckoutError(f"{self.root}: git fast-import wrote unexpected marks {' '.join(found)[:100]!r}")
-        return found[1]
+            self._run(*COMMITTING, "fast-import", "--quiet", "--done", f"--export-marks={marks}", input=stream)
+            ids = read_marks(marks, self.root)
+        if ":1" not in ids:
+            raise CheckoutError(f"{self.root}: git fast-import exported no mark for the commit")
+        return ids[":1"]
 
     def read_tree_update(self, old: str, new: str, *, reset: bool = False) -> None:
         """Move index and files from tree ``old`` to ``new`` (guarded; the journal in ``journal.py`` wraps it).

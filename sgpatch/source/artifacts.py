@@ -167,10 +167,9 @@ def cached_source(version: str) -> tuple[Artifact, Path] | None:
         chosen = host_wheel([a for name, arts in found.items() for a in arts])
     if chosen is None or len(found[chosen.filename]) != 1:
         return None
-    path = root / chosen.sha256 / chosen.filename
-    try:
-        return (chosen, path) if stat.S_ISREG(os.lstat(path).st_mode) else None
-    except OSError:
+    try:  # a regular file in a folder trusted as every read of the cache is (``in_cache``)
+        return (chosen, trusted_dir("artifacts", chosen.sha256) / chosen.filename) if in_cache(chosen) else None
+    except (SourceError, EnvironmentFailure):
         return None
 
 
