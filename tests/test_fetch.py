@@ -155,6 +155,38 @@ def test_a_pypi_checkout_keeps_its_blobs_in_one_pack(tmp_path: Path, template_ch
     git(co, "fsck", "--strict", "--no-dangling")
 
 
+def test_a_pypi_checkout_is_the_commit_git_makes_of_its_files(tmp_path: Path, config: Config) -> None:
+    # The first commit is written at the end of the blobs' stream, trees and all: no loose object is left, the
+    # index is the commit with every file's stat data read, and git itself, given the laid-out files (`git add`,
+    # `write-tree`, `commit-tree` with the same identity, date and message), makes the very same commit.
+    co = tmp_path / "co"
+    made = json_out(run_cli("fetch", "--into", str(co), "--json", "--config", str(config.path)))
+    counted = dict(line.split(": ") for line in git(co, "count-objects", "-v").splitlines())
+    assert counted["count"] == "0" and counted["packs"] == "1"
+    assert subprocess.run(["git", "-C", str(co), "diff-files", "--quiet"]).returncode == 0  # stat data fresh
+    assert subprocess.run(["git", "-C", str(co), "diff-index", "--cached", "--quiet", "HEAD"]).returncode == 0
+    git(co, "fsck", "--strict", "--no-dangling")
+
+    other = tmp_path / "other"
+    shutil.copytree(co / "python", other / "python", symlinks=True)
+    git(other, "init", "-q")
+    git(other, "-c", "core.filemode=true", "-c", "core.autocrlf=false", "add", "-A")
+    tree = git(other, "write-tree")
+    assert tree == git(co, "rev-parse", "HEAD^{tree}")
+    assert git(co, "ls-tree", "-r", "HEAD") == git(other, "ls-tree", "-r", tree)  # modes too
+    raw = subprocess.run(["git", "-C", str(co), "cat-file", "commit", "HEAD"], capture_output=True, check=True).stdout
+    head, _, message = raw.partition(b"\n\n")
+    who = next(line for line in head.split(b"\n") if line.startswith(b"committer ")).decode()
+    name, _, rest = who.removeprefix("committer ").partition(" <")
+    email, _, date = rest.partition("> ")
+    ident = {"NAME": name, "EMAIL": email, "DATE": date}
+    env = {**os.environ, **{f"GIT_{role}_{k}": v for role in ("AUTHOR", "COMMITTER") for k, v in ident.items()}}
+    by_git = subprocess.run(
+        ["git", "-C", str(other), "commit-tree", tree], input=message, env=env, capture_output=True, check=True
+    )
+    assert by_git.stdout.decode().strip() == made["commit"] == git(co, "rev-parse", "HEAD")
+
+
 def test_a_blob_of_another_size_than_it_said_writes_nothing(tmp_path: Path) -> None:
     g = Git(tmp_path / "repo")
     g.init(branch="main")

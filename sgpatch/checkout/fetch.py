@@ -36,7 +36,7 @@ from sgpatch.errors import CheckoutError, SourceError
 from sgpatch.git.attributes import write_info_attributes
 from sgpatch.git.clone import check_git_url, check_ref_name, clone
 from sgpatch.git.pack import BlobPack, blob_pack
-from sgpatch.git.repo import CommitSpec, Git
+from sgpatch.git.repo import Git
 from sgpatch.lock import Held, exclusive, pause
 from sgpatch.results import Progress
 from sgpatch.source.archive import WHEEL_CHECKOUT_EPOCH, Kind, open_archive
@@ -298,18 +298,16 @@ def create_pypi_checkout(
         g.init(branch=f"sgpatch/{stack.name}")
         try:
             kind: Kind = "sdist" if artifact.kind == "sdist" else "wheel"
-            with blob_pack(g) as pack:  # one pack, not a loose object per file
+            with blob_pack(g) as pack:  # one pack, not a loose object per file; the commit's trees in it too
                 members, newest = extract_archive(archive, staging, kind, sha256=artifact.sha256, blobs=pack)
+                modes = [("100755" if m.executable else "100644", m.path) for m in members]
+                text = message() if message is not None else pypi_commit_message(stack, artifact)
+                pack.commit(modes, text, f"{newest} +0000")
         except OSError as exc:
             raise SourceError(f"{archive}: cannot lay out {artifact.filename}: {exc}") from None
-        blobs = pack.ids
-        g.add_index_entries(
-            [("100755" if m.executable else "100644", blob, m.path) for m, blob in zip(members, blobs, strict=True)]
-        )
+        commit = pack.commit_id or ""  # set once the pack is done
+        g.read_tree(commit)  # the index, then the files' stat data read
         g.refresh_index()
-        tree = g.write_tree()
-        text = message() if message is not None else pypi_commit_message(stack, artifact)
-        commit = g.commit_tree(CommitSpec(tree, (), text, f"{newest} +0000"))
         g.set_ref("HEAD", commit)
         g.tag(stack.tag, commit)
         if check is not None:

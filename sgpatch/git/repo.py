@@ -253,10 +253,6 @@ class Git:
             self._run("update-index", "--force-remove", "--", *paths, env=env)
             return self._out("write-tree", env=env)
 
-    def write_tree(self) -> str:
-        """The repository's own index written as a tree."""
-        return self._out("write-tree")
-
     def commit_tree(self, spec: CommitSpec) -> str:
         args = ["commit-tree", spec.tree]
         for p in spec.parents:
@@ -352,10 +348,9 @@ class Git:
             self._run("config", key, value)
         write_info_attributes(self.git_dir())
 
-    def add_index_entries(self, entries: Sequence[tuple[str, str, str]]) -> None:
-        """Stage ``(mode, blob, path)`` entries in the repository's own index."""
-        info = "".join(f"{mode} {blob}\t{path}\n" for mode, blob, path in entries)
-        self._run("update-index", "--add", "--index-info", input=info.encode())
+    def read_tree(self, tree: str) -> None:
+        """The repository's own index made ``tree`` (files on disk untouched; ``refresh_index`` then reads them)."""
+        self._run("read-tree", "--end-of-options", tree)
 
     def refresh_index(self) -> None:
         self._run("update-index", "-q", "--refresh", check=False)
