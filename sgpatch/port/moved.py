@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sgpatch.series.engine import HunkFailure, apply_file
-from sgpatch.series.gone import word
+from sgpatch.series.gone import WORD_BYTES, names_word
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
@@ -87,11 +87,10 @@ class KeptFiles:
         if len(py) > MAX_FILES:
             return frozenset({package(path) or "."})
         needle = name.encode()
-        pattern = word(needle)
         # The files that name it, in the package's order: the release's (one scan of the package per word), or
         # ``current``'s text where it has one.
         hits = {k for k in self.release_hits(path, needle) if py[k] not in current}
-        hits.update(k for k, p in enumerate(py) if p in current and _names(current[p], needle, pattern))
+        hits.update(k for k, p in enumerate(py) if p in current and _names(current[p], needle))
         found = set()
         for k in sorted(hits):
             found.add(py[k])
@@ -111,14 +110,14 @@ class KeptFiles:
         if not needle or _SEPARATOR in needle:  # a hit could not be told from one across two files
             py = self.python_files(path)
             texts = self.read(py)
-            return [k for k, p in enumerate(py) if _names(texts[p], needle, word(needle))]
+            return [k for k, p in enumerate(py) if _names(texts[p], needle)]
         joined, starts = self.joined(path)
         out: list[int] = []
         at = joined.find(needle)
         while at >= 0:
             end = at + len(needle)
             k = bisect.bisect_right(starts, at) - 1
-            if joined[at - 1 : at] not in _WORD and joined[end : end + 1] not in _WORD:
+            if (at == 0 or joined[at - 1] not in WORD_BYTES) and (end >= len(joined) or joined[end] not in WORD_BYTES):
                 out.append(k)  # the file names it: on to the next file
                 at = joined.find(needle, starts[k + 1]) if k + 1 < len(starts) else -1
             else:
@@ -140,12 +139,11 @@ class KeptFiles:
         return self._joined[top]
 
 
-def _names(data: bytes | None, needle: bytes, word: re.Pattern[bytes]) -> bool:
-    return data is not None and needle in data and word.search(data) is not None
+def _names(data: bytes | None, needle: bytes) -> bool:
+    return data is not None and names_word(data, needle)
 
 
 _SEPARATOR = b"\n"  # between two files' texts in ``KeptFiles.joined``: no word goes across it
-_WORD = frozenset(bytes([c]) for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def package(path: str) -> str:

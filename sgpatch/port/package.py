@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from sgpatch.port.moved import KeptFiles, package
 from sgpatch.port.rebase import Rebase
-from sgpatch.series.gone import word
+from sgpatch.series.gone import names_word
 from sgpatch.series.needed import ReleaseNames
 
 
@@ -51,12 +51,12 @@ def release_names(run: Rebase) -> ReleaseNames:
     seen: dict[tuple[str, str], bool] = {}
 
     def named(name: str, path: str) -> bool:
-        pattern = word(name.encode())
+        needle = name.encode()
         own = run.current.get(path)
-        if own is not None and pattern.search(own):
+        if own is not None and names_word(own, needle):
             return True
         if release is None:
-            return any(text is not None and pattern.search(text) for text in run.current.values())
+            return any(text is not None and names_word(text, needle) for text in run.current.values())
         if (name, package(path)) not in seen:
             seen[name, package(path)] = bool(release.naming(name, path, run.current, first=True))  # any will do
         return seen[name, package(path)]

@@ -108,7 +108,7 @@ def _gone_definition(
         if qual in o_new.definitions or len(olds) != 1:
             continue
         old, name = olds[0], parts[k - 1]
-        if name in bare_new or word(name.encode()).search(new):
+        if name in bare_new or names_word(new, name.encode()):
             return None  # defined or named in the file
         member = k > 1  # a method: the outline nests only what a class body defines
         if member and naming is not None:
@@ -270,7 +270,7 @@ def _edited_lines_gone(hunk: Hunk, scope: str, new: bytes, o_new: Outline) -> st
         if not says_something(norm(old_line)) or norm(old_line) in flat or norm(new_line) in flat:
             return None
         gone_tokens = {m.group(0) for m in _TOKEN.finditer(old_line)} - {m.group(0) for m in _TOKEN.finditer(new_line)}
-        if not gone_tokens or any(word(_last(t)).search(new) for t in gone_tokens):
+        if not gone_tokens or any(names_word(new, _last(t)) for t in gone_tokens):
             return None  # it edits nothing but spelling, or what it replaces is still named in the file
         replaced |= gone_tokens
     names = ", ".join(sorted({_last(t).decode(errors="replace") for t in replaced}))
@@ -287,4 +287,20 @@ def _last(token: bytes) -> bytes:
 
 
 def word(text: bytes) -> re.Pattern[bytes]:
+    """``text`` as a word: not next to a letter, digit or ``_`` (``names_word`` says whether a text has it)."""
     return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(text) + rb"(?![A-Za-z0-9_])")
+
+
+WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def names_word(data: bytes, needle: bytes) -> bool:
+    """Whether ``data`` has ``needle`` as a word: ``word(needle).search(data)``, found by a byte search and a look at
+    the byte on either side of each hit (the regular expression tries every position: on a 230 kB file 2.6-4 ms,
+    against 0.03-0.09 ms; ``tests/test_gone.py`` compares the two)."""
+    at, end = data.find(needle), len(needle)
+    while at >= 0:
+        if (at == 0 or data[at - 1] not in WORD_BYTES) and (at + end >= len(data) or data[at + end] not in WORD_BYTES):
+            return True
+        at = data.find(needle, at + 1)
+    return False

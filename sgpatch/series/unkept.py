@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
 from sgpatch.pyast import parse_python
-from sgpatch.series.gone import TextsNaming, word
+from sgpatch.series.gone import TextsNaming, names_word
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.patch import Hunk
 from sgpatch.series.upstream import Definition, Outline, outline
@@ -63,12 +63,12 @@ def unkept(hunk: Hunk, before: bytes, new: bytes, others: bytes, naming: TextsNa
     if not all(found.statement(s) for s in statements) or not found.attributes or found.called - found.attributes:
         return None  # another statement, nothing written, or a method called on an attribute it does not write
     for name in found.locals:
-        if word(name.encode()).search(function.text.encode()) or word(name.encode()).search(others):
+        if names_word(function.text.encode(), name.encode()) or names_word(others, name.encode()):
             return None  # a local the function had, or another hunk uses
     bare = cls.rpartition(".")[2]
     old_class = o_before.definitions[cls][0].text.encode()
     for attr in sorted(found.attributes):
-        if not word(attr.encode()).search(old_class):
+        if not names_word(old_class, attr.encode()):
             return None  # not a field the old class had: the patch's own
         if not _absent(attr, bare, {"": new}):
             return None  # the release's own file still has it (asked first: no other file read)
