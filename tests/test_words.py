@@ -50,3 +50,19 @@ def test_names_word_on_edges() -> None:
     assert names_word(b"caf\xc3\xa9get", b"get")  # a byte past ASCII is no letter, as in the expression
     assert not names_word(b"", b"x")
     assert names_word(b"", b"") and names_word(b"..", b"") and not names_word(b"ab", b"")
+
+
+def test_half_in_answers_as_the_whole_count() -> None:
+    # gone._half_in stops looking once the answer is known: it must answer as counting every part does.
+    from sgpatch.series.gone import _half_in
+
+    rng = random.Random(27)
+    words = [bytes([rng.randrange(97, 101)]) * rng.randrange(1, 4) for _ in range(40)]
+    answers = set()
+    for _ in range(3000):
+        parts = [(rng.choice(words), rng.randrange(1, 5)) for _ in range(rng.randrange(0, 9))]
+        text = b" ".join(rng.sample(words, rng.randrange(0, 12)))
+        whole = 2 * sum(n for part, n in parts if part in text) >= sum(n for _, n in parts)
+        assert _half_in(parts, text) is whole, (parts, text)
+        answers.add(whole)
+    assert answers == {True, False}

@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from sgpatch.pyast import parse_python
 from sgpatch.series.conflicts import norm, says_something
@@ -144,20 +144,33 @@ def _held_elsewhere(old: Definition, new: bytes, naming: TextsNaming) -> bool:
             return True
         texts.update(found)
     fields = _binds_names(old.node) if isinstance(old.node, ast.ClassDef) else set()
-    mine = _lines(old.text.encode())
-    total = sum(mine.values())
+    mine = [(line, n) for line, n in _lines(old.text.encode()).most_common()]
     for text in texts.values():
         if fields and _fields_kept(fields, text):
             return True
-        if (
-            2 * sum(n for line, n in mine.items() if line in text) < total
-            or shared(old.text.encode(), text) < MIN_SHARED
-        ):
+        if not _half_in(mine, text) or shared(old.text.encode(), text) < MIN_SHARED:
             continue  # the whole file holds less than half of them: no definition of it does
         o = outline(text)
         if o is None or any(_renamed(old, d) for defs in o.definitions.values() for d in defs):
             return True
     return False
+
+
+def _half_in(parts: Sequence[tuple[bytes, int]], text: bytes) -> bool:
+    """Whether ``text`` holds at least half of ``parts`` (each with its weight): looked for until the answer is
+    known (the heaviest first, when ``parts`` come so), not through every one of them."""
+    total = sum(n for _, n in parts)
+    found = missing = 0
+    for part, n in parts:
+        if part in text:
+            found += n
+            if 2 * found >= total:
+                return True
+        else:
+            missing += n
+            if 2 * missing > total:
+                return False
+    return 2 * found >= total
 
 
 def _binds_names(cls: ast.ClassDef) -> set[str]:
@@ -176,7 +189,7 @@ def _binds_names(cls: ast.ClassDef) -> set[str]:
 def _fields_kept(fields: set[str], text: bytes) -> bool:
     """Whether a class of ``text`` defines half of ``fields`` (the gone class renamed and rewritten), or ``text`` is
     not Python (and says half of them)."""
-    if 2 * sum(1 for f in fields if f.encode() in text) < len(fields):
+    if not _half_in([(f.encode(), 1) for f in fields], text):
         return False  # the text does not even say half of them: nothing to parse
     o = outline(text)
     if o is None:
