@@ -305,7 +305,9 @@ def create_pypi_checkout(
                 pack.commit(modes, text, f"{newest} +0000")
         except OSError as exc:
             raise SourceError(f"{archive}: cannot lay out {artifact.filename}: {exc}") from None
-        commit = pack.commit_id or ""  # set once the pack is done
+        commit = pack.commit_id
+        if commit is None:  # the pack is done and its commit was asked for: never
+            raise CheckoutError(f"{staging}: the checkout's commit was not written")
         g.read_tree(commit)  # the index, then the files' stat data read
         g.refresh_index()
         g.set_ref("HEAD", commit)

@@ -92,7 +92,9 @@ def blob_pack(g: Git) -> Iterator[BlobPack]:
         ids = read_marks(marks, g.root)
     pack.ids = [ids[f":{n}"] for n in range(1, pack._count + 1)]
     if pack._committed:
-        pack.commit_id = ids[f":{pack._count + 1}"]
+        pack.commit_id = ids.get(f":{pack._count + 1}")
+        if pack.commit_id is None:
+            raise CheckoutError(f"{g.root}: git fast-import exported no mark for the commit")
 
 
 def _last(errors: Path) -> str:
