@@ -143,3 +143,24 @@ def test_the_stream_quotes_every_path_and_declines_what_it_cannot_say() -> None:
     assert commit_stream("0" * 40, {"a": ("100644", b"x")}, [], "m", DATE, ident) is not None
     assert commit_stream("0" * 40, {"a": ("100644", b"x")}, [], "m", "2025-02-18T00:00:00", ident) is None
     assert commit_stream("0" * 40, {"sub": ("160000", b"x")}, [], "m", DATE, ident) is None
+
+
+def test_the_packs_of_many_commits_are_rolled_up_and_nothing_is_lost(pristine_checkout: Callable[[], Path]) -> None:
+    # Each commit is a small pack of its own; past MAX_PACKS the small ones are rolled into one (the release's large
+    # pack stays), and every commit written, none of them on a branch, is still whole.
+    from sgpatch.git.repo import MAX_PACKS
+
+    co = pristine_checkout()
+    g = Git(co)
+    pack_dir = co / ".git" / "objects" / "pack"
+    big = max(pack_dir.glob("*.pack"), key=lambda p: p.stat().st_size)
+    parent, made, most = git(co, "rev-parse", "HEAD"), [], 0
+    for i in range(MAX_PACKS + 12):
+        parent = g.commit_files(parent, {f"edits/{i}.py": f"x = {i}\n".encode()}, {}, f"edit {i}\n", DATE)
+        made.append(parent)
+        most = max(most, len(list(pack_dir.glob("*.pack"))))
+    assert most == MAX_PACKS  # it grew to the bound; one pack past it, the small ones were rolled up
+    assert len(list(pack_dir.glob("*.pack"))) < MAX_PACKS // 2 and big.exists()
+    for i, commit in enumerate(made):
+        assert git(co, "show", f"{commit}:edits/{i}.py") == f"x = {i}"
+    git(co, "fsck", "--strict", "--no-progress", "--unreachable")  # whole, with nothing reachable from a ref
