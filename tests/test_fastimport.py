@@ -148,7 +148,7 @@ def test_the_stream_quotes_every_path_and_declines_what_it_cannot_say() -> None:
 def test_the_packs_of_many_commits_are_rolled_up_and_nothing_is_lost(pristine_checkout: Callable[[], Path]) -> None:
     # Each commit is a small pack of its own; past MAX_PACKS the small ones are rolled into one (the release's large
     # pack stays), and every commit written, none of them on a branch, is still whole.
-    from sgpatch.git.repo import MAX_PACKS
+    from sgpatch.git.fastimport import MAX_PACKS
 
     co = pristine_checkout()
     g = Git(co)

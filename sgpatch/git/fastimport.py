@@ -10,11 +10,13 @@ message.  ``tests/test_fastimport.py`` compares both ways on real files, removal
 
 The commit is made on a scratch branch the stream empties again (``reset`` with no ``from``): fast-import moves no
 reference (it still opens a reference transaction at its end, with nothing in it), and the caller reads the
-commit's id from the marks it exports.
+commit's id from the marks it exports.  Each such commit is a pack of its own: past ``MAX_PACKS`` the caller rolls
+the small ones into one (``ROLL_UP``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +31,11 @@ PACKING = ("-c", "pack.depth=0", "-c", "pack.compression=1")
 # One commit's objects kept as the pack fast-import writes (by default, fewer than 100 are exploded into loose
 # files, one by one, by one more process).
 COMMITTING = (*PACKING, "-c", "fastimport.unpackLimit=0")
+# The packs a checkout may gather before the small ones are rolled into one: each commit written so is a pack of its
+# own, and every object lookup asks each pack's index in turn.  ``repack --geometric``: the release's large pack stays
+# as it is; every object of the packs rolled up is kept, reachable or not, and so is every loose one.
+MAX_PACKS = 50
+ROLL_UP = ("repack", "-d", "-q", "--geometric=2")
 OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 SCRATCH = "refs/sgpatch/fast-import"  # the branch the stream commits on, deleted by the same stream
@@ -90,6 +97,15 @@ def _commit(mark: int, message: str, date: str, ident: str) -> list[bytes]:
         text,
         b"\n",
     ]
+
+
+def packs_past_bound(root: Path) -> bool:
+    """Whether the checkout at ``root`` holds more than ``MAX_PACKS`` packs: counted in ``.git/objects/pack``, without
+    a process (False where its git directory is elsewhere)."""
+    try:
+        return sum(1 for name in os.listdir(root / ".git" / "objects" / "pack") if name.endswith(".pack")) > MAX_PACKS
+    except OSError:
+        return False
 
 
 def read_marks(marks: Path, root: Path) -> dict[str, str]:

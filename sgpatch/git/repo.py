@@ -8,7 +8,6 @@ checked (:mod:`sgpatch.git.guard`): a checkout is input, and its configuration m
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -19,15 +18,12 @@ from pathlib import Path
 
 from sgpatch.errors import CheckoutError, EnvironmentFailure
 from sgpatch.git.attributes import write_info_attributes
-from sgpatch.git.fastimport import COMMITTING, commit_stream, read_marks
+from sgpatch.git.fastimport import COMMITTING, ROLL_UP, commit_stream, packs_past_bound, read_marks
 from sgpatch.git.guard import refuse_programs
 from sgpatch.git.run import ALLOWED_PROTOCOLS, NO_SUBMODULE_WORK_TREE, TEST_CONFIG_ENV, git_env, spawn
 
 __all__ = ["ALLOWED_PROTOCOLS", "TEST_CONFIG_ENV", "Git", "git_env"]
 
-# The packs a checkout may gather before they are rolled into fewer: each commit sgpatch writes is a small pack of its
-# own (``fastimport.COMMITTING``), and every object lookup asks each pack's index in turn.
-MAX_PACKS = 50
 IDENTITY_NAME = "sgpatch"
 IDENTITY_EMAIL = "sgpatch@localhost"
 
@@ -322,20 +318,9 @@ class Git:
             ids = read_marks(marks, self.root)
         if ":1" not in ids:
             raise CheckoutError(f"{self.root}: git fast-import exported no mark for the commit")
-        self._roll_up_packs()
+        if packs_past_bound(self.root):  # the small ones rolled into one (``fastimport.ROLL_UP``); refused: left
+            self._run(*ROLL_UP, check=False)
         return ids[":1"]
-
-    def _roll_up_packs(self) -> None:
-        """Past ``MAX_PACKS`` packs, the small ones rolled into one (``repack --geometric``: the release's large pack
-        stays as it is; every object of the packs rolled up is kept, reachable or not, and so is every loose one).
-        Counted in ``.git/objects/pack`` without a process; a checkout whose git directory is elsewhere is left, and
-        a roll-up git refuses (a repository that keeps ``preciousObjects``) leaves the packs as they are."""
-        try:
-            count = sum(1 for name in os.listdir(self.root / ".git" / "objects" / "pack") if name.endswith(".pack"))
-        except OSError:
-            return
-        if count > MAX_PACKS:
-            self._run("repack", "-d", "-q", "--geometric=2", check=False)
 
     def read_tree_update(self, old: str, new: str, *, reset: bool = False) -> None:
         """Move index and files from tree ``old`` to ``new`` (guarded; the journal in ``journal.py`` wraps it).
