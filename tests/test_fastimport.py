@@ -164,3 +164,18 @@ def test_the_packs_of_many_commits_are_rolled_up_and_nothing_is_lost(pristine_ch
     for i, commit in enumerate(made):
         assert git(co, "show", f"{commit}:edits/{i}.py") == f"x = {i}"
     git(co, "fsck", "--strict", "--no-progress", "--unreachable")  # whole, with nothing reachable from a ref
+
+
+def test_a_roll_up_git_refuses_leaves_the_packs_and_the_commits(pristine_checkout: Callable[[], Path]) -> None:
+    # A repository that keeps its objects precious: git refuses to delete packs, the commits go on, packs stay.
+    from sgpatch.git.fastimport import MAX_PACKS
+
+    co = pristine_checkout()
+    git(co, "config", "core.repositoryFormatVersion", "1")
+    git(co, "config", "extensions.preciousObjects", "true")
+    g = Git(co)
+    parent = git(co, "rev-parse", "HEAD")
+    for i in range(MAX_PACKS + 2):
+        parent = g.commit_files(parent, {f"edits/{i}.py": f"x = {i}\n".encode()}, {}, f"edit {i}\n", DATE)
+    assert len(list((co / ".git" / "objects" / "pack").glob("*.pack"))) > MAX_PACKS
+    assert git(co, "show", f"{parent}:edits/{MAX_PACKS + 1}.py") == f"x = {MAX_PACKS + 1}"
