@@ -1,4 +1,4 @@
-"""A name as a word: ``gone.names_word`` (a byte search) answers as the regular expression ``gone.word`` does."""
+"""A name as a word: ``gone.names_word`` (a byte search) answers as a regular expression does."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from sgpatch.series.gone import names_word, word
+from sgpatch.series.gone import names_word
+
+
+def word(text: bytes) -> re.Pattern[bytes]:
+    """The reference: ``text`` not next to a letter, digit or ``_``."""
+    return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(text) + rb"(?![A-Za-z0-9_])")
+
 
 FILES = ("sglang/srt/models/deepseek_v2.py", "sglang/srt/managers/scheduler.py", "sglang/srt/server_args.py")
 

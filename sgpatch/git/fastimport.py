@@ -102,10 +102,16 @@ def _commit(mark: int, message: str, date: str, ident: str) -> list[bytes]:
 def packs_past_bound(root: Path) -> bool:
     """Whether the checkout at ``root`` holds more than ``MAX_PACKS`` packs: counted in ``.git/objects/pack``, without
     a process (False where its git directory is elsewhere)."""
+    count = 0
     try:
-        return sum(1 for name in os.listdir(root / ".git" / "objects" / "pack") if name.endswith(".pack")) > MAX_PACKS
+        with os.scandir(root / ".git" / "objects" / "pack") as entries:
+            for entry in entries:  # read only as far as the bound: a folder of a million names is not read whole
+                count += entry.name.endswith(".pack")
+                if count > MAX_PACKS:
+                    return True
     except OSError:
-        return False
+        pass
+    return False
 
 
 def read_marks(marks: Path, root: Path) -> dict[str, str]:

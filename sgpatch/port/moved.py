@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sgpatch.series.engine import HunkFailure, apply_file
-from sgpatch.series.gone import WORD_BYTES, names_word
+from sgpatch.series.gone import names_word, stands_alone
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
@@ -117,7 +117,7 @@ class KeptFiles:
         while at >= 0:
             end = at + len(needle)
             k = bisect.bisect_right(starts, at) - 1
-            if (at == 0 or joined[at - 1] not in WORD_BYTES) and (end >= len(joined) or joined[end] not in WORD_BYTES):
+            if stands_alone(joined, at, end):
                 out.append(k)  # the file names it: on to the next file
                 at = joined.find(needle, starts[k + 1]) if k + 1 < len(starts) else -1
             else:
