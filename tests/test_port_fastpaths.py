@@ -166,9 +166,10 @@ def test_the_old_release_files_kept_in_the_cache_are_the_archive_s(config: Confi
 
 
 def test_merges_in_one_scratch_give_what_each_alone_gives(release_tree: Callable[[str], Path], tmp_path: Path) -> None:
-    """A port's merges share one directory where each text is written once (named by its order, no digest
-    made): every merge gives the bytes and conflict count a merge in a directory of its own gives, whichever
-    texts came before (the same text as current and base, an empty one, CRLF, no final newline)."""
+    """A port's merges share one ``MergeScratch`` where each text is written once (a memory file on Linux, else a
+    file named by its order; no digest made): every merge gives the bytes and conflict count a merge of files
+    in a directory of its own gives, whichever texts came before (the same text as current and base, an empty
+    one, CRLF, no final newline), with all its memory files open or only the last merge's."""
     subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
     g = Git(tmp_path / "repo")
     rel = "sglang/srt/managers/io_struct.py"
@@ -185,16 +186,29 @@ def test_merges_in_one_scratch_give_what_each_alone_gives(release_tree: Callable
         (ours, new, old),
     ]
     labels = ("the release", "the old base", "the patch")
-    scratch = tmp_path / "shared"
-    scratch.mkdir()
-    shared = MergeScratch(scratch)
-    conflicts = []
-    for current, base, other in cases:
-        alone = merge_file(g, current, base, other, labels)
-        assert merge_file(g, current, base, other, labels, scratch=shared) == alone
-        conflicts.append(alone[1])
-    assert 0 in conflicts and any(conflicts)  # clean merges and conflicting ones
-    assert {p.name for p in scratch.iterdir()} == {str(n) for n in range(len({t for c in cases for t in c}))}
+    distinct = len({t for c in cases for t in c})
+    for memory, keep in ((True, MergeScratch.MAX_OPEN), (True, 3), (False, MergeScratch.MAX_OPEN)):
+        scratch = tmp_path / f"shared-{memory}-{keep}"
+        scratch.mkdir()
+        shared = MergeScratch(scratch, memory=memory)
+        shared.MAX_OPEN = keep  # 3: the texts of one merge only, the others let go and written again when asked for
+        before = set(os.listdir("/proc/self/fd"))
+        conflicts = []
+        for n, (current, base, other) in enumerate(cases):
+            (scratch.parent / f"alone-{memory}-{keep}-{n}").mkdir()
+            files = MergeScratch(scratch.parent / f"alone-{memory}-{keep}-{n}", memory=False)
+            alone = merge_file(g, current, base, other, labels, scratch=files)
+            assert merge_file(g, current, base, other, labels, scratch=shared) == alone
+            conflicts.append(alone[1])
+        assert 0 in conflicts and any(conflicts)  # clean merges and conflicting ones
+        made = {p.name for p in scratch.iterdir()}
+        if memory:  # Linux: the texts are memory files, none is made on disk; at most ``keep`` held open
+            assert made == set()
+            assert 0 < len(set(os.listdir("/proc/self/fd")) - before) <= min(keep, distinct)
+        else:
+            assert made == {str(n) for n in range(distinct)}
+        shared.close()
+        assert set(os.listdir("/proc/self/fd")) <= before  # every memory file let go
 
 
 KIMI = "python/sglang/srt/models/kimi_k25.py"

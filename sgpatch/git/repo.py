@@ -54,6 +54,7 @@ class Git:
         check: bool = True,
         cwd: Path | None = None,
         guarded: bool = False,
+        pass_fds: tuple[int, ...] = (),
     ) -> subprocess.CompletedProcess[bytes]:
         """The one runner.  ``guarded`` is for commands that move the checkout (``read-tree -u``,
         ``update-ref``): stdin closed, and the child runs in its own process group, so a terminal's
@@ -68,7 +69,7 @@ class Git:
             # Safe: no thread of sgpatch runs while a checkout moves (only build's re-zip has one, elsewhere).
             preexec = tie_to_parent()
         try:
-            proc = spawn(args, cwd or self.root, input, env, preexec)
+            proc = spawn(args, cwd or self.root, input, env, preexec, pass_fds)
         except OSError as exc:
             raise EnvironmentFailure(f"cannot run git: {exc}") from exc
         if check and proc.returncode != 0:

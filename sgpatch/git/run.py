@@ -98,8 +98,10 @@ def spawn(
     input: bytes | None,
     extra_env: Mapping[str, str] | None = None,
     preexec: Callable[[], None] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git args`` in ``cwd`` to its end, its output captured (OSError if git cannot be started)."""
+    """Run ``git args`` in ``cwd`` to its end, its output captured (OSError if git cannot be started); ``pass_fds``:
+    descriptors it inherits (the memory files a merge reads)."""
     proc = subprocess.run(
         build_argv(args),
         cwd=cwd,
@@ -109,6 +111,7 @@ def spawn(
         env=git_env(extra_env),
         check=False,
         preexec_fn=preexec,
+        pass_fds=pass_fds,
     )
     return proc
 

@@ -86,15 +86,18 @@ def _carry(run: Rebase, old: OldSeries, k: int, *, old_label: str, new_label: st
         return PortedPatch(patch.name, "superseded", detail, side_by_side=verdict.side_by_side, files=files), None
 
     labels = (new_label, old_label, f"{patch.name} on {old_label}")
-    with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as scratch:  # each text written there once
-        merge = _merger(run, labels, Path(scratch))
-        return _carry_files(run, patch, before, after, merge, labels, old_label=old_label, new_label=new_label)
+    with tempfile.TemporaryDirectory(prefix="sgpatch-merge-") as scratch:  # each text written once (in memory)
+        texts = MergeScratch(Path(scratch))
+        try:
+            merge = _merger(run, labels, texts)
+            return _carry_files(run, patch, before, after, merge, labels, old_label=old_label, new_label=new_label)
+        finally:
+            texts.close()
 
 
-def _merger(run: Rebase, labels: tuple[str, str, str], scratch: Path) -> Merge:
-    """``git merge-file`` of a patch's texts, written once each in ``scratch``; a hunk is merged once (by content)."""
+def _merger(run: Rebase, labels: tuple[str, str, str], texts: MergeScratch) -> Merge:
+    """``git merge-file`` of a patch's texts, written once each in ``texts``; a hunk is merged once (by content)."""
     merged: dict[tuple[bytes, bytes, bytes], tuple[bytes, int]] = {}
-    texts = MergeScratch(scratch)
 
     def merge(current: bytes, base: bytes, other: bytes) -> tuple[bytes, int]:
         if (current, base, other) not in merged:
@@ -155,7 +158,7 @@ def _judged_files(
             return found, into, _dropped_defines(patch, found, after)
 
     def worker() -> None:
-        own.append(_merger(run, labels, Path(tempfile.mkdtemp(prefix="sgpatch-merge-"))))
+        own.append(_merger(run, labels, MergeScratch(Path(tempfile.mkdtemp(prefix="sgpatch-merge-")))))
 
     def cost(t: int) -> float:  # each hunk is tested against the file's texts: their size times the hunks
         if tasks[t] == -1:
