@@ -132,10 +132,8 @@ def merge_file(
                 texts.close()
     named = [scratch.name(data) for data in (current, base, other)]
     label_args = [arg for label in labels for arg in ("-L", label)]
-    fds = tuple(fd for _, fd in named if fd is not None)
-    proc = g._run(
-        "merge-file", "-p", "--diff3", *label_args, *(name for name, _ in named), check=False, cwd=scratch.root, pass_fds=fds
-    )
+    args = ("merge-file", "-p", "--diff3", *label_args, *(name for name, _ in named))
+    proc = g._run(*args, check=False, cwd=scratch.root, pass_fds=tuple(fd for _, fd in named if fd is not None))
     if proc.returncode < 0 or proc.returncode > 127:
         detail = proc.stderr.decode("utf-8", "replace").strip()
         raise CheckoutError(f"git merge-file failed: {detail or proc.returncode}")
