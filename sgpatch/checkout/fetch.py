@@ -110,9 +110,11 @@ def extract_archive(
                 made.add(target.parent)
             fd = os.open(target, _NEW_FILE, 0o755 if member.executable else 0o644)
             with os.fdopen(fd, "wb") as out:
+                # A wheel's deflated member goes into the pack as it is stored: its bytes inflated from it here.
+                stored = archive.deflated(entry.name) if blobs is not None else None
                 if blobs is not None:
-                    blobs.begin(entry.size)
-                for chunk in archive.chunks(entry.name):
+                    blobs.begin(entry.size, stored[0] if stored is not None else None)
+                for chunk in stored[1] if stored is not None else archive.chunks(entry.name):
                     out.write(chunk)
                     if blobs is not None:
                         blobs.write(chunk)

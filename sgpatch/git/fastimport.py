@@ -1,5 +1,5 @@
-"""One commit on a parent, written by one ``git fast-import``: the stream that says it (and the first commit of a
-laid-out checkout, at the end of the stream of its blobs: ``root_commit_stream``).
+"""One commit on a parent, written by one ``git fast-import``: the stream that says it.  (A laid-out checkout's first
+commit is written with its blobs, by ``sgpatch.git.pack``.)
 
 ``Git.commit_files`` made a commit of a few changed files with five git processes (the blobs by ``hash-object``
 from temporary files, a temporary index by ``read-tree``, the changes by ``update-index``, then ``write-tree`` and
@@ -68,19 +68,6 @@ def commit_stream(
     for path, (mode, data) in written.items():
         out += [f"M {mode} inline ".encode() + quoted(path) + b"\n", b"data %d\n" % len(data), data, b"\n"]
     out += [f"reset {SCRATCH}\n".encode(), b"done\n"]
-    return b"".join(out)
-
-
-def root_commit_stream(mark: int, files: Sequence[tuple[str, int, str]], message: str, date: str, ident: str) -> bytes:
-    """The stream of a commit without a parent (mark ``:mark``) whose tree is ``files`` (``(mode, mark of a blob
-    written before in the same stream, path)``), for a stream that goes on (``git.pack.BlobPack``, which ends it).
-    ValueError for what fast-import cannot say as ``commit-tree`` would (as ``commit_stream``): a laid-out archive
-    has neither (its date is the newest member's, never before 1970; its modes are a file's)."""
-    if not RAW_DATE.fullmatch(date) or any(mode not in INLINE_MODES for mode, _, _ in files):
-        raise ValueError(f"not a commit fast-import writes as commit-tree does: date {date!r}")
-    out = _commit(mark, message, date, ident)
-    out += [f"M {mode} :{blob} ".encode() + quoted(path) + b"\n" for mode, blob, path in files]
-    out.append(f"reset {SCRATCH}\n".encode())
     return b"".join(out)
 
 

@@ -46,6 +46,7 @@ from typing import IO, Literal
 from sgpatch.errors import ArchiveError, SourceError
 from sgpatch.source.members import HOSTILE as _HOSTILE
 from sgpatch.source.members import check_member_name, check_set
+from sgpatch.source.zipraw import inflated, stored_bytes
 
 Kind = Literal["sdist", "wheel"]
 
@@ -378,6 +379,22 @@ class Archive:
             raise ArchiveError(
                 f"{self.where}: member {name!r} is corrupt: {got} bytes, its header says {entry.size}", hint=_HOSTILE
             )
+
+    def deflated(self, name: str) -> tuple[bytes, Iterator[bytes]] | None:
+        """A wheel member stored as deflate data: those bytes as the zip holds them, and the member's bytes
+        inflated from them in pieces of at most CHUNK, for a writer that keeps the deflated bytes (a git pack:
+        ``sgpatch.git.pack``); None for a stored member or an sdist's.  The pieces are checked as ``chunks`` checks
+        them, and more (``zipraw.inflated``): an ArchiveError from the last piece means the bytes must not be used.
+        An empty member with no stored byte (not a deflate stream at all) is None too."""
+        info = self._infos[name]
+        if (
+            not isinstance(info, zipfile.ZipInfo)
+            or info.compress_type != zipfile.ZIP_DEFLATED
+            or not info.compress_size
+        ):
+            return None
+        data = stored_bytes(self._raw, info, self.where)
+        return data, inflated(info, data, self.where, CHUNK)
 
     def _open(self, name: str) -> IO[bytes]:
         info = self._infos[name]

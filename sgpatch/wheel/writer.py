@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from sgpatch.source.archive import Archive, open_archive, sha256_record
+from sgpatch.source.zipraw import LOCAL, LOCAL_SIGNATURE, stored_bytes
 
 _ZIP_EPOCH_MIN = 315532800  # 1980-01-01, the earliest date a zip entry can carry
 
@@ -59,28 +60,20 @@ def raw_members(source: Path | IO[bytes]) -> list[RawMember]:
 
 
 def _raw_members(fh: IO[bytes], zf: zipfile.ZipFile) -> list[RawMember]:
-    out: list[RawMember] = []
-    for info in zf.infolist():
-        fh.seek(info.header_offset)
-        header = fh.read(_LOCAL.size)
-        fields = _LOCAL.unpack(header)
-        if fields[0] != _LOCAL_SIG:
-            raise ValueError(f"{info.filename}: bad local header")
-        fh.seek(fields[-2] + fields[-1], 1)  # name and extra field
-        compressed = fh.read(info.compress_size)
-        out.append(
-            RawMember(
-                info.filename,
-                info.compress_type,
-                info.CRC,
-                info.file_size,
-                compressed,
-                info.date_time,
-                info.external_attr,
-                info.create_system,
-            )
+    where = str(getattr(fh, "name", "the wheel"))
+    return [
+        RawMember(
+            info.filename,
+            info.compress_type,
+            info.CRC,
+            info.file_size,
+            stored_bytes(fh, info, where),
+            info.date_time,
+            info.external_attr,
+            info.create_system,
         )
-    return out
+        for info in zf.infolist()
+    ]
 
 
 def deflated(name: str, data: bytes, date_time: tuple[int, int, int, int, int, int], *, executable: bool) -> RawMember:
@@ -91,8 +84,6 @@ def deflated(name: str, data: bytes, date_time: tuple[int, int, int, int, int, i
     return RawMember(name, zipfile.ZIP_DEFLATED, zlib.crc32(data), len(data), compressed, date_time, mode << 16)
 
 
-_LOCAL_SIG = 0x04034B50
-_LOCAL = struct.Struct("<IHHHHHIIIHH")
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
 _END = struct.Struct("<IHHHHIIH")
 _UTF8 = 0x800
@@ -116,8 +107,8 @@ def write_raw_zip(dest: Path, members: Sequence[RawMember]) -> None:
             flags = 0 if m.name.isascii() else _UTF8
             time_, date = _dos(m.date_time)
             version = 20
-            local = _LOCAL.pack(
-                _LOCAL_SIG, version, flags, m.method, time_, date, m.crc, len(m.compressed), m.size, len(name), 0
+            local = LOCAL.pack(
+                LOCAL_SIGNATURE, version, flags, m.method, time_, date, m.crc, len(m.compressed), m.size, len(name), 0
             )
             if offset + len(local) + len(name) + len(m.compressed) > 0xFFFFFFFF:
                 raise ValueError("the wheel would be over 4 GiB, which needs zip64")
