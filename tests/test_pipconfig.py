@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sgpatch.source import pipconfig
+from sgpatch.source import pipconfig, pipearly
 from sgpatch.source.pipconfig import ask_early, pip_settings
 
 
@@ -25,7 +25,7 @@ def pip_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     for key in pipconfig._KEYS:
         monkeypatch.delenv(f"PIP_{key.upper().replace('-', '_')}", raising=False)
     monkeypatch.setattr(pipconfig, "_ASKED", {})
-    monkeypatch.setattr(pipconfig, "_EARLY", {})
+    monkeypatch.setattr(pipearly, "EARLY", {})
     return conf
 
 
@@ -36,9 +36,9 @@ def test_the_early_answer_is_the_direct_answer(pip_conf: Path) -> None:
     assert direct.extra_index_urls == ("http://127.0.0.1:9/extra",)
     pipconfig._ASKED.clear()
     ask_early()
-    assert len(pipconfig._EARLY) == 1
+    assert len(pipearly.EARLY) == 1
     assert pip_settings() == direct
-    assert pipconfig._EARLY == {}  # taken, not started twice
+    assert pipearly.EARLY == {}  # taken, not started twice
 
 
 def test_a_changed_environment_asks_again(pip_conf: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_everything_in_the_environment_starts_nothing(pip_conf: Path, monkeypatc
     for key in pipconfig._KEYS:
         monkeypatch.setenv(f"PIP_{key.upper().replace('-', '_')}", "x")
     ask_early()
-    assert pipconfig._EARLY == {}
+    assert pipearly.EARLY == {}
 
 
 def test_a_forked_child_asks_for_itself(pip_conf: Path) -> None:
@@ -72,15 +72,15 @@ def test_a_forked_child_asks_for_itself(pip_conf: Path) -> None:
         child = pipe.read().decode()
     os.waitpid(pid, 0)
     assert child == "http://127.0.0.1:9/simple"
-    assert len(pipconfig._EARLY) == 1  # still the parent's, untouched
+    assert len(pipearly.EARLY) == 1  # still the parent's, untouched
     assert pip_settings().index_url == child
 
 
 def test_an_early_process_nobody_asked_is_stopped_at_exit(pip_conf: Path) -> None:
     script = (
-        "from sgpatch.source import pipconfig\n"
-        "pipconfig.ask_early()\n"
-        "print(next(iter(pipconfig._EARLY.values()))[1].pid)\n"
+        "from sgpatch.source import pipearly\n"
+        "pipearly.ask_early()\n"
+        "print(next(iter(pipearly.EARLY.values()))[1].pid)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ)
     pid = int(out.stdout)
@@ -109,9 +109,9 @@ def test_a_port_to_a_release_starts_pip_as_the_process_starts(pip_conf: Path, ar
     direct = pip_settings()
     pipconfig._ASKED.clear()
     start_early(argv)
-    assert len(pipconfig._EARLY) == (1 if started else 0), argv
+    assert len(pipearly.EARLY) == (1 if started else 0), argv
     assert pip_settings() == direct  # the early answer, where one was started, is the direct one
-    assert pipconfig._EARLY == {}
+    assert pipearly.EARLY == {}
 
 
 def test_the_command_line_starts_it_before_the_command_runs(
@@ -126,6 +126,6 @@ def test_the_command_line_starts_it_before_the_command_runs(
     with pytest.raises(SystemExit) as exc:
         main()
     assert exc.value.code == 2  # typer's usage error: the port command did not run
-    assert len(pipconfig._EARLY) == 1
-    pipconfig._reap(os.getpid())
-    assert pipconfig._EARLY == {}
+    assert len(pipearly.EARLY) == 1
+    pipearly._reap(os.getpid())
+    assert pipearly.EARLY == {}

@@ -58,16 +58,18 @@ def main(*, fast: bool = True) -> None:
     ``verify`` and ``check-interface`` with an argv the fast command line understands run without typer
     (:mod:`sgpatch.cli.fast`); everything else, and every error and help text, goes through typer (all of
     it with ``fast=False``: tests/test_cli_fast.py compares the two)."""
-    from sgpatch.cli.common import _err, open_std_streams
-    from sgpatch.cli.fast import parse
-    from sgpatch.errors import EXIT_INTERRUPTED
+    from sgpatch.cli.streams import open_std_streams
 
-    open_std_streams()
+    open_std_streams()  # first: no pipe or file sgpatch opens may take a closed standard descriptor's number
     argv = sys.argv
     if argv[1:2] == ["port"]:  # what it will ask first, started before the imports and typer (cli.early)
         from sgpatch.cli.early import start_early
 
         start_early(argv[1:])
+    from sgpatch.cli.common import _err
+    from sgpatch.cli.fast import parse
+    from sgpatch.errors import EXIT_INTERRUPTED
+
     try:
         parsed = parse(argv[1:], os.environ) if fast else None
         if parsed is None:

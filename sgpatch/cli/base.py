@@ -27,10 +27,10 @@ from sgpatch.cli.common import (
     error_doc,
     fail,
     json_dumps,
-    open_std_streams,
     run_command,
 )
 from sgpatch.cli.params import CHECKOUT, CONFIG, JSON, NO_CACHE, STACK, Command, Param
+from sgpatch.cli.streams import open_std_streams
 from sgpatch.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 ``sgpatch port --to VERSION`` asks pip's index first, and pip's settings come from ``pip config list``, a Python
 process of its own (about 0.2 s): started here it runs while sgpatch imports its modules and reads the series,
 instead of after them (0.1 s less before the index answers, on a 2-core machine).  Only the start is early: the
-command still decides whether it asks (``pipconfig.ask_early``: the same command, its answer not kept past the
+command still decides whether it asks (``pipearly.ask_early``: the same command, its answer not kept past the
 process, stopped at exit when no one asked).  The argv is read loosely, never to decide anything but this: a
 command that will not ask, but looks as if it would, costs one ``pip config list`` stopped at exit.
 """
@@ -22,7 +22,7 @@ def start_early(args: Sequence[str]) -> None:
     options = {a.partition("=")[0] for a in args[1:] if a.startswith("--")}
     source = _value(args[1:], "--source")
     if "--to" in options and not options.intersection(_ELSEWHERE) and source in (None, "pypi"):
-        from sgpatch.source.pipconfig import ask_early
+        from sgpatch.source.pipearly import ask_early  # the standard library only: pip starts before the rest
 
         ask_early()
 

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-import atexit
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 
 from sgpatch.errors import EnvironmentFailure
+from sgpatch.source import pipearly
 from sgpatch.source.credentials import KEYRING_PROVIDERS
 from sgpatch.source.findlinks import truthy
 from sgpatch.source.http import Client, deadline_seconds, deadline_text
+from sgpatch.source.pipearly import KEYS as _KEYS
+from sgpatch.source.pipearly import environment as _environment
+from sgpatch.source.pipearly import from_environment as _from_environment
+from sgpatch.source.pipearly import start as _start
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 
@@ -37,44 +39,12 @@ class PipSettings:
         return Client(cert=self.cert, proxy=self.proxy, keyring=self.keyring_provider in KEYRING_PROVIDERS)
 
 
-_KEYS = ("index-url", "extra-index-url", "cert", "proxy", "keyring-provider", "find-links", "no-index")
 _ASKED: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-_EARLY: dict[tuple[tuple[str, str], ...], tuple[int, subprocess.Popen[bytes] | None]] = {}  # key: (pid, started)
-
-
-def _environment() -> tuple[tuple[str, str], ...]:
-    """What decides the files pip reads: its variables, XDG's, the virtual environment and the home."""
-    return tuple(
-        sorted((k, v) for k, v in os.environ.items() if k.startswith(("PIP_", "XDG_", "VIRTUAL_ENV")) or k == "HOME")
-    )
-
-
-def _from_environment() -> dict[str, str]:
-    return {key: os.environ.get(f"PIP_{key.upper().replace('-', '_')}", "").strip() for key in _KEYS}
 
 
 def ask_early() -> None:
-    """Start ``pip config list`` now, beside what the command does first (a port reads its series meanwhile;
-    pip's start-up is half a second); ``pip_settings`` takes its answer when it first asks, in this process
-    and this environment.  The same command, started sooner: its answer is not kept past the process."""
-    key = _environment()
-    if key in _ASKED or key in _EARLY or all(_from_environment().values()):
-        return
-    if not _EARLY:
-        atexit.register(_reap, os.getpid())
-    _EARLY[key] = (os.getpid(), _start())
-
-
-def _reap(owner: int) -> None:
-    """An early ``pip config list`` no one asked for is stopped at exit, not left behind (by the process that
-    started it: a forked child's copy of the table is not its own)."""
-    if os.getpid() != owner:
-        return
-    for pid, proc in _EARLY.values():
-        if pid == owner and proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    _EARLY.clear()
+    """``pipearly.ask_early``, unless this environment's settings were asked for already."""
+    pipearly.ask_early(_ASKED)
 
 
 def _pip_config_list() -> dict[str, str]:
@@ -84,25 +54,11 @@ def _pip_config_list() -> dict[str, str]:
     """
     key = _environment()
     if key not in _ASKED:
-        pid, early = _EARLY.pop(key, (0, None))
-        _ASKED[key] = _answer(early if pid == os.getpid() else _start())
+        _ASKED[key] = _answer(pipearly.take(key) or _start())
     return dict(_ASKED[key])
 
 
 PIP_CONFIG_SECONDS = 30.0  # pip config list is local work: a deadline meant for an index never cuts it short
-
-
-def _start() -> subprocess.Popen[bytes] | None:
-    """``pip config list`` of this interpreter's pip, started; None if it cannot be run."""
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "pip", "config", "list"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-    except OSError:
-        return None
 
 
 def _answer(proc: subprocess.Popen[bytes] | None) -> dict[str, str]:
