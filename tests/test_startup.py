@@ -27,7 +27,7 @@ THIRD_PARTY = {"typer", "click", "shellingham", "annotated_doc", "typing_extensi
 FAST_THIRD_PARTY = {"unidiff"}
 # of sgpatch.cli, what the fast command line and the two commands need (no typer command module)
 FAST_CLI = {"sgpatch.cli", "sgpatch.cli.common", "sgpatch.cli.fast", "sgpatch.cli.params", "sgpatch.cli.progress",
-            "sgpatch.cli.render"}  # fmt: skip
+            "sgpatch.cli.render", "sgpatch.cli.streams"}  # fmt: skip
 # sgpatch's rooms a verify needs: the checkout, its series and anchors, the interface check, the cache
 VERIFY_ROOMS = {
     "sgpatch",
