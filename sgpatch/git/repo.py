@@ -45,6 +45,7 @@ class Git:
         self.root = root
         self._checked = False
         self._where: tuple[Path, Path, Path] | None = None  # top level, git dir, common dir (once found)
+        self._made: Path | None = None  # the git directory ``init`` made here (asked of git once)
 
     def _run(
         self,
@@ -187,7 +188,7 @@ class Git:
 
     def git_dir(self) -> Path:
         """The repository's own git directory (absolute)."""
-        return Path(self._out("rev-parse", "--absolute-git-dir"))
+        return self._made or Path(self._out("rev-parse", "--absolute-git-dir"))
 
     def message(self, commit: str) -> str:
         return self._run("log", "-1", "--format=%B", commit).stdout.decode("utf-8", "replace")
@@ -349,7 +350,8 @@ class Git:
         self._run("init", "-q", "-b", branch, ".")
         for key, value in (("core.autocrlf", "false"), ("core.filemode", "true"), ("gc.auto", "0")):
             self._run("config", key, value)
-        write_info_attributes(self.git_dir())
+        self._made = self.git_dir()
+        write_info_attributes(self._made)
 
     def read_tree(self, tree: str) -> None:
         """The repository's own index made ``tree`` (files on disk untouched; ``refresh_index`` then reads them)."""
