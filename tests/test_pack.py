@@ -193,6 +193,11 @@ def test_a_deflate_stream_with_bytes_after_its_end_is_refused(tmp_path: Path, co
     ):
         create_pypi_checkout(config.stack(None), tmp_path / bad.filename, tmp_path / "co", bad)
     assert not (tmp_path / "co").exists()
+    (tmp_path / "long").mkdir()  # more stored bytes than a deflate stream of the member could be: not even read
+    long = _wheel(tmp_path / "long" / bad.filename, MEMBERS, tails={"sglang/srt/b.py": b"j" * 5000})
+    with pytest.raises((SourceError, ArchiveError), match=r"'sglang/srt/b\.py' is corrupt: \d+ stored bytes for 6"):
+        create_pypi_checkout(config.stack(None), tmp_path / "long" / long.filename, tmp_path / "co", long)
+    assert not (tmp_path / "co").exists()
     (tmp_path / "good").mkdir()
     good = _wheel(tmp_path / "good" / "sglang-9.9-py3-none-any.whl", MEMBERS)
     create_pypi_checkout(config.stack(None), tmp_path / "good" / good.filename, tmp_path / "co", good)

@@ -12,7 +12,9 @@ error naming it.  Every refusal is an ``ArchiveError`` (exit 2).
 Memory stays bounded whatever an archive holds: members are extracted and hashed
 in CHUNK pieces, one at a time, and only ``read`` (for a small file: METADATA, a
 pyproject.toml, a source file a check reads) holds one member whole, never more
-than MAX_MEMBER_BYTES and usually under a limit its caller sets.  Listing holds
+than MAX_MEMBER_BYTES and usually under a limit its caller sets, and ``deflated`` one
+member's stored bytes (a deflate stream can be at most twice what it unpacks to, and a
+bit: a member that claims more is refused before it is read).  Listing holds
 one small record per member (at most MAX_MEMBERS).  So the peak is a few hundred
 MiB at worst, far under a 24 GB host; MAX_TOTAL_BYTES bounds the disk an
 extraction takes, not memory.
@@ -58,6 +60,7 @@ MAX_RATIO = 200  # unpacked / packed, per member over RATIO_FLOOR and for the wh
 RATIO_FLOOR = 1 << 20  # smaller members may compress better than MAX_RATIO without costing anything
 MAX_DIRECTORY_BYTES = 16 << 20  # a zip's central directory (real: ~1 MB)
 MAX_HEADER_READ = 4 << 20  # one read of tar header data (pax, long names); data is read in CHUNK pieces
+MAX_DEFLATED_RATIO = 2  # a deflate stream over what it unpacks to: a literal costs 15 bits at most, and a block header
 WHEEL_CHECKOUT_EPOCH = 315532800  # 1980-01-01, the earliest date a zip member can carry
 CHUNK = 1 << 20
 
@@ -393,6 +396,11 @@ class Archive:
             or not info.compress_size
         ):
             return None
+        if info.compress_size > MAX_DEFLATED_RATIO * info.file_size + 1024:  # held whole: read no more than that
+            raise ArchiveError(
+                f"{self.where}: member {name!r} is corrupt: {info.compress_size} stored bytes for {info.file_size}",
+                hint=_HOSTILE,
+            )
         data = stored_bytes(self._raw, info, self.where)
         return data, inflated(info, data, self.where, CHUNK)
 
