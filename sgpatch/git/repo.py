@@ -45,7 +45,7 @@ class Git:
         self.root = root
         self._checked = False
         self._where: tuple[Path, Path, Path] | None = None  # top level, git dir, common dir (once found)
-        self._made: Path | None = None  # the git directory ``init`` made here (asked of git once)
+        self._git_dir: Path | None = None  # the repository's git directory, once asked (or made by ``init``)
 
     def _run(
         self,
@@ -187,8 +187,11 @@ class Git:
         return {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
 
     def git_dir(self) -> Path:
-        """The repository's own git directory (absolute)."""
-        return self._made or Path(self._out("rev-parse", "--absolute-git-dir"))
+        """The repository's own git directory (absolute); asked of git once (``locate`` may have asked already)."""
+        if self._git_dir is None:
+            where = self._where
+            self._git_dir = where[1] if where is not None else Path(self._out("rev-parse", "--absolute-git-dir"))
+        return self._git_dir
 
     def message(self, commit: str) -> str:
         return self._run("log", "-1", "--format=%B", commit).stdout.decode("utf-8", "replace")
@@ -344,14 +347,15 @@ class Git:
         """``git init`` of a person's own repository (``sgpatch init``): no settings, no commit."""
         self.root.mkdir(parents=True, exist_ok=True)
         self._run("init", "-q", "-b", branch, ".")
+        self._where = self._git_dir = None  # asked before, they were another repository's (an outer one's)
 
     def init(self, *, branch: str) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self._run("init", "-q", "-b", branch, ".")
+        self._where = self._git_dir = None  # asked before, they were another repository's (an outer one's)
         for key, value in (("core.autocrlf", "false"), ("core.filemode", "true"), ("gc.auto", "0")):
             self._run("config", key, value)
-        self._made = self.git_dir()
-        write_info_attributes(self._made)
+        write_info_attributes(self.git_dir())
 
     def read_tree(self, tree: str) -> None:
         """The repository's own index made ``tree`` (files on disk untouched; ``refresh_index`` then reads them)."""
