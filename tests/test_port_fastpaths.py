@@ -347,6 +347,28 @@ def test_a_port_worked_ahead_is_the_port_that_waited_for_the_index(
     assert ports[1] == ports[0]
 
 
+def test_a_child_killed_while_it_works_ahead_leaves_nothing_either(
+    tmp_path: Path,
+    slime_project: tuple[Path, Path],  # noqa: F811  (the fixture)
+) -> None:
+    """The child laying the guess out dies without unwinding (SIGKILL: it cannot remove what it made): once it is
+    reaped, closing the work done ahead removes its staging directory; nothing is left beside the checkout."""
+    old, _ = load_old(load_config(slime_project[0] / "VERSIONS.toml"), None, progress=None)
+    into = tmp_path / "ahead" / "checkout"
+    into.parent.mkdir()
+    ahead = start_ahead("0.5.12.post1", old, old.series.touched, renamed(old.stack, "0.5.12.post1", None), into)
+    assert ahead is not None
+    try:
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "ahead").glob(f".checkout.sgpatch-new-{ahead.laying.pid}-*/python")):
+            assert time.monotonic() < deadline, "the child never started laying out"
+            time.sleep(0.01)
+        os.kill(ahead.laying.pid, signal.SIGKILL)
+    finally:
+        ahead.close()
+    assert list(into.parent.iterdir()) == []
+
+
 def test_a_port_whose_index_fails_while_it_works_ahead_fails_as_one_that_waited(
     tmp_path: Path,
     slime_project: tuple[Path, Path],  # noqa: F811  (the fixture)

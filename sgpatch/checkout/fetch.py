@@ -238,6 +238,13 @@ def _staged(into: Path) -> Iterator[Path]:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def remove_staging(into: Path, pid: int) -> None:
+    """What a layout into ``into`` by process ``pid`` left beside it, once that process is gone: one killed before
+    it could unwind (SIGKILL) leaves its staging directory."""
+    for stale in into.parent.glob(f".{into.name}{_STAGING}{pid}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
 def _publish(staging: Path, into: Path) -> None:
     """Rename the complete checkout into place (``into`` is absent or an empty directory)."""
     pause("fetch:staged")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sgpatch.checkout.fetch import remove_staging
 from sgpatch.config import Artifact, Stack
 from sgpatch.port.carry import lacking_files, read_lacking_package
 from sgpatch.port.moved import KeptFiles
@@ -41,14 +42,17 @@ class Ahead:
     message: Later[str]  # the commit message the child waits for
     files: ArchiveFiles  # open (``close``)
     read: tuple[Files, KeptFiles] | None  # the files the series touches, and the release's files read for the port
+    into: Path  # where the child lays the checkout out
 
     def is_source_of(self, release: Release) -> bool:
         """Whether the index named the file guessed: ``release``'s source is that very file."""
         return release.source == (self.artifact, self.path)
 
     def close(self) -> None:
-        """Stop the child if it has not answered (it removes what it made), close the file; idempotent."""
+        """Stop the child if it has not answered (it removes what it made; what it could not, killed before it
+        unwound, is removed here once it is reaped), close the file; idempotent."""
         self.laying.close()
+        remove_staging(self.into, self.laying.pid)
         self.message.close()
         self.files.close()
 
@@ -74,7 +78,7 @@ def start_ahead(version: str, old: OldSeries, touched: Sequence[str], stack: Sta
         message.close()
         return None
     files = ArchiveFiles(path, artifact)
-    ahead = Ahead(artifact, path, laying, message, files, None)
+    ahead = Ahead(artifact, path, laying, message, files, None, into)
     try:
         current = files.read(touched)
         kept = KeptFiles(files.names, files.read)

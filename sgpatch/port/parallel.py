@@ -113,6 +113,7 @@ class Forked(Generic[T]):
             raise
         if handed is not None:
             handed.forked()
+        self.pid = self._child.pid  # the child's, for what it may leave if it dies before it unwinds
 
     def result(self) -> T:
         answer = _read_frame(self._child.answers) if self._child is not None else None
