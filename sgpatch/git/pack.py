@@ -57,7 +57,7 @@ class BlobPack:
         self._objects: dict[bytes, tuple[int, int]] = {}  # id -> (offset, CRC-32 of its entry)
         self._blobs: dict[bytes, tuple[int, int]] = {}  # id -> (size, CRC-32 of the bytes): a collision's tell
         self._committed = False
-        self.ids: list[str] = []  # in the order the blobs were written, once the pack is done
+        self.ids: list[str] = []  # each blob's id, in the order the blobs were written
         self.commit_id: str | None = None  # the commit's, once the pack is done
         # the blob being written
         self._size = self._left = 0
@@ -175,16 +175,25 @@ class BlobPack:
         self._keep(oid)
         return oid
 
-    def _tree(self, node: _Folder) -> bytes:
-        """The tree of ``node`` (names -> a subtree's dict or a file's (mode, id)), its subtrees first; its id."""
-        entries: list[tuple[bytes, bytes, bytes, bytes]] = []
-        for name, value in node.items():
-            if isinstance(value, dict):
-                entries.append((name + b"/", _TREE_MODE, name, self._tree(value)))
-            else:
-                entries.append((name, value[0], name, value[1]))
-        entries.sort()
-        return self._whole(_TREE, b"tree", b"".join(b"%s %s\0%s" % (m, n, i) for _, m, n, i in entries))
+    def _tree(self, root: _Folder) -> bytes:
+        """The tree of ``root`` (names -> a subfolder's dict or a file's (mode, id)), each subtree written before the
+        tree that names it; its id.  Without recursion: a hostile archive may nest folders past Python's stack."""
+        made: dict[int, bytes] = {}  # id() of a folder -> its tree's id
+        todo: list[tuple[_Folder, bool]] = [(root, False)]
+        while todo:
+            node, ready = todo.pop()
+            if not ready:
+                todo.append((node, True))
+                todo.extend((value, False) for value in reversed(node.values()) if isinstance(value, dict))
+                continue
+            entries = [  # git's order: a folder's name as if it ended in "/"
+                (name + b"/", _TREE_MODE, name, made[id(value)])
+                if isinstance(value, dict)
+                else (name, value[0], name, value[1])
+                for name, value in node.items()
+            ]
+            made[id(node)] = self._whole(_TREE, b"tree", b"".join(b"%s %s\0%s" % e[1:] for e in sorted(entries)))
+        return made[id(root)]
 
 
 def _entry_header(kind: int, size: int) -> bytes:

@@ -95,7 +95,7 @@ def repack_wheel(
     with open_archive(upstream_path, "wheel", sha256=upstream.sha256) as archive:
         digests = {e.name: (archive.digest(e.name), e.size) for e in archive.entries}
         try:
-            members = raw_members(archive.raw)
+            members = raw_members(archive.raw, where=archive.where)
         except (OSError, ValueError) as exc:
             raise BuildError(f"{upstream.filename}: cannot read its members: {exc}") from None
     tops = {m.name.split("/", 1)[0] for m in members if "/" in m.name}

@@ -49,18 +49,18 @@ class RawMember:
     create_system: int = 3
 
 
-def raw_members(source: Path | IO[bytes]) -> list[RawMember]:
+def raw_members(source: Path | IO[bytes], *, where: str | None = None) -> list[RawMember]:
     """Every member of the zip at ``source`` (a path, or the open file an accepted archive was read through)
-    with its stored bytes, directories included, in archive order.
+    with its stored bytes, directories included, in archive order; ``where`` names it in an error.
 
     Call on an archive sgpatch.source.archive has already accepted (it checks names, sizes, methods and CRCs)."""
+    where = where or (str(source) if isinstance(source, Path) else "the wheel")
     with contextlib.ExitStack() as stack:
         fh = stack.enter_context(source.open("rb")) if isinstance(source, Path) else source
-        return _raw_members(fh, stack.enter_context(zipfile.ZipFile(fh)))
+        return _raw_members(fh, stack.enter_context(zipfile.ZipFile(fh)), where)
 
 
-def _raw_members(fh: IO[bytes], zf: zipfile.ZipFile) -> list[RawMember]:
-    where = str(getattr(fh, "name", "the wheel"))
+def _raw_members(fh: IO[bytes], zf: zipfile.ZipFile, where: str) -> list[RawMember]:
     return [
         RawMember(
             info.filename,
