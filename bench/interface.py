@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sgpatch.checkout.fetch import extract_artifact
+from sgpatch.checkout.extract import extract_artifact
 from sgpatch.config import Stack, load_config
 from sgpatch.interface import ClassRef, InterfaceReport, check_interface
 from sgpatch.source.artifacts import fetch_artifact

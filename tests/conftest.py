@@ -21,7 +21,8 @@ import pytest
 import sgpatch.cache
 from sgpatch.cache import Cache
 from sgpatch.checkout.apply import apply_series
-from sgpatch.checkout.fetch import extract_archive, fetch
+from sgpatch.checkout.extract import extract_archive
+from sgpatch.checkout.fetch import fetch
 from sgpatch.config import Artifact, Config, load_config
 from sgpatch.project import Project, load_project
 from sgpatch.source.artifacts import fetch_artifact

@@ -1013,7 +1013,7 @@ def test_hostile_index_answer_is_an_environment_failure(
 
 def test_pinned_wheels_that_disagree_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    from sgpatch.checkout.fetch import check_wheels_agree
+    from sgpatch.checkout.extract import check_wheels_agree
 
     pins = []
     for arch, body in (("x86_64", b"x = 1\n"), ("aarch64", b"x = 2\n")):

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from packaging.tags import Tag
 
-from sgpatch.checkout.fetch import create_pypi_checkout, is_extension
+from sgpatch.checkout.extract import is_extension
+from sgpatch.checkout.fetch import create_pypi_checkout
 from sgpatch.config import load_config, parse_config
 from sgpatch.errors import BuildError, ConfigError
 from sgpatch.source.artifacts import fetch_artifact

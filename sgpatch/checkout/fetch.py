@@ -23,159 +23,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from sgpatch.checkout.extract import extract_archive, index_entry
 from sgpatch.config import Artifact, Stack
 from sgpatch.errors import CheckoutError, SourceError
 from sgpatch.git.attributes import write_info_attributes
 from sgpatch.git.clone import check_git_url, check_ref_name, clone
-from sgpatch.git.pack import BlobPack, blob_pack
+from sgpatch.git.index import index_file, write_index
+from sgpatch.git.pack import blob_pack
 from sgpatch.git.repo import Git
 from sgpatch.lock import Held, exclusive, pause
 from sgpatch.results import Progress
-from sgpatch.source.archive import WHEEL_CHECKOUT_EPOCH, Kind, open_archive
+from sgpatch.source.archive import Kind
 from sgpatch.source.artifacts import cache_root, fetch_artifact, trusted_dir
-
-# Files an sdist or wheel has that upstream's git tree does not: packaging output.
-_GENERATED_TOP = {"PKG-INFO", "setup.cfg"}
-_GENERATED_SUFFIXES = (".egg-info", ".dist-info")
-_VERSION_FILE = "sglang/_version.py"  # written by setuptools-scm at build time; upstream ignores it
-# Compiled extension modules: the one part of a platform wheel that differs per CPython version and platform.
-_EXTENSION = re.compile(r"\.(so|pyd|dylib)(\.[0-9.]+)?$")
-# A checkout made from wheels has no date of its own (each platform's wheel was zipped at another
-# time): its commit carries this fixed one, so the same files make the same commit from any wheel.
-
-
-def is_extension(name: str) -> bool:
-    """Whether a wheel member is a compiled extension (``_core.cpython-311-x86_64-linux-gnu.so``)."""
-    return bool(_EXTENSION.search(name))
-
-
-# --------------------------------------------------------------------------- reading archives
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    """One regular file of an artifact, mapped into upstream's layout (its bytes are on disk)."""
-
-    path: str  # checkout-relative, e.g. python/sglang/__init__.py
-    executable: bool
-
-
-def _keep(rel: PurePosixPath, *, wheel: bool = False) -> bool:
-    """Drop packaging output that upstream's git tree does not carry (and, from a wheel, compiled extensions)."""
-    if wheel and is_extension(rel.name):
-        return False
-    parts = rel.parts
-    if not parts:
-        return False
-    if len(parts) == 1 and parts[0] in _GENERATED_TOP:
-        return False
-    if parts[0].endswith(_GENERATED_SUFFIXES):
-        return False
-    return str(rel) != _VERSION_FILE
-
-
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def extract_archive(
-    path: Path, dest: Path, kind: Kind | None = None, *, sha256: str | None = None, blobs: BlobPack | None = None
-) -> tuple[list[Member], int]:
-    """Write the regular files of an sdist or wheel under ``dest/python/`` (packaging output left out),
-    member by member in chunks, so no member is ever held whole in memory; returns them and the newest
-    member mtime.  Every member is checked by sgpatch.source.archive before anything is written, and each
-    file is created anew (never through a link, never over another).  ``sha256``: the pin, checked on the
-    bytes the members are then read from.  ``blobs``: each file written as a git blob too, in order."""
-    with open_archive(path, kind, sha256=sha256) as archive:
-        wheel = archive.kind == "wheel"
-        keep = {e.name for e in archive.entries if _keep(PurePosixPath(e.name), wheel=wheel)}
-        members: list[Member] = []
-        made: set[Path] = set()  # the directories made so far: each is made once, not once per file in it
-        for entry in archive.entries:
-            if entry.name not in keep:
-                continue
-            # From wheels, no executable bits: they vary between the wheels of one release (each CPython
-            # version's build sets its own), so the checkout is the same whichever wheel it was made from.
-            member = Member(f"python/{entry.name}", entry.executable and not wheel)
-            target = dest / member.path
-            if target.parent not in made:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                made.add(target.parent)
-            fd = os.open(target, _NEW_FILE, 0o755 if member.executable else 0o644)
-            with os.fdopen(fd, "wb") as out:
-                # A wheel's deflated member goes into the pack as it is stored: its bytes inflated from it here.
-                stored = archive.deflated(entry.name) if blobs is not None else None
-                if blobs is not None:
-                    blobs.begin(entry.size, stored[0] if stored is not None else None)
-                for chunk in stored[1] if stored is not None else archive.chunks(entry.name):
-                    out.write(chunk)
-                    if blobs is not None:
-                        blobs.write(chunk)
-                if blobs is not None:
-                    blobs.end()
-            members.append(member)
-        return members, WHEEL_CHECKOUT_EPOCH if wheel else archive.newest
-
-
-def extract_artifact(path: Path, artifact: Artifact, dest: Path) -> tuple[list[Member], int]:
-    """``extract_archive`` of a pinned artifact, its sha256 checked first (on the bytes then extracted)."""
-    return extract_archive(path, dest, "sdist" if artifact.kind == "sdist" else "wheel", sha256=artifact.sha256)
-
-
-def wheel_tree(path: Path, *, sha256: str | None = None) -> dict[str, bytes]:
-    """What a checkout made from the wheel at ``path`` holds: each kept member's sha256 (``sha256``: the pin,
-    checked on the bytes read)."""
-    with open_archive(path, "wheel", sha256=sha256) as archive:
-        return {e.name: archive.digest(e.name) for e in archive.entries if _keep(PurePosixPath(e.name), wheel=True)}
-
-
-TreeOf = Callable[[Artifact, Path], dict[str, bytes]]
-
-
-def check_wheels_agree(
-    stack: Stack, *, progress: Progress | None = None, tree_of: TreeOf | None = None
-) -> tuple[str, ...]:
-    """Every pinned wheel downloaded (sha256-checked) and compared: their files other than
-    compiled extensions must be the same, so the checkout is one whichever wheel a host makes it from.
-    ``tree_of`` reads a wheel's ``wheel_tree`` (a cache may keep it, keyed by the wheel's sha256).
-
-    Returns the wheels compared; SourceError naming the first file that differs (or is missing)."""
-    wheels = sorted(stack.wheels, key=lambda a: a.filename)
-    if len(wheels) < 2:
-        return tuple(a.filename for a in wheels)
-    first: tuple[Artifact, dict[str, bytes]] | None = None
-    for artifact in wheels:
-        path = fetch_artifact(artifact, stack.sglang_version, progress=progress)
-        if progress:
-            progress(f"comparing the files of {artifact.filename}")
-        tree = tree_of(artifact, path) if tree_of is not None else wheel_tree(path, sha256=artifact.sha256)
-        if first is None:
-            first = (artifact, tree)
-            continue
-        ref_artifact, ref = first
-        for name in sorted(set(ref) | set(tree)):
-            if ref.get(name) != tree.get(name):
-                ref_name = ref_artifact.filename
-                if name not in tree:
-                    what = f"lacks {name}, which {ref_name} carries"
-                elif name not in ref:
-                    what = f"carries {name}, which {ref_name} lacks"
-                else:
-                    what = f"{name} differs from {ref_name}'s"
-                raise SourceError(
-                    f"{artifact.filename}: {what}",
-                    hint="the pinned wheels must carry the same files but for compiled extensions; "
-                    "pin only wheels of one build",
-                )
-    return tuple(a.filename for a in wheels)
-
 
 # --------------------------------------------------------------------------- checkouts
 
@@ -317,8 +183,9 @@ def create_pypi_checkout(
         commit = pack.commit_id
         if commit is None:  # the pack is done and its commit was asked for: never
             raise CheckoutError(f"{staging}: the checkout's commit was not written")
-        g.read_tree(commit)  # the index, then the files' stat data read
-        g.refresh_index()
+        # the index, with each file's stat data as it was written (git's read-tree and refresh would hash them again)
+        entries = [index_entry(m, oid) for m, oid in zip(members, pack.ids, strict=True)]
+        write_index(g.git_dir(), index_file(entries, pack.trees))
         g.set_ref("HEAD", commit)
         g.tag(stack.tag, commit)
         if check is not None:

@@ -59,6 +59,7 @@ class BlobPack:
         self._committed = False
         self.ids: list[str] = []  # each blob's id, in the order the blobs were written
         self.commit_id: str | None = None  # the commit's, once the pack is done
+        self.trees: dict[bytes, bytes] = {}  # each folder's path (b"": the top) -> its tree's id, once committed
         # the blob being written
         self._size = self._left = 0
         self._start = 0
@@ -177,23 +178,28 @@ class BlobPack:
 
     def _tree(self, root: _Folder) -> bytes:
         """The tree of ``root`` (names -> a subfolder's dict or a file's (mode, id)), each subtree written before the
-        tree that names it; its id.  Without recursion: a hostile archive may nest folders past Python's stack."""
-        made: dict[int, bytes] = {}  # id() of a folder -> its tree's id
-        todo: list[tuple[_Folder, bool]] = [(root, False)]
+        tree that names it; its id (each folder's in ``trees``).  Without recursion: a hostile archive may nest
+        folders past Python's stack."""
+        made = self.trees  # a folder's path -> its tree's id
+        todo: list[tuple[_Folder, bytes, bool]] = [(root, b"", False)]
         while todo:
-            node, ready = todo.pop()
+            node, path, ready = todo.pop()
             if not ready:
-                todo.append((node, True))
-                todo.extend((value, False) for value in reversed(node.values()) if isinstance(value, dict))
+                todo.append((node, path, True))
+                todo.extend(
+                    (value, path + b"/" + name if path else name, False)
+                    for name, value in reversed(node.items())
+                    if isinstance(value, dict)
+                )
                 continue
             entries = [  # git's order: a folder's name as if it ended in "/"
-                (name + b"/", _TREE_MODE, name, made[id(value)])
+                (name + b"/", _TREE_MODE, name, made[path + b"/" + name if path else name])
                 if isinstance(value, dict)
                 else (name, value[0], name, value[1])
                 for name, value in node.items()
             ]
-            made[id(node)] = self._whole(_TREE, b"tree", b"".join(b"%s %s\0%s" % e[1:] for e in sorted(entries)))
-        return made[id(root)]
+            made[path] = self._whole(_TREE, b"tree", b"".join(b"%s %s\0%s" % e[1:] for e in sorted(entries)))
+        return made[b""]
 
 
 def _entry_header(kind: int, size: int) -> bytes:

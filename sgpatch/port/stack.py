@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from sgpatch.cache import Cache, key
-from sgpatch.checkout.fetch import check_wheels_agree, create_pypi_checkout, wheel_tree
+from sgpatch.checkout.extract import check_wheels_agree, wheel_tree
+from sgpatch.checkout.fetch import create_pypi_checkout
 from sgpatch.config import Artifact, InstallRecipe, Stack
 from sgpatch.config.pins import RENAMES, check_build_requires, port_pins
 from sgpatch.errors import SourceError
