@@ -3,8 +3,9 @@ asks the blob ids of every file its series touches)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sgpatch.errors import CheckoutError
 from sgpatch.git.repo import Git
@@ -65,3 +66,24 @@ def blob_ids_at(g: Git, revs: Sequence[str], paths: Sequence[str]) -> list[tuple
     ids = object_ids(g, [f"{rev}:{p}" for rev in revs for p in paths])
     n = len(paths)
     return [tuple(zip(paths, ids[i * n : (i + 1) * n], strict=True)) for i in range(len(revs))]
+
+
+def read_blobs_known(
+    g: Git, rev: str, paths: Sequence[str], known: Mapping[str, bytes | None]
+) -> dict[str, bytes | None]:
+    """``read_blobs(g, rev, paths)``, the texts of ``known`` taken where ``rev`` holds them byte for byte: the ids
+    are asked first (no content read), and only the files whose blob is not the text known are read (a port's
+    checkout holds the very files it judged from the release: 15 ms of reading saved at its stop)."""
+    ids = dict(blob_ids(g, rev, paths))
+    out: dict[str, bytes | None] = {}
+    for path in paths:
+        if path in known:
+            text = known[path]
+            if ids[path] == (None if text is None else _blob_id(text)):
+                out[path] = text
+    out.update(read_blobs(g, rev, [p for p in paths if p not in out]))
+    return {p: out[p] for p in paths}
+
+
+def _blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from sgpatch.errors import CheckoutError
+from sgpatch.git.batch import read_objects
 from sgpatch.git.repo import Git
 
 
@@ -41,3 +48,71 @@ def untracked_files(g: Git) -> list[str]:
     """Untracked files, ignored ones left out; sorted."""
     found = g._run("ls-files", "-z", "--others", "--exclude-standard").stdout
     return sorted(p.decode("utf-8", "surrogateescape") for p in found.split(b"\0") if p)
+
+
+_PLAIN = {b"100644": 0o666, b"100755": 0o777}  # what git creates a file with (the umask applies)
+
+
+def write_changes(g: Git, old: str, new: str, known: Mapping[str, bytes | None]) -> bool:
+    """The files of a clean work tree at ``old`` made ``new``'s, index and HEAD left at ``old``: what
+    ``read-tree -m -u old new`` does to the files, for a checkout nobody else uses (a port's own staging copy,
+    which a kill removes whole), without the index written and read again and the journal a checkout in use
+    needs.  Each file the trees differ in is written from its text in ``known`` when that text is the blob
+    (its id checked), else from git.  Only files added or changed (regular, executable or not) are done here:
+    with a file removed, a link, a mode other than a file's or a file where a folder goes, nothing is written and
+    False is returned (the caller moves the checkout the journalled way).  ``tests/test_worktree.py`` holds it to
+    git's own move."""
+    raw = g._run("diff-tree", "-r", "-z", "--no-renames", "--end-of-options", old, new).stdout.split(b"\0")
+    changes: list[tuple[str, int, str, bool]] = []  # (path, mode, blob id, whether the file exists already)
+    for head, name in zip(raw[0:-1:2], raw[1::2], strict=True):
+        fields = head[1:].split(b" ")  # ":<old mode> <new mode> <old id> <new id> <status>"
+        if len(fields) != 5 or fields[4] not in (b"A", b"M") or fields[1] not in _PLAIN:
+            return False
+        path = name.decode("utf-8", "surrogateescape")
+        exists = fields[4] == b"M"
+        if exists and fields[0] not in _PLAIN:
+            return False
+        changes.append((path, _PLAIN[fields[1]], fields[3].decode(), exists))
+    root = g.root
+    for path, _, _, exists in changes:  # every place checked before any file is written
+        where = root / path
+        if exists != where.is_file() or where.is_symlink() or not _folders_free(root, Path(path).parent):
+            return False
+    blobs = _blob_texts(g, [(p, oid) for p, _, oid, _ in changes], known)
+    for path, mode, _, exists in changes:
+        where = root / path
+        if exists:
+            where.unlink()  # a new file, as git writes one (its mode from the tree, the umask applied)
+        where.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "wb") as out:
+            out.write(blobs[path])
+    return True
+
+
+def _folders_free(root: Path, folder: Path) -> bool:
+    """Whether each of ``folder``'s parts under ``root`` is a real folder or absent (none a file or a link)."""
+    at = root
+    for part in folder.parts:
+        at = at / part
+        if at.is_symlink() or (at.exists() and not at.is_dir()):
+            return False
+    return True
+
+
+def _blob_texts(g: Git, wanted: Sequence[tuple[str, str]], known: Mapping[str, bytes | None]) -> dict[str, bytes]:
+    """Each ``(path, blob id)``'s bytes: ``known[path]`` where it hashes to the id, else read from git."""
+    out: dict[str, bytes] = {}
+    missing: list[tuple[str, str]] = []
+    for path, oid in wanted:
+        data = known.get(path)
+        if data is not None and hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest() == oid:
+            out[path] = data
+        else:
+            missing.append((path, oid))
+    found = read_objects(g, [oid for _, oid in missing])
+    for (path, oid), data in zip(missing, found, strict=True):
+        if data is None:
+            raise CheckoutError(f"{g.root}: blob {oid} of {path} is missing")
+        out[path] = data
+    return out

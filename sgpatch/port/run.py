@@ -40,7 +40,7 @@ from sgpatch.checkout.stop.recovery import STAGING, clear_leftovers
 from sgpatch.config import Config, Stack
 from sgpatch.config.pins import remove_stack
 from sgpatch.errors import CheckoutError, ConfigError, SourceError
-from sgpatch.git.batch import read_blobs
+from sgpatch.git.batch import read_blobs, read_blobs_known
 from sgpatch.git.repo import Git
 from sgpatch.port.ahead import start_ahead
 from sgpatch.port.carry import advance
@@ -223,7 +223,7 @@ def _port(
         g = run.g
         if laying is not None:
             base, pypi_commit, upstream_commit = laying.result()
-            laid_out = read_blobs(g, base, touched)
+            laid_out = read_blobs_known(g, base, touched, judged)
             if laid_out != judged:  # a file the checkout leaves out (packaging output): judge it as it is there
                 run = Rebase(g, base, base, laid_out, [], [], CheckoutFiles(g, base))
                 conflict_at, conflict_files = advance(run, old, 0, **labels)

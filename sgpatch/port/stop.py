@@ -6,7 +6,9 @@ hunks applied, upstream hunks dropped, conflicts marked diff3-style against the
 old base, and for each file the release lacks a reject file
 (``<path>.rej``) holding that file's hunks.  The stop is a commit of its own
 (``stop``, kept reachable by ``refs/sgpatch/port-stop``), so the move to it is
-one journalled ``move_checkout`` and a killed run is finished from the record.
+one journalled ``move_checkout`` and a killed run is finished from the record.  A
+port's first stop is made in its own staging copy, which nobody else sees and a kill
+leaves to be removed whole: there its files are written directly (``enter_stop``).
 
 The resolution is the checkout as the person leaves it: what ``git add -A``
 would take (committed or not), with no conflict marker and no reject file left.
@@ -25,7 +27,7 @@ from sgpatch.checkout.stop.markers import reaches, refuse_markers
 from sgpatch.checkout.stop.recovery import Steps, aside_of
 from sgpatch.errors import CheckFailed, CheckoutError
 from sgpatch.git.repo import CommitSpec, Git
-from sgpatch.git.worktree import reset_index, worktree_changes
+from sgpatch.git.worktree import reset_index, worktree_changes, write_changes
 from sgpatch.lock import pause
 from sgpatch.port.outputs import Plan, PortContext, move_checkout_into_place
 from sgpatch.port.rebase import Files, Rebase
@@ -77,9 +79,10 @@ def stop_commit(
     release: str,
     date: str,
     settled: Files | None = None,
-) -> tuple[str, list[str]]:
-    """The commit of the conflict as left for the person (on ``tip``), and its reject files.  ``settled``: the files
-    the release lacks that kept decisions settle (``reuse.replay_rejects``): no reject file; a text is written."""
+) -> tuple[str, list[str], Files]:
+    """The commit of the conflict as left for the person (on ``tip``), its reject files, and the texts it was made
+    of.  ``settled``: the files the release lacks that kept decisions settle (``reuse.replay_rejects``): no reject
+    file; a text is written."""
     texts: dict[str, bytes | None] = dict(files)
     rejects: list[str] = []
     verdicts = {f.path: f for f in ported.files}
@@ -96,16 +99,39 @@ def stop_commit(
         rejects.append(reject)
     message = f"sgpatch port: {patch.name} stopped for a person\n"
     commit = g.commit_files(tip, texts, current, message, date, modes=apply_modes({}, patch))
-    return commit, rejects
+    return commit, rejects, texts
 
 
-def enter_stop(g: Git, record: PortRecord, *, head: str, tip: str, stop: str, rejects: list[str]) -> PortRecord:
-    """Move the checkout from ``head`` to the stop (recorded first, so a kill is finished by ``settle``)."""
+def enter_stop(
+    g: Git,
+    record: PortRecord,
+    *,
+    head: str,
+    tip: str,
+    stop: str,
+    rejects: list[str],
+    staged: Files | None = None,
+) -> PortRecord:
+    """Move the checkout from ``head`` to the stop (recorded first, so a kill is finished by ``settle``).
+
+    ``staged``: the checkout is the port's own staging copy (nobody else sees it; a kill leaves it to be removed
+    whole), and these are the texts the stop was made of: its files are moved by ``worktree.write_changes``, the
+    index and HEAD left at ``head`` (or set to ``tip``), not by the journalled move a checkout in use needs
+    (which wrote the index twice and read it back: 0.1 s of a port's tail).  A change it does not do (a file
+    removed, a link) goes the journalled way."""
     record = dataclasses.replace(
         record, phase="stopping", head=head, tip=tip, stop=stop, rejects=tuple(rejects), moved=False
     )
     write_record(g, record)
     pause("port:stopping")
+    if staged is not None and write_changes(g, head, stop, staged):
+        g.set_ref(STOP_REF, stop)
+        if tip != head:
+            reset_index(g, tip)
+            g.update_head(tip, old=head, reason=f"sgpatch port: stop at {record.conflict}")
+        record = dataclasses.replace(record, moved=True, phase="stopped")
+        write_record(g, record)
+        return record
     return settle_stop(g, record)
 
 
@@ -260,7 +286,7 @@ def stop_at(
     settled = replay_rejects(plan.config.root, [fp for fp in patch.files if fp.path in gone])
     if settled:
         result = dataclasses.replace(result, replayed=(*result.replayed, *sorted(settled)))
-    stop, rejects = stop_commit(
+    stop, rejects, texts = stop_commit(
         g, patch, ported, files, run.current, run.tip, release=f"sglang {plan.version}", date=date, settled=settled
     )
     if into != target and target.exists() and not (target.is_dir() and not any(target.iterdir())):
@@ -268,7 +294,8 @@ def stop_at(
         if os.path.lexists(aside):
             raise CheckoutError(f"{aside}: exists (left by an earlier port?)", hint="remove it and port again")
         record = dataclasses.replace(record, replaced=str(aside))
-    record = enter_stop(g, record, head=head, tip=run.tip, stop=stop, rejects=rejects)
+    staged = texts if into != target else None  # the port's own staging copy, moved into place below
+    record = enter_stop(g, record, head=head, tip=run.tip, stop=stop, rejects=rejects, staged=staged)
     if into != target:
         if record.replaced:
             target.rename(record.replaced)
