@@ -21,7 +21,7 @@ from pathlib import Path
 from sgpatch.git.diff import MergeScratch, merge_file
 from sgpatch.port.missing import missing_files
 from sgpatch.port.moved import KeptFiles, moved_out, read_package
-from sgpatch.port.package import named_elsewhere, naming_texts, release_files, release_names
+from sgpatch.port.package import named_elsewhere, naming_texts, release_files, release_names, words_ahead
 from sgpatch.port.parallel import forked_map, jobs_for
 from sgpatch.port.rebase import Files, OldSeries, Rebase
 from sgpatch.pyast import collector_paused, parses_shared
@@ -237,6 +237,7 @@ def _carry_files(
         after,
         release_names(run),
         known=defines,
+        ask_ahead=words_ahead(run),
     )
     outcomes = [dataclasses.replace(o, verdict=v) for o, v in zip(outcomes, held, strict=True)]
     ported, texts = _verdict(patch, outcomes, old_label, new_label)

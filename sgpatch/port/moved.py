@@ -11,14 +11,14 @@ hunks are carried only when every one of them is (else the reject file keeps the
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sgpatch.port.words import files_naming, files_naming_each
 from sgpatch.series.engine import HunkFailure, apply_file
-from sgpatch.series.gone import names_word, stands_alone
+from sgpatch.series.gone import names_word
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import only
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
@@ -111,18 +111,16 @@ class KeptFiles:
             py = self.python_files(path)
             texts = self.read(py)
             return [k for k, p in enumerate(py) if _names(texts[p], needle)]
-        joined, starts = self.joined(path)
-        out: list[int] = []
-        at = joined.find(needle)
-        while at >= 0:
-            end = at + len(needle)
-            k = bisect.bisect_right(starts, at) - 1
-            if stands_alone(joined, at, end):
-                out.append(k)  # the file names it: on to the next file
-                at = joined.find(needle, starts[k + 1]) if k + 1 < len(starts) else -1
-            else:
-                at = joined.find(needle, at + 1)
-        return out
+        return files_naming(*self.joined(path), needle)
+
+    def ask_words(self, path: str, needles: Iterable[bytes]) -> None:
+        """``release_hits`` of each of ``needles``, to be asked next, found ahead: those that begin alike in one
+        pass (``words.files_naming_each``)."""
+        top = package(path)
+        wanted = [n for n in needles if (top, n) not in self._hits and n and _SEPARATOR not in n]
+        if len(wanted) > 1 and len(self.python_files(path)) <= MAX_FILES:
+            for needle, hits in files_naming_each(*self.joined(path), wanted).items():
+                self._hits[top, needle] = hits
 
     def joined(self, path: str) -> tuple[bytes, list[int]]:
         """The release's texts of ``python_files(path)``, joined by a line break (an absent file: nothing), and

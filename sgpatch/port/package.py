@@ -3,7 +3,7 @@ which of them name a name (the proofs that what a hunk changes is gone, or still
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sgpatch.port.moved import KeptFiles, package
 from sgpatch.port.rebase import Rebase
@@ -62,3 +62,20 @@ def release_names(run: Rebase) -> ReleaseNames:
         return seen[name, package(path)]
 
     return named
+
+
+def words_ahead(run: Rebase) -> Callable[[Sequence[tuple[str, str]]], None]:
+    """Told the ``(name, path)`` pairs ``release_names`` is about to be asked: the package's files that name them
+    found together (``moved.KeptFiles.ask_words``: names that begin alike in one pass)."""
+    release = release_files(run)
+
+    def ahead(pairs: Sequence[tuple[str, str]]) -> None:
+        if release is None:
+            return
+        by_path: dict[str, set[bytes]] = {}
+        for name, path in pairs:
+            by_path.setdefault(path, set()).add(name.encode())
+        for path, needles in by_path.items():
+            release.ask_words(path, needles)
+
+    return ahead

@@ -131,11 +131,13 @@ def hold_needed(
     release_names: ReleaseNames,
     *,
     known: Mapping[str, dict[int, set[str]]] | None = None,
+    ask_ahead: Callable[[Sequence[tuple[str, str]]], None] | None = None,
 ) -> list[FileVerdict]:
     """The file verdicts of one patch with no suggestion settling a carried hunk that uses a name only a
     ``take-upstream`` drop defines (``after``: the files with the whole patch applied on its old base;
     ``release_names``: whether the release, as the series so far left it, names a name; ``known``: the
-    ``defined_lines`` of some of ``after``'s files, read already)."""
+    ``defined_lines`` of some of ``after``'s files, read already; ``ask_ahead``: told the ``(name, path)`` pairs
+    about to be asked of ``release_names``, which may find them together)."""
     verdicts = [fv for _, fv in files]
     parsed: dict[str, dict[int, set[str]]] = dict(known or {})
 
@@ -169,6 +171,8 @@ def hold_needed(
             wanted -= defines(k.hunk, lines(k.path))
     named: dict[tuple[str, str], bool] = {}
     held: dict[tuple[str, int], str] = {}
+    if ask_ahead is not None:
+        ask_ahead([(n, k.path) for k, _, names in uses for n in names if n in wanted])
     for k, settled, names in uses:
         for n in names:
             if n in wanted and (n, k.path) not in named:
