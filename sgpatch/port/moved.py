@@ -50,6 +50,7 @@ class KeptFiles:
         self._listed: dict[str, list[str]] = {}
         self._files: dict[str, bytes | None] = {}
         self._python: dict[str, list[str]] = {}
+        self._at: dict[str, dict[str, int]] = {}  # package -> each Python file's place in ``python_files``
         self._joined: dict[str, tuple[bytes, list[int]]] = {}  # package -> its Python files' texts, one after another
         self._hits: dict[tuple[str, bytes], list[int]] = {}  # (package, word) -> its files (by index) that name it
 
@@ -72,6 +73,13 @@ class KeptFiles:
             self._python[top] = [n for n in listed if n.endswith(".py") and n.startswith(f"{top}/" if top else "")]
         return self._python[top]
 
+    def _places(self, path: str) -> dict[str, int]:
+        """Where each of ``python_files(path)`` stands in it."""
+        top = package(path)
+        if top not in self._at:
+            self._at[top] = {p: k for k, p in enumerate(self.python_files(path))}
+        return self._at[top]
+
     def names_elsewhere(self, name: str, path: str, current: Mapping[str, bytes | None], *, first: bool = True) -> bool:
         """Whether a Python file of the release's package (``current``'s text where it has one), other than
         ``path``, names ``name`` (defines, imports or uses it); True when the package is too large to read."""
@@ -90,7 +98,8 @@ class KeptFiles:
         # The files that name it, in the package's order: the release's (one scan of the package per word), or
         # ``current``'s text where it has one.
         hits = {k for k in self.release_hits(path, needle) if py[k] not in current}
-        hits.update(k for k, p in enumerate(py) if p in current and _names(current[p], needle))
+        at = self._places(path)
+        hits.update(at[p] for p in current if p in at and _names(current[p], needle))
         found = set()
         for k in sorted(hits):
             found.add(py[k])
