@@ -72,10 +72,10 @@ def words_ahead(run: Rebase) -> Callable[[Sequence[tuple[str, str]]], None]:
     def ahead(pairs: Sequence[tuple[str, str]]) -> None:
         if release is None:
             return
-        by_path: dict[str, set[bytes]] = {}
+        by_package: dict[str, tuple[str, set[bytes]]] = {}  # one pass per package, whichever of its files asks
         for name, path in pairs:
-            by_path.setdefault(path, set()).add(name.encode())
-        for path, needles in by_path.items():
+            by_package.setdefault(package(path), (path, set()))[1].add(name.encode())
+        for path, needles in by_package.values():
             release.ask_words(path, needles)
 
     return ahead
