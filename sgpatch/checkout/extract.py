@@ -29,8 +29,6 @@ _GENERATED_SUFFIXES = (".egg-info", ".dist-info")
 _VERSION_FILE = "sglang/_version.py"  # written by setuptools-scm at build time; upstream ignores it
 # Compiled extension modules: the one part of a platform wheel that differs per CPython version and platform.
 _EXTENSION = re.compile(r"\.(so|pyd|dylib)(\.[0-9.]+)?$")
-# A checkout made from wheels has no date of its own (each platform's wheel was zipped at another
-# time): its commit carries this fixed one, so the same files make the same commit from any wheel.
 
 
 def is_extension(name: str) -> bool:

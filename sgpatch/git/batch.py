@@ -74,16 +74,28 @@ def read_blobs_known(
     """``read_blobs(g, rev, paths)``, the texts of ``known`` taken where ``rev`` holds them byte for byte: the ids
     are asked first (no content read), and only the files whose blob is not the text known are read (a port's
     checkout holds the very files it judged from the release: 15 ms of reading saved at its stop)."""
-    ids = dict(blob_ids(g, rev, paths))
+    return read_known(g, blob_ids(g, rev, paths), known)
+
+
+def read_known(
+    g: Git, ids: Sequence[tuple[str, str | None]], known: Mapping[str, bytes | None]
+) -> dict[str, bytes | None]:
+    """Each path's blob (``ids``: ``(path, its object id)``, None: absent): ``known[path]`` where that text is the
+    object, else read from git by its id (None: absent, or not a blob)."""
     out: dict[str, bytes | None] = {}
-    for path in paths:
-        if path in known:
-            text = known[path]
-            if ids[path] == (None if text is None else _blob_id(text)):
-                out[path] = text
-    out.update(read_blobs(g, rev, [p for p in paths if p not in out]))
-    return {p: out[p] for p in paths}
+    unread: list[tuple[str, str]] = []
+    for path, oid in ids:
+        text = known.get(path)
+        if path in known and oid == (None if text is None else blob_id(text)):
+            out[path] = text
+        elif oid is None:
+            out[path] = None
+        else:
+            unread.append((path, oid))
+    out.update(zip((p for p, _ in unread), read_objects(g, [oid for _, oid in unread]), strict=True))
+    return {path: out[path] for path, _ in ids}
 
 
-def _blob_id(data: bytes) -> str:
+def blob_id(data: bytes) -> str:
+    """The git blob id of ``data`` (what ``git hash-object`` prints)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()

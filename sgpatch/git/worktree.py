@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from sgpatch.errors import CheckoutError
-from sgpatch.git.batch import read_objects
+from sgpatch.git.batch import read_known
 from sgpatch.git.repo import Git
 
 
@@ -78,7 +77,10 @@ def write_changes(g: Git, old: str, new: str, known: Mapping[str, bytes | None])
         where = root / path
         if exists != where.is_file() or where.is_symlink() or not _folders_free(root, Path(path).parent):
             return False
-    blobs = _blob_texts(g, [(p, oid) for p, _, oid, _ in changes], known)
+    blobs = read_known(g, [(p, oid) for p, _, oid, _ in changes], known)
+    lost = next((p for p, _, _, _ in changes if blobs[p] is None), None)
+    if lost is not None:
+        raise CheckoutError(f"{g.root}: the blob of {lost} in {new[:12]} is missing")
     for path, mode, _, exists in changes:
         where = root / path
         if exists:
@@ -86,7 +88,7 @@ def write_changes(g: Git, old: str, new: str, known: Mapping[str, bytes | None])
         where.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
         with os.fdopen(fd, "wb") as out:
-            out.write(blobs[path])
+            out.write(blobs[path] or b"")
     return True
 
 
@@ -98,21 +100,3 @@ def _folders_free(root: Path, folder: Path) -> bool:
         if at.is_symlink() or (at.exists() and not at.is_dir()):
             return False
     return True
-
-
-def _blob_texts(g: Git, wanted: Sequence[tuple[str, str]], known: Mapping[str, bytes | None]) -> dict[str, bytes]:
-    """Each ``(path, blob id)``'s bytes: ``known[path]`` where it hashes to the id, else read from git."""
-    out: dict[str, bytes] = {}
-    missing: list[tuple[str, str]] = []
-    for path, oid in wanted:
-        data = known.get(path)
-        if data is not None and hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest() == oid:
-            out[path] = data
-        else:
-            missing.append((path, oid))
-    found = read_objects(g, [oid for _, oid in missing])
-    for (path, oid), data in zip(missing, found, strict=True):
-        if data is None:
-            raise CheckoutError(f"{g.root}: blob {oid} of {path} is missing")
-        out[path] = data
-    return out

@@ -8,7 +8,7 @@ a port's withheld check asks together) are searched in one pass of a regular exp
 found as a literal, the rest tested where it stands (11 such words, all absent: 10 ms against 48 ms).  Each
 occurrence of such a word begins at an occurrence of the common beginning; the pass finds every one of those
 only where the beginning cannot overlap itself (no proper prefix of it is also its suffix), so only such a
-beginning is used, else each word is searched alone.  ``tests/test_words.py`` holds the pass to the one-word
+beginning is used, else each word is searched alone.  ``tests/test_word_passes.py`` holds the pass to the one-word
 search on the real package.
 """
 
