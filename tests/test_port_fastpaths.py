@@ -52,7 +52,7 @@ from sgpatch.source.artifacts import artifacts_root, cached_source, fetch_artifa
 from sgpatch.source.release import Release, find_release
 
 from .conftest import RELEASES
-from .helpers import DATA, REPO, copy_project, snapshot
+from .helpers import DATA, REPO, copy_project, git_shim, snapshot
 from .reliability import first_error, record
 from .shared import copy
 from .test_port_series import GONE, sg, slime_project  # noqa: F401  (fixtures shared at session scope)
@@ -629,3 +629,29 @@ def test_a_value_handed_later_reaches_the_forked_child(tmp_path: Path, monkeypat
     assert gone.get() == "too late"  # what was given, here
     assert _children() <= others
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_repository_sgpatch_made_is_not_asked_its_git_dir_or_checked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The port's own checkout (made in a ``mkdtemp`` directory of its own): the same git directory git names, the
+    same answers, without ``rev-parse`` or the configuration check (two processes of the port's serial end)."""
+    root = Path(tempfile.mkdtemp(dir=tmp_path)) / "checkout"
+    Git(root).init(branch="sgpatch/test")
+    (root / "a.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(root), "add", "a.py"], check=True)
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"], check=True
+    )
+    bin_dir, log = git_shim(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    asked: dict[bool, tuple[Path, str, list[str]]] = {}
+    for made in (False, True):
+        log.unlink(missing_ok=True)
+        g = Git(root, made=made)
+        answers = (g.git_dir(), g.commit_date("HEAD"))
+        asked[made] = (*answers, log.read_text().split())
+    assert asked[True][:2] == asked[False][:2]
+    assert asked[False][0] == (root / ".git").resolve()
+    assert asked[False][2] == ["config", "rev-parse", "log"]  # the configuration check, the git dir, the question
+    assert asked[True][2] == ["log"]

@@ -22,6 +22,7 @@ from sgpatch.config import load_config
 from sgpatch.config.pins import check_build_requires, port_pins, release_requires, remove_stack
 from sgpatch.errors import ConfigError
 from sgpatch.series.patch import Series, read_series
+from sgpatch.source.archive import open_archive
 from sgpatch.source.artifacts import fetch_artifact
 from sgpatch.source.release import find_release
 from sgpatch.wheel import read_provenance
@@ -47,6 +48,24 @@ def _exact(text: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- fast: the pins of a port
+
+
+def test_metadata_read_through_the_open_release_file_is_the_same(releases_cached: None) -> None:
+    """A port holds the release's file open: its core metadata is read through it only when it is that very file,
+    checked against the same pin; another file, or one opened unchecked, is not taken for it."""
+    new, other = find_release("0.5.12.post1"), find_release("0.5.10")
+    artifact, path = new.source
+    own = new.metadata_file()
+    assert own[1].startswith(b"Metadata-Version") and b"\nVersion: 0.5.12.post1\n" in own[1]
+    with open_archive(path, sha256=artifact.sha256) as opened:
+        assert new.metadata_file(opened) == own
+    with open_archive(path) as unchecked:  # the same bytes, but no pin checked on them: opened again
+        assert unchecked.sha256 is None
+        assert new.metadata_file(unchecked) == own
+    o_artifact, o_path = other.source
+    with open_archive(o_path, sha256=o_artifact.sha256) as elsewhere:
+        assert new.metadata_file(elsewhere) == own
+        assert b"\nVersion: 0.5.10\n" in other.metadata_file(elsewhere)[1]
 
 
 def test_port_pins_follow_the_release_and_drop_an_override_it_no_longer_needs(releases_cached: None) -> None:

@@ -41,11 +41,13 @@ class CommitSpec:
 class Git:
     """git commands on one repository work tree."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, made: bool = False) -> None:
+        """``made``: sgpatch made the repository at ``root`` (``init``) in a directory it created for itself
+        (``mkdtemp``: nobody else writes there); its configuration and git directory are not asked again."""
         self.root = root
-        self._checked = False
+        self._checked = made
         self._where: tuple[Path, Path, Path] | None = None  # top level, git dir, common dir (once found)
-        self._git_dir: Path | None = None  # the repository's git directory, once asked (or made by ``init``)
+        self._git_dir: Path | None = root / ".git" if made else None  # once asked (or made by ``init``)
 
     def _run(
         self,

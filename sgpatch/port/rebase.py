@@ -166,6 +166,10 @@ class ArchiveFiles:
             self._opened_by = os.getpid()
         return self._archive
 
+    def archive(self) -> Archive:
+        """The artifact, open (its sha256 checked), in this process."""
+        return self._open()
+
     def names(self, top: str) -> list[str]:
         if self._names is None:
             self._names = sorted(f"python/{e.name}" for e in self._open().entries)

@@ -104,7 +104,8 @@ def _continue(config: Config, g: Git, record: PortRecord, *, progress: Progress 
     patch = old.series.patches[names.index(record.conflict)]
     version = record.version
     base = record.base
-    new_head, carries = take_resolution(g, record, patch, date=g.commit_date(base))
+    date = g.commit_date(base)
+    new_head, carries = take_resolution(g, record, patch, date=date)
     rejected = {r.removesuffix(".rej") for r in record.rejects}
     gone = [fp for fp in patch.files if fp.path in rejected]
     previous, conflicted = list(record.decided), record.conflicted
@@ -137,7 +138,7 @@ def _continue(config: Config, g: Git, record: PortRecord, *, progress: Progress 
     run = Rebase(g, base, new_head, current, [], kept, CheckoutFiles(g, new_head))
     start = names.index(patch.name) + 1
     conflict_at, files = advance(run, old, start, old_version=old.stack.sglang_version, new_version=version)
-    commit_kept(run, date=g.commit_date(base))
+    commit_kept(run, date=date)
     port = PortContext(plan=plan, stack=stack, release=release, run=run, pypi_commit=record.pypi_commit)
     result = base_result(port, tuple(previous))
     if conflict_at is not None:
@@ -149,7 +150,9 @@ def _continue(config: Config, g: Git, record: PortRecord, *, progress: Progress 
         learn_from(config.root, g, record, new_head, gone)  # taken: kept for later ports of the series (reuse)
         files, replayed = replay_stop(config.root, files or {})
         result = dataclasses.replace(result, failures=failures, replayed=replayed)
-        return stop_at(plan, stopped, run, conflict_at, files, result, head=new_head, into=g.root, target=g.root)
+        return stop_at(
+            plan, stopped, run, conflict_at, files, result, head=new_head, into=g.root, target=g.root, date=date
+        )
     ready = prepare_in_place(port, result)
     if ready.result.failures:  # the record stays: the person fixes the resolution and continues again
         steps = (

@@ -188,7 +188,10 @@ def _port(
         if ahead is not None and not ahead.is_source_of(release):
             ahead.close()
             ahead = None
-        stack, pin_changes = new_stack(old.stack, version, release, commit, series_dir, (config.path, config_text))
+        opened = ahead.files.archive() if ahead is not None and ahead.read is not None else None
+        stack, pin_changes = new_stack(
+            old.stack, version, release, commit, series_dir, (config.path, config_text), opened=opened
+        )
         plan = dataclasses.replace(plan, pin_changes=pin_changes)
         if source == "pypi":  # the series is judged from the artifact while the checkout is laid out from it
             if progress:
@@ -210,11 +213,11 @@ def _port(
             if ahead is not None and ahead.read is not None:  # read while the index was asked
                 release_files = ahead.files
                 current, kept = ahead.read
-                run = Rebase(Git(into), "", "", dict(current), [], [], kept)
+                run = Rebase(Git(into, made=True), "", "", dict(current), [], [], kept)
             else:
                 artifact, path = release.source
                 release_files = ArchiveFiles(path, artifact)  # opened once for the whole port
-                run = Rebase(Git(into), "", "", release_files.read(touched), [], [], release_files)
+                run = Rebase(Git(into, made=True), "", "", release_files.read(touched), [], [], release_files)
         judged = dict(run.current)
         if progress:
             progress(f"carrying {len(old.series.patches)} patch(es) to {version}, hunk by hunk")
@@ -228,7 +231,8 @@ def _port(
                 run = Rebase(g, base, base, laid_out, [], [], CheckoutFiles(g, base))
                 conflict_at, conflict_files = advance(run, old, 0, **labels)
             run.base = run.tip = base
-        commit_kept(run, date=g.commit_date(base))
+        date = g.commit_date(base)
+        commit_kept(run, date=date)
         source_kind = old.stack.default_source if upstream_commit else "pypi"
         stack = dataclasses.replace(stack, commit=upstream_commit, default_source=source_kind)
         if wheels is not None:
@@ -244,7 +248,7 @@ def _port(
         conflict_files, replayed = replay_stop(config.root, conflict_files or {})
         result = dataclasses.replace(result, failures=failures, replayed=replayed)
         return stop_at(
-            plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target
+            plan, record, run, conflict_at, conflict_files or {}, result, head=base, into=into, target=target, date=date
         )
     except BaseException:
         failed = True

@@ -22,16 +22,24 @@ from sgpatch.git.repo import Git
 from sgpatch.port.outputs import new_stack_name
 from sgpatch.port.parallel import Forked, Later, can_fork
 from sgpatch.results import Progress
+from sgpatch.source.archive import Archive
 from sgpatch.source.artifacts import fetch_artifact, in_cache
 from sgpatch.source.release import Release
 
 
 def new_stack(
-    old: Stack, version: str, release: Release, commit: str | None, series_dir: Path, config: tuple[Path, str]
+    old: Stack,
+    version: str,
+    release: Release,
+    commit: str | None,
+    series_dir: Path,
+    config: tuple[Path, str],
+    *,
+    opened: Archive | None = None,
 ) -> tuple[Stack, tuple[str, ...]]:
     """The new stack's table: the old one's with the release's own pins (install, overrides, build backend),
-    and how those pins changed."""
-    source, metadata = release.metadata_file()
+    and how those pins changed.  ``opened``: the release's file the port holds open (``Release.metadata_file``)."""
+    source, metadata = release.metadata_file(opened)
     carried = port_pins(old, version, metadata, config=config, source=source)
     declared = release.build_system_requires()
     if declared is not None:  # a source build: the pinned backend must be one the release accepts

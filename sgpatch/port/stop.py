@@ -275,13 +275,14 @@ def stop_at(
     head: str,
     into: Path,
     target: Path,
+    date: str,
 ) -> PortResult:
-    """Leave the checkout at the conflict of patch ``conflict_at`` for a person, and report it."""
+    """Leave the checkout at the conflict of patch ``conflict_at`` for a person, and report it (``date``: the base
+    commit's, which the stop's commit is given)."""
     g = run.g
     patch = plan.old.series.patches[conflict_at]
     ported = next(p for p in result.patches if p.name == patch.name)
     exclude_droppings(g)
-    date = g.commit_date(run.base)
     gone = {f.path for f in ported.files if f.gone}
     settled = replay_rejects(plan.config.root, [fp for fp in patch.files if fp.path in gone])
     if settled:

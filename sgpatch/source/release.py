@@ -18,7 +18,7 @@ from pathlib import Path
 from sgpatch.config import Artifact, host_wheel
 from sgpatch.errors import SourceError
 from sgpatch.results import Progress
-from sgpatch.source.archive import open_archive
+from sgpatch.source.archive import Archive, open_archive
 from sgpatch.source.artifacts import PACKAGE, fetch_artifact
 from sgpatch.source.index import as_artifacts, release_files
 
@@ -60,8 +60,10 @@ class Release:
         """The release's core metadata: the wheel's METADATA, else the sdist's PKG-INFO."""
         return self.metadata_file()[1]
 
-    def metadata_file(self) -> tuple[str, bytes]:
-        """Where the core metadata comes from (``sglang-0.5.10.tar.gz: PKG-INFO``) and its bytes."""
+    def metadata_file(self, opened: Archive | None = None) -> tuple[str, bytes]:
+        """Where the core metadata comes from (``sglang-0.5.10.tar.gz: PKG-INFO``) and its bytes.  ``opened``: an
+        archive the caller holds open; read through it when it is that very file, checked against the same pin
+        (not opened and hashed again)."""
         wheel = self.file("wheel")
         if wheel is not None:
             artifact, path = wheel
@@ -71,7 +73,10 @@ class Release:
             assert sdist is not None
             artifact, path = sdist
             name = "PKG-INFO"
-        data = _member(path, name, artifact.sha256)
+        if opened is not None and opened.path == path and opened.sha256 == artifact.sha256:
+            data = opened.read(name, limit=MAX_METADATA_BYTES) if name in opened else None
+        else:
+            data = _member(path, name, artifact.sha256)
         if data is None:
             raise SourceError(f"{self.source[0].filename}: has no core metadata (METADATA or PKG-INFO)")
         return f"{artifact.filename}: {name}", data
