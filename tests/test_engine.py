@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import tempfile
@@ -30,7 +31,7 @@ from hypothesis import strategies as st
 from sgpatch.errors import PatchError
 from sgpatch.git.diff import DIFF_OPTIONS
 from sgpatch.series.classify import PatchState, classify_one
-from sgpatch.series.engine import HunkFailure, apply_modes, apply_patch, describe_difference
+from sgpatch.series.engine import HunkFailure, _find_unique, apply_modes, apply_patch, describe_difference
 from sgpatch.series.patch import parse_patch
 
 from .helpers import copy_project, run_cli
@@ -742,3 +743,26 @@ def test_export_refuses_a_series_apply_would_refuse(tiny_pair: tuple[Tiny, Tiny]
         ), result.stderr
     assert {p.name: p.read_bytes() for p in edited.series.iterdir()} == before
     record("engine-export-self-check", exit=1, shown=result.stderr.strip().splitlines()[0])
+
+
+def test_a_block_found_at_an_offset_only_where_it_stands_once() -> None:
+    """``allow_offset``'s search (a C scan for the block's first line, then the block) gives what trying every place
+    gives: the place where the block stands, only where it stands exactly once."""
+
+    def every_place(lines: list[bytes], block: list[bytes]) -> int | None:
+        hits = [i + 1 for i in range(len(lines) - len(block) + 1) if lines[i : i + len(block)] == block]
+        return hits[0] if block and len(hits) == 1 else None
+
+    rng = random.Random(27)
+    alphabet = [b"a\n", b"b\n", b"c\n", b"\n", b"    pass\n"]
+    for _ in range(3000):
+        lines = [rng.choice(alphabet) for _ in range(rng.randint(0, 14))]
+        if lines and rng.random() < 0.7:
+            at = rng.randrange(len(lines))
+            block = lines[at : at + rng.randint(0, 4)]
+        else:
+            block = [rng.choice(alphabet) for _ in range(rng.randint(0, 5))]
+        assert _find_unique(lines, block) == every_place(lines, block), (lines, block)
+    assert _find_unique([b"x\n", b"y\n"], [b"x\n", b"y\n", b"z\n"]) is None  # longer than the file
+    assert _find_unique([b"x\n", b"y\n", b"x\n"], [b"y\n"]) == 2
+    assert _find_unique([b"x\n", b"y\n", b"x\n"], [b"x\n"]) is None  # twice

@@ -30,6 +30,7 @@ from sgpatch.series.statements import region_holds
 
 _LISTED = re.compile(rb"^[ \t]*(?:(?:import|from)[ \t]+\S.*|[A-Za-z_][A-Za-z0-9_.]*,)[ \t]*\r?\n?$")
 Known = frozenset[bytes] | Callable[[], frozenset[bytes]]
+Common = Counter[bytes] | Callable[[], Counter[bytes]]
 
 BOILERPLATE = 3  # times a line stands in the file outside its conflicts to prove nothing about an insertion
 
@@ -37,14 +38,16 @@ BOILERPLATE = 3  # times a line stands in the file outside its conflicts to prov
 def chooser(pieces: Sequence[Piece]) -> Callable[[Region], Suggestion]:
     """``region_choice`` for the conflicts of one file (``pieces``), knowing the lines it has outside them."""
     plain = [p for p in pieces if isinstance(p, bytes)]
-    common = Counter(n for n in (norm(p) for p in plain) if n)
-    known = functools.cache(lambda: _tokens(plain))  # the file's names, read only for two insertions
+    # the file's lines and names, read only for two insertions (a few conflicts of a port; most never ask)
+    common = functools.cache(lambda: Counter(n for n in (norm(p) for p in plain) if n))
+    known = functools.cache(lambda: _tokens(plain))
     return lambda r: region_choice(r, common, known)
 
 
-def region_choice(r: Region, common: Counter[bytes] | None = None, known: Known = frozenset()) -> Suggestion:
+def region_choice(r: Region, common: Common | None = None, known: Known = frozenset()) -> Suggestion:
     """``take-patch`` or ``combine`` for one conflict, with its evidence; ``NONE`` without one.  ``common``: how
-    often each normalised line stands in the file outside its conflicts (none known: no line is boilerplate);
+    often each normalised line stands in the file outside its conflicts, or what counts them when it is needed
+    (none known: no line is boilerplate);
     ``known``: the names and strings the file has outside them (or what makes them when they are needed)."""
     ours = [n for n in (norm(ln) for ln in r.ours) if n]
     base = [n for n in (norm(ln) for ln in r.base) if n]
@@ -57,7 +60,7 @@ def region_choice(r: Region, common: Counter[bytes] | None = None, known: Known 
     if any(says_something(n) for n in added) and not (added - have) and not any(have[n] for n in gone):
         return Suggestion(TAKE_PATCH, "the patch's side already holds every line the release changed here")
     if not base and ours and theirs:
-        return _insertions(r, ours, theirs, common or Counter(), known)
+        return _insertions(r, ours, theirs, Counter() if common is None else common, known)
     union = imports_union(r)
     if union is not None:
         return union
@@ -68,7 +71,7 @@ def region_choice(r: Region, common: Counter[bytes] | None = None, known: Known 
 
 
 def _insertions(
-    r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Counter[bytes], known: Known
+    r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Common, known: Known
 ) -> Suggestion:
     """``combine`` (the release's lines, then the patch's) for two insertions at one place that are not the same
     insertion twice: no line in common but boilerplate, or whole definitions with other names."""
@@ -77,7 +80,8 @@ def _insertions(
         return Suggestion(COMBINE, "both sides only add lines here, none in common: the release's, then the patch's")
     outside = known if isinstance(known, frozenset) else known()
     rare = (_tokens(r.ours) & _tokens(r.theirs)) - outside  # names and strings new to the file, on both sides
-    if all(common[n] >= BOILERPLATE for n in shared) and not rare:
+    counts = common if isinstance(common, Counter) else common()
+    if all(counts[n] >= BOILERPLATE for n in shared) and not rare:
         return Suggestion(
             COMBINE,
             f"both sides only add lines here; the {len(shared)} line(s) they share stand at least {BOILERPLATE} "

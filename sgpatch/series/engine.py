@@ -40,11 +40,16 @@ class HunkFailure:
 def _find_unique(lines: Sequence[bytes], block: Sequence[bytes]) -> int | None:
     if not block:
         return None
-    hits = [
-        i + 1
-        for i in range(len(lines) - len(block) + 1)
-        if lines[i] == block[0] and tuple(lines[i : i + len(block)]) == tuple(block)
-    ]
+    first, want, last = block[0], tuple(block), len(lines) - len(block)
+    hits: list[int] = []
+    i = -1
+    while len(hits) < 2:
+        try:
+            i = lines.index(first, i + 1, last + 1)  # the next line equal to the block's first (a C scan)
+        except ValueError:
+            break
+        if tuple(lines[i : i + len(want)]) == want:
+            hits.append(i + 1)
     return hits[0] if len(hits) == 1 else None
 
 

@@ -6,6 +6,7 @@ Pure: it reads patch files; git is never involved.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import re
@@ -32,8 +33,14 @@ _ENTRY = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]*\.(patch|diff)$")
 
 def split_lines(data: bytes) -> list[bytes]:
     """Lines with their ``\\n`` kept; only LF splits (form feeds and CRs are content: a binary stream's
-    ``readlines`` splits at LF alone)."""
-    return io.BytesIO(data).readlines()
+    ``readlines`` splits at LF alone).  A new list each call (the caller's to change); the lines of the texts split
+    last are kept: a port splits a file's texts again for each of its hunks."""
+    return list(_lines(data))
+
+
+@functools.lru_cache(maxsize=32)
+def _lines(data: bytes) -> tuple[bytes, ...]:
+    return tuple(io.BytesIO(data).readlines())
 
 
 @dataclass(frozen=True, slots=True)
