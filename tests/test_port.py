@@ -12,13 +12,13 @@ from typing import Any
 
 from sgpatch.cli.render_port import render_port
 from sgpatch.config import load_config
+from sgpatch.git.objectid import blob_id
 from sgpatch.port import port_stack
 from sgpatch.project import Project
 from sgpatch.series.anchors import check_anchor, load_anchors
 from sgpatch.series.classify import classify_one
 from sgpatch.series.patch import parse_patch, read_series, split_lines
 from sgpatch.series.upstream import judge
-from sgpatch.source.tree import git_blob_id
 
 from .helpers import copy_project, git, json_out, run_cli, snapshot
 from .port_fixtures import (  # noqa: F401  (fixtures)
@@ -139,7 +139,7 @@ def test_ported_stack_pins_and_comments(ported_0510: tuple[Path, dict[str, Any],
     assert "pins: sgl-kernel==0.3.21+cu130 -> sglang-kernel==0.4.1+cu130" in doc["notes"]
     deepseek = new.pinned_file(DEEPSEEK)
     assert deepseek is not None and [f.path for f in new.files] == [DEEPSEEK, COMMUNICATOR]
-    assert deepseek.pristine == git_blob_id((release_tree("0.5.10") / DEEPSEEK).read_bytes())
+    assert deepseek.pristine == blob_id((release_tree("0.5.10") / DEEPSEEK).read_bytes())
     # The old stacks' tables parse exactly as before.
     raw_old = tomllib.loads(before.decode())["stacks"]
     raw_new = tomllib.loads(text.decode())["stacks"]

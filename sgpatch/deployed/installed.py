@@ -22,10 +22,11 @@ from sgpatch.deployed.answer import InstalledDist, ProbeResult, RecordCheck, imp
 from sgpatch.deployed.remote import ANSWER_TIMEOUT, ProbeSession, run_probe, target_for
 from sgpatch.deployed.target import HostOptions, Target
 from sgpatch.errors import SgpatchError
+from sgpatch.git.objectid import blob_id
 from sgpatch.project import Project
 from sgpatch.series.anchors import AnchorResult, check_anchors
 from sgpatch.series.fileset import file_set_problems, series_file_change
-from sgpatch.source.tree import PYTHON_PREFIX, DirTree, git_blob_id, site_packages_tree
+from sgpatch.source.tree import PYTHON_PREFIX, DirTree, site_packages_tree
 from sgpatch.verify.engine import VerifyReport, verify_tree
 from sgpatch.wheel.provenance import PROVENANCE_NAME, parse_provenance, provenance_problems, wheel_version
 
@@ -215,7 +216,7 @@ def _provenance_findings(project: Project, dist: InstalledDist, tree: InstalledT
     found: dict[str, str | None] = {}
     for path in series.touched:
         content = tree.read(path)
-        found[path] = git_blob_id(content) if content is not None else None
+        found[path] = blob_id(content) if content is not None else None
     problems = provenance_problems(doc, stack, series, wheel_version(stack, series), found)
     if doc.get("version") != dist.version:
         problems.append(f"version is {doc.get('version')!r}, but the installed distribution is {dist.version!r}")

@@ -3,11 +3,11 @@ asks the blob ids of every file its series touches)."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 
 from sgpatch.errors import CheckoutError
+from sgpatch.git.objectid import blob_id
 from sgpatch.git.repo import Git
 
 _OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -94,8 +94,3 @@ def read_known(
             unread.append((path, oid))
     out.update(zip((p for p, _ in unread), read_objects(g, [oid for _, oid in unread]), strict=True))
     return {path: out[path] for path, _ in ids}
-
-
-def blob_id(data: bytes) -> str:
-    """The git blob id of ``data`` (what ``git hash-object`` prints)."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()

@@ -36,6 +36,7 @@ from typing import IO
 
 from sgpatch.errors import CheckoutError
 from sgpatch.git.fastimport import RAW_DATE
+from sgpatch.git.objectid import object_id
 from sgpatch.git.repo import IDENTITY_EMAIL, IDENTITY_NAME, Git
 
 _COMMIT, _TREE, _BLOB = 1, 2, 3  # object types in a pack entry's header
@@ -170,7 +171,7 @@ class BlobPack:
 
     def _whole(self, kind: int, name: bytes, body: bytes) -> bytes:
         """An object given whole (a tree, the commit), deflated here; its id."""
-        oid = hashlib.sha1(b"%s %d\0" % (name, len(body)) + body, usedforsecurity=False).digest()
+        oid = object_id(name, body)
         self._start, self._crc = self._offset, 0
         self._emit(_entry_header(kind, len(body)) + zlib.compress(body, _LEVEL))
         self._keep(oid)

@@ -22,6 +22,7 @@ from sgpatch.checkout.state import trailers
 from sgpatch.config import Artifact, Config, Stack
 from sgpatch.errors import SourceError
 from sgpatch.git.batch import read_blobs
+from sgpatch.git.objectid import blob_id
 from sgpatch.git.repo import Git
 from sgpatch.project import Project, load_project
 from sgpatch.results import Progress
@@ -29,7 +30,6 @@ from sgpatch.series.engine import apply_in_order, apply_modes
 from sgpatch.series.patch import TRAILER_PATCH, Patch, Series
 from sgpatch.source.archive import Archive, Kind, open_archive
 from sgpatch.source.artifacts import fetch_artifact
-from sgpatch.source.tree import git_blob_id
 
 if TYPE_CHECKING:
     from sgpatch.series.verdict import PortedPatch
@@ -108,7 +108,7 @@ def load_old(
     base = read_files(path, artifact, series.touched, cache=cache if pinned_paths.issuperset(series.touched) else None)
     for pinned in stack.files:
         data = base.get(pinned.path)
-        if data is None or git_blob_id(data) != pinned.pristine:
+        if data is None or blob_id(data) != pinned.pristine:
             raise SourceError(f"{artifact.filename}: {pinned.path} is not the pinned blob {pinned.pristine[:12]}")
     stages = apply_in_order(base, series.patches)
     if isinstance(stages, tuple):

@@ -70,9 +70,7 @@ def region_choice(r: Region, common: Common | None = None, known: Known = frozen
     return _around(r, ours)
 
 
-def _insertions(
-    r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Common, known: Known
-) -> Suggestion:
+def _insertions(r: Region, ours: Sequence[bytes], theirs: Sequence[bytes], common: Common, known: Known) -> Suggestion:
     """``combine`` (the release's lines, then the patch's) for two insertions at one place that are not the same
     insertion twice: no line in common but boilerplate, or whole definitions with other names."""
     shared = [n for n in set(ours) & set(theirs) if says_something(n)]

@@ -9,7 +9,6 @@ the interface check run unchanged against a checkout, a wheel or an install.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -19,12 +18,6 @@ from typing import IO, Protocol
 from sgpatch.errors import SgpatchError
 
 PYTHON_PREFIX = "python/"
-
-
-def git_blob_id(data: bytes) -> str:
-    """The git blob id of ``data`` (what ``git hash-object`` prints)."""
-    header = b"blob %d\0" % len(data)
-    return hashlib.sha1(header + data, usedforsecurity=False).hexdigest()
 
 
 class SourceTree(Protocol):

@@ -17,6 +17,7 @@ from sgpatch.checkout.state import check_base_files, inspect, open_checkout
 from sgpatch.checkout.stop.here import stopped_in
 from sgpatch.config import Stack
 from sgpatch.errors import CheckFailed
+from sgpatch.git.objectid import blob_id
 from sgpatch.project import Project
 from sgpatch.pyast import parses_shared
 from sgpatch.results import SCHEMA_VERSION
@@ -24,7 +25,7 @@ from sgpatch.series.anchors import Anchor, AnchorResult, LandingResult, check_an
 from sgpatch.series.classify import PatchState, classify, classify_one
 from sgpatch.series.engine import HunkFailure, apply_modes, apply_patch
 from sgpatch.series.patch import FilePatch, Patch, Series
-from sgpatch.source.tree import DirTree, SourceTree, git_blob_id
+from sgpatch.source.tree import DirTree, SourceTree
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +172,7 @@ def _verify_tree(
     for pinned in stack.files:
         expected = pinned.patched if anchor_phase == "patched" else pinned.pristine
         data = files.get(pinned.path, tree.read(pinned.path))
-        file_checks.append(FileCheck(pinned.path, expected, git_blob_id(data) if data is not None else None))
+        file_checks.append(FileCheck(pinned.path, expected, blob_id(data) if data is not None else None))
     landing: list[LandingResult] = []
     if phase == "patched":
         for patch, stage in zip(series.patches, stages, strict=True):

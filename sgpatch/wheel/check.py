@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,12 +18,13 @@ from sgpatch.config import Stack, wheel_tags
 from sgpatch.config.requirements import parse_requirement
 from sgpatch.errors import BuildError, SgpatchError
 from sgpatch.git.batch import read_blobs
+from sgpatch.git.objectid import blob_id
 from sgpatch.git.repo import Git
 from sgpatch.series.anchors import Anchor, check_anchors, load_anchors
 from sgpatch.series.fileset import file_set_problems, series_file_change
 from sgpatch.series.patch import Series
 from sgpatch.source.archive import Archive, open_archive, sha256_record
-from sgpatch.source.tree import PYTHON_PREFIX, ZipTree, git_blob_id
+from sgpatch.source.tree import PYTHON_PREFIX, ZipTree
 from sgpatch.verify.engine import verify_tree
 from sgpatch.wheel.names import DIST_NAME, VERSION_FILE, repacked_filename, wheel_filename
 from sgpatch.wheel.provenance import (
@@ -202,7 +202,7 @@ def _check_provenance(stack: Stack, series: Series, version: str, contents: _Con
     found = {}
     for path in series.touched:
         content = contents.read(path[len(PYTHON_PREFIX) :]) if path.startswith(PYTHON_PREFIX) else None
-        found[path] = git_blob_id(content) if content is not None else None
+        found[path] = blob_id(content) if content is not None else None
     problems = provenance_problems(doc, stack, series, version, found)
     phase = (doc.get("checkout") or {}).get("phase")
     if phase != "patched" and series.patches:
@@ -254,7 +254,7 @@ def _check_checkout(
             inner = path[len(PYTHON_PREFIX) :] if path.startswith(PYTHON_PREFIX) else None
             ours = contents.read(inner)
             theirs = head_blobs.get(path)
-            if (None if ours is None else _blob_id_like(ours, theirs)) != theirs:
+            if (None if ours is None else blob_id(ours, like=theirs)) != theirs:
                 problems.append(f"{path} is not byte-equal to the checkout's HEAD")
     else:
         g = Git(checkout)
@@ -265,13 +265,6 @@ def _check_checkout(
             if contents.read(inner) != committed.get(path):
                 problems.append(f"{path} is not byte-equal to the checkout's HEAD")
     return _check("checkout-bytes", problems, f"{len(series.touched)} patched files byte-equal to {checkout} HEAD")
-
-
-def _blob_id_like(data: bytes, other: str | None) -> str:
-    """The git blob id of ``data`` in the object format of ``other`` (SHA-256's 64 digits, else SHA-1's)."""
-    if other is not None and len(other) == 64:
-        return hashlib.sha256(b"blob %d\0" % len(data) + data).hexdigest()
-    return git_blob_id(data)
 
 
 def _upstream_contents(upstream: PinnedWheel, cache: Cache | None) -> tuple[dict[str, tuple[bytes, int]], bytes | None]:
