@@ -51,12 +51,18 @@ def test_object_ids_made_without_git_are_gits(tmp_path: Path) -> None:
             )
             assert blob_id(data, like=like) == made.stdout.decode().strip()
     repo = tmp_path / "sha1"
-    blob = subprocess.run(
-        ["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input=b"a\n", capture_output=True, check=True
-    ).stdout.decode().strip()
+    blob = (
+        subprocess.run(
+            ["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input=b"a\n", capture_output=True, check=True
+        )
+        .stdout.decode()
+        .strip()
+    )
     listing = f"100644 blob {blob}\ta.py\n".encode()
-    tree = subprocess.run(
-        ["git", "-C", str(repo), "mktree"], input=listing, capture_output=True, check=True
-    ).stdout.decode().strip()
+    tree = (
+        subprocess.run(["git", "-C", str(repo), "mktree"], input=listing, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
     body = subprocess.run(["git", "-C", str(repo), "cat-file", "tree", tree], capture_output=True, check=True).stdout
     assert object_id(b"tree", body).hex() == tree
