@@ -59,6 +59,7 @@ endif
 
 lint: venv
 	$(VENV)/bin/ruff check sgpatch tests bench tools
+	$(VENV)/bin/ruff format --check sgpatch tests bench tools
 	$(VENV)/bin/mypy
 
 patch: venv-run

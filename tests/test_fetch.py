@@ -217,5 +217,3 @@ def test_a_pack_given_up_leaves_nothing(tmp_path: Path) -> None:
             raise stop
         assert list((tmp_path / "repo" / ".git" / "objects" / "pack").iterdir()) == []
     assert "in-pack: 0" in git(tmp_path / "repo", "count-objects", "-v")
-
-

@@ -78,9 +78,7 @@ def test_a_forked_child_asks_for_itself(pip_conf: Path) -> None:
 
 def test_an_early_process_nobody_asked_is_stopped_at_exit(pip_conf: Path) -> None:
     script = (
-        "from sgpatch.source import pipearly\n"
-        "pipearly.ask_early()\n"
-        "print(next(iter(pipearly.EARLY.values()))[1].pid)\n"
+        "from sgpatch.source import pipearly\npipearly.ask_early()\nprint(next(iter(pipearly.EARLY.values()))[1].pid)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ)
     pid = int(out.stdout)
