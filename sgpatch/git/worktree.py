@@ -75,8 +75,10 @@ def write_changes(g: Git, old: str, new: str, known: Mapping[str, bytes | None])
     root = g.root
     for path, _, _, exists in changes:  # every place checked before any file is written
         where = root / path
-        if exists != where.is_file() or where.is_symlink() or not _folders_free(root, Path(path).parent):
+        if exists != where.is_file() or where.is_symlink():
             return False
+    if not _folders_free(root, [path for path, *_ in changes]):
+        return False
     blobs = read_known(g, [(p, oid) for p, _, oid, _ in changes], known)
     lost = next((p for p, _, _, _ in changes if blobs[p] is None), None)
     if lost is not None:
@@ -92,11 +94,12 @@ def write_changes(g: Git, old: str, new: str, known: Mapping[str, bytes | None])
     return True
 
 
-def _folders_free(root: Path, folder: Path) -> bool:
-    """Whether each of ``folder``'s parts under ``root`` is a real folder or absent (none a file or a link)."""
-    at = root
-    for part in folder.parts:
-        at = at / part
+def _folders_free(root: Path, paths: list[str]) -> bool:
+    """Whether every folder on the way to ``paths`` under ``root`` is a real folder or absent (none a file or a
+    link); each folder looked at once, however many of the paths it holds."""
+    folders = {folder for path in paths for folder in Path(path).parents if folder != Path(".")}
+    for folder in folders:
+        at = root / folder
         if at.is_symlink() or (at.exists() and not at.is_dir()):
             return False
     return True
