@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from sgpatch.pyast import collector_paused, parse_python, parses_shared
+from sgpatch.pyast import collector_paused, parse_python, parses_shared, per_memo
+from sgpatch.series.upstream import outline
 
 SOURCE = b"def f(x):\n    return x + 1\n"
 
@@ -79,3 +81,35 @@ def test_the_collector_is_back_on_when_the_last_thread_is_done() -> None:
     release.set()
     t.join()
     assert gc.isenabled()
+
+
+def test_what_is_made_from_a_tree_goes_with_its_memo() -> None:
+    """``per_memo``: inside a memo, made once per key and let go with the memo (a port's worker keeps no file's
+    outline into the next file); outside one, a small lru_cache of its own still serves."""
+    made: list[bytes] = []
+
+    @per_memo(maxsize=2)
+    def names(data: bytes) -> list[str]:
+        made.append(data)
+        return sorted(n.name for n in ast.walk(parse_python(data)) if isinstance(n, ast.FunctionDef))
+
+    with parses_shared():
+        first = names(SOURCE)
+        assert names(SOURCE) is first and made == [SOURCE]
+    with parses_shared():
+        again = names(SOURCE)
+    assert again == first and again is not first and made == [SOURCE, SOURCE]  # nothing kept past the memo
+    assert names(SOURCE) is names(SOURCE) and len(made) == 3  # outside a memo: its own cache
+    other = b"def g():\n    pass\n"
+    assert names(other) == ["g"] and names(SOURCE) == ["f"]
+
+
+def test_the_real_outline_is_the_same_inside_and_outside_a_memo() -> None:
+    with parses_shared():
+        inside = outline(SOURCE)
+        assert inside is outline(SOURCE)
+    outside = outline(SOURCE)
+    assert inside is not None and outside is not None and inside is not outside
+    assert {q: [(d.start, d.end, d.dump) for d in ds] for q, ds in inside.definitions.items()} == {
+        q: [(d.start, d.end, d.dump) for d in ds] for q, ds in outside.definitions.items()
+    }

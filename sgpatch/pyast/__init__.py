@@ -15,12 +15,13 @@ import ast
 import functools
 import gc
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
 
 
 _HEAD = 2048  # texts kept under their first bytes: a file's versions share them, other files mostly do not
@@ -29,12 +30,24 @@ _HEAD = 2048  # texts kept under their first bytes: a file's versions share them
 class ParseMemo:
     """The trees parsed inside one ``parses_shared()``, by their bytes; safe to share between threads."""
 
-    __slots__ = ("_kin", "_lock", "_trees")
+    __slots__ = ("_kin", "_lock", "_made", "_trees")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._trees: dict[bytes, ast.Module] = {}
         self._kin: dict[bytes, list[bytes]] = {}  # data[:_HEAD] -> the texts kept that begin so
+        self._made: dict[tuple[Callable[[Any], Any], Hashable], Any] = {}  # (func, key) -> func(key): ``per_memo``
+
+    def made(self, func: Callable[[K], R], key: K) -> R:
+        """``func(key)``, made once in this memo (another thread's answer for the same key wins, as in ``keep``)."""
+        with self._lock:
+            if (func, key) in self._made:
+                found: R = self._made[func, key]
+                return found
+        value = func(key)
+        with self._lock:
+            kept: R = self._made.setdefault((func, key), value)
+            return kept
 
     def get(self, data: bytes) -> ast.Module | None:
         with self._lock:
@@ -73,6 +86,28 @@ def parses_shared(memo: ParseMemo | None = None) -> Iterator[ParseMemo]:
         yield _thread.memo
     finally:
         _thread.memo = outer
+
+
+def per_memo(maxsize: int = 16) -> Callable[[Callable[[K], R]], Callable[[K], R]]:
+    """``func(key)`` kept as long as the trees it is made of: in the memo of the ``parses_shared()`` around the
+    call, else in an ``lru_cache(maxsize)`` of its own.  What a tree is read into (a file's outline, which holds its
+    nodes; the lines and names of its text) then goes with the memo, instead of keeping a task's trees and texts
+    alive into the next one: a port's worker judges one file after another, and the memory of what it let go is
+    used again for the next file, where what was kept on would have it take fresh pages from the system (on a
+    virtual machine, a few microseconds each).  ``func`` must depend on ``key`` alone (bytes, or a node: a parsed
+    tree is never changed)."""
+
+    def decorate(func: Callable[[K], R]) -> Callable[[K], R]:
+        outside = functools.lru_cache(maxsize=maxsize)(func)
+
+        @functools.wraps(func)
+        def wrapper(key: K) -> R:
+            memo = _current()
+            return outside(key) if memo is None else memo.made(func, key)
+
+        return wrapper
+
+    return decorate
 
 
 _pauses = 0  # threads inside collector_paused(), under _pause_lock

@@ -6,11 +6,10 @@ Pure: it transforms file contents; git is never involved (see ``sgpatch.checkout
 from __future__ import annotations
 
 import ast
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sgpatch.pyast import parse_python
+from sgpatch.pyast import parse_python, per_memo
 from sgpatch.series.patch import FilePatch, Hunk, Patch, split_lines
 from sgpatch.series.paths import INVISIBLE
 
@@ -180,7 +179,7 @@ def duplicate_definitions(before: bytes | None, after: bytes) -> list[str]:
     return sorted(f"{name} in {scope}" for scope, name in new)
 
 
-@functools.lru_cache(maxsize=64)
+@per_memo(maxsize=64)
 def _duplicates(source: bytes) -> frozenset[tuple[str, str]]:
     """(scope, name) of every name ``source`` defines twice in one scope (a port asks of each file often)."""
     try:

@@ -20,13 +20,13 @@ but for ``Merge``, which the caller makes (``git merge-file``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sgpatch.pyast import per_memo
 from sgpatch.series.engine import HunkFailure, apply_file, duplicate_definitions
 from sgpatch.series.hunkproof import hunk_superseded, hunk_upstream
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
@@ -292,7 +292,7 @@ def names_stand(hunk: Hunk, new: bytes) -> bool:
     return wanted <= _names_in(new)
 
 
-@functools.lru_cache(maxsize=64)
+@per_memo(maxsize=64)
 def _names_in(text: bytes) -> frozenset[bytes]:
     """The names ``text`` says (a file's hunks are each tested against the same release file: scanned once)."""
     return frozenset(_NAME.findall(text))

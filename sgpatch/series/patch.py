@@ -6,7 +6,6 @@ Pure: it reads patch files; git is never involved.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import io
 import re
@@ -19,6 +18,7 @@ from unidiff.patch import PatchedFile, PatchSet
 
 from sgpatch.config.projectfiles import read_project_file
 from sgpatch.errors import PatchError
+from sgpatch.pyast import per_memo
 from sgpatch.series.dep3 import parse_dep3_lines
 from sgpatch.series.obsolete import Evidence, evidence_of
 from sgpatch.series.paths import path_refusal
@@ -38,7 +38,7 @@ def split_lines(data: bytes) -> list[bytes]:
     return list(_lines(data))
 
 
-@functools.lru_cache(maxsize=32)
+@per_memo(maxsize=32)
 def _lines(data: bytes) -> tuple[bytes, ...]:
     return tuple(io.BytesIO(data).readlines())
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import ast
 import copy
-import functools
 import re
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
 
-from sgpatch.pyast import parse_python
+from sgpatch.pyast import parse_python, per_memo
 from sgpatch.series.conflicts import norm, says_something
 from sgpatch.series.patch import Hunk, split_lines
 from sgpatch.series.upstream import Definition, outline
@@ -158,7 +157,7 @@ def touched_statements(hunk: Hunk, mine: Definition, after_hunk: bytes) -> list[
     return touched
 
 
-@functools.lru_cache(maxsize=64)
+@per_memo(maxsize=64)
 def _items(definition: ast.AST) -> tuple[tuple[Item, ast.stmt, int, int], ...]:
     """Each statement in ``definition``'s body, in order: (its item, the node, its first and last line); a compound
     statement is its header (down to the line before its body), followed by the statements it holds.  Kept for the

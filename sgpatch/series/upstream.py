@@ -17,7 +17,7 @@ import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sgpatch.pyast import parse_python
+from sgpatch.pyast import parse_python, per_memo
 from sgpatch.series.engine import HunkFailure, apply_patch
 from sgpatch.series.patch import FilePatch, Patch, split_lines
 
@@ -90,7 +90,7 @@ def outline(source: bytes | None) -> Outline | None:
     return _outline(source)
 
 
-@functools.lru_cache(maxsize=16)
+@per_memo(maxsize=16)
 def _outline(source: bytes) -> Outline | None:
     try:
         tree = parse_python(source)
