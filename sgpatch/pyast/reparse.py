@@ -68,7 +68,7 @@ def _kept(body: list[ast.stmt], first: int) -> int:
 def reparse(data: bytes, base: bytes, tree: ast.Module, shared: int | None = None) -> ast.Module | None:
     """``ast.parse(data)``, re-using ``tree`` (``ast.parse(base)``) up to the first line ``data`` changes;
     None where that cannot be done with the same answer.  ``shared``: ``common_prefix(data, base)`` if known."""
-    if b"\r" in data or b"\0" in data or b"barry_as_FLUFL" in data or _CODING.search(data, 0, _two_lines(data)):
+    if refused(data):
         return None
     n = common_prefix(data, base) if shared is None else shared
     lines = data.split(b"\n")
@@ -104,6 +104,14 @@ def reparse(data: bytes, base: bytes, tree: ast.Module, shared: int | None = Non
     if not levels:
         return None
     return _graft(lines, levels)
+
+
+def refused(data: bytes) -> bool:
+    """Whether ``data`` has what a parse in pieces cannot follow: a carriage return (the tokenizer's line ends are
+    not split here), a NUL, ``barry_as_FLUFL`` or an encoding declaration in its first two lines."""
+    if b"\r" in data or b"\0" in data or b"barry_as_FLUFL" in data:
+        return True
+    return _CODING.search(data, 0, _two_lines(data)) is not None
 
 
 def _two_lines(data: bytes) -> int:

@@ -12,8 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sgpatch.pyast import parse_python
-from sgpatch.series.engine import duplicate_definitions
+from sgpatch.series.engine import new_duplicates
 from sgpatch.series.patch import split_lines
 
 TAKE_UPSTREAM = "take-upstream"
@@ -135,8 +134,4 @@ def sound(path: str, release: bytes, text: bytes) -> bool:
     """Whether a resolved file may be offered: Python that parses, with no name newly defined twice."""
     if not path.endswith(".py"):
         return True
-    try:
-        parse_python(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    return not duplicate_definitions(release, text)
+    return new_duplicates(release, text) == []

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sgpatch.pyast import parse_python, per_memo
+from sgpatch.pyast.splice import unplaced_body
 from sgpatch.series.patch import FilePatch, Hunk, Patch, split_lines
 from sgpatch.series.paths import INVISIBLE
 
@@ -175,8 +176,34 @@ def apply_file(
 
 def duplicate_definitions(before: bytes | None, after: bytes) -> list[str]:
     """Names a change newly defines twice in one scope (Python keeps only the later one)."""
-    new = _duplicates(after) - (_duplicates(before) if before is not None else frozenset())
-    return sorted(f"{name} in {scope}" for scope, name in new)
+    return new_duplicates(before, after) or []
+
+
+def new_duplicates(before: bytes | None, after: bytes) -> list[str] | None:
+    """``duplicate_definitions``, or None where ``after`` is not Python that parses.  ``after`` is read as
+    ``before``'s statements and the lines it changes (``pyast.splice``) where that can be shown, else parsed whole."""
+    had = _duplicates(before) if before is not None else frozenset()
+    body = _near(after, before)
+    if body is not None:
+        found = _twice(body)
+    else:
+        try:
+            parse_python(after)
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+        found = _duplicates(after)
+    return sorted(f"{name} in {scope}" for scope, name in found - had)
+
+
+def _near(data: bytes, kin: bytes | None) -> list[ast.stmt] | None:
+    """``data``'s top-level statements made from ``kin``'s tree (``pyast.splice``); None where not shown."""
+    if kin is None:
+        return None
+    try:
+        tree = parse_python(kin)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return unplaced_body(data, kin, tree)
 
 
 @per_memo(maxsize=64)
@@ -186,12 +213,17 @@ def _duplicates(source: bytes) -> frozenset[tuple[str, str]]:
         tree = parse_python(source)
     except (SyntaxError, ValueError, RecursionError):
         return frozenset()
+    return _twice(tree.body)
+
+
+def _twice(body: Sequence[ast.stmt]) -> frozenset[tuple[str, str]]:
+    """(scope, name) of every name ``body`` (a module's statements) defines twice in one scope."""
     found: set[tuple[str, str]] = set()
-    scopes: list[tuple[str, Sequence[ast.stmt]]] = [("module", tree.body)]
+    scopes: list[tuple[str, Sequence[ast.stmt]]] = [("module", body)]
     while scopes:
-        scope, body = scopes.pop()
+        scope, stmts = scopes.pop()
         names: dict[str, int] = {}
-        for node in body:
+        for node in stmts:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 if _is_accessor_or_overload(node):
                     continue

@@ -1,0 +1,118 @@
+"""The top-level statements of a text that is another, parsed text with one run of lines changed: the parsed
+text's statements before and after the run, and the run parsed by itself.  For readers of what a file defines and
+whether it parses (a name defined twice, a resolution offered), not of where: line numbers are not the text's.
+
+A port asks of many texts that are the release's file with a hunk merged in (each file's result, each resolution
+it offers) whether they parse and what they define twice, where a whole parse re-reads the release's file each
+time.  Python's grammar makes a top-level statement's tree depend only on its own tokens, and at the first line of
+a top-level statement the tokenizer holds nothing over (no bracket or string open, no indentation, no line going
+on); so when ``data`` is ``base`` cut at such a line before the change and at such a line after it, with the lines
+between replaced, ``ast.parse(data).body`` is ``base``'s statements before the first cut, the statements of the
+lines between parsed alone, and ``base``'s statements from the second cut on.  Where the lines between do not
+parse alone (they begin inside a block, end with a decorator or a backslash, ...), nothing is shown: the caller
+parses the whole text, which decides what the error is.  Refused as ``reparse`` refuses them: a carriage return, a
+NUL, an encoding declaration (in the first two lines of either text or of the lines between), ``barry_as_FLUFL``,
+and a byte-order mark beginning the lines between.  ``tests/test_splice.py`` holds it to ``ast.parse`` (``ast.dump``
+of each statement) on a real release's files changed by each hunk of a real series, by random line edits, and on
+crafted cuts.
+"""
+
+from __future__ import annotations
+
+import ast
+from bisect import bisect_right
+from itertools import accumulate
+
+from sgpatch.pyast.reparse import common_prefix, refused
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def unplaced_body(data: bytes, base: bytes, tree: ast.Module) -> list[ast.stmt] | None:
+    """``ast.parse(data).body`` as ``ast.dump`` shows it (positions are not ``data``'s), made from ``tree``
+    (``ast.parse(base)``) and the lines ``data`` changes; None where that is not shown."""
+    if data == base:
+        return list(tree.body)
+    if refused(data) or refused(base):
+        return None
+    body = tree.body
+    starts = [0, *accumulate(len(line) + 1 for line in base.split(b"\n"))]  # each line's first byte (1-based lines)
+    size = len(base)
+
+    def at(line: int) -> int:
+        return min(starts[line - 1], size) if line - 1 < len(starts) else size
+
+    # Where a cut may fall: the first line of a statement that does not share a line with the one before (``a; b``),
+    # as (how many statements come before it, the byte it begins at); and the end, after the last statement.
+    cuts = [(0, 0)]
+    cuts += [(k, at(_start(body[k]))) for k in range(1, len(body)) if _start(body[k]) > _end(body[k - 1])]
+    if body:
+        cuts.append((len(body), at(_end(body[-1]) + 1)))
+    cuts.append((len(body), size))
+    offsets = [off for _, off in cuts]
+
+    shared = common_prefix(data, base)
+    i = bisect_right(offsets, shared) - 1  # the last cut within the beginning both share
+    # Where that cut is not one for ``data`` (the change goes on the block before it: a class gains a member at its
+    # end), the one before it is tried too.
+    for at_cut in (i, i - 1) if i > 0 else (i,):
+        body_now = _spliced(data, base, body, cuts, at_cut)
+        if body_now is not None:
+            return body_now
+    return None
+
+
+def _spliced(
+    data: bytes, base: bytes, body: list[ast.stmt], cuts: list[tuple[int, int]], i: int
+) -> list[ast.stmt] | None:
+    """``unplaced_body`` with the first cut ``cuts[i]``."""
+    size = len(base)
+    k_first, first = cuts[i]
+    tail = _common_suffix(data, base, min(len(data), size) - first)
+    for k_last, last in cuts[i:]:
+        if size - last <= tail and k_last >= k_first:
+            break
+    else:  # the last cut (the end of ``base``) always qualifies: nothing after it to share
+        return None
+    if _continued(base, first) or _continued(base, last):
+        return None  # a line going on (a backslash) across a cut
+    middle = data[first : len(data) - (size - last)]
+    if middle and last < size and not middle.endswith(b"\n"):
+        return None  # the first line kept after the change would go on the middle's last line
+    if middle.startswith(_BOM) or refused(middle):
+        return None
+    try:
+        parsed = ast.parse(middle)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return [*body[:k_first], *parsed.body, *body[k_last:]]
+
+
+def _continued(text: bytes, cut: int) -> bool:
+    """Whether the line before byte ``cut`` (a line's first) ends in a backslash: it goes on into the next."""
+    if cut <= 0 or cut >= len(text):
+        return False
+    line = text[text.rfind(b"\n", 0, cut - 1) + 1 : cut - 1]
+    return line.rstrip(b" \t\f").endswith(b"\\")
+
+
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+    """How many trailing bytes ``a`` and ``b`` share, at most ``limit`` (a binary search of byte comparisons)."""
+    lo, hi = 0, max(0, limit)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid : len(a) - lo] == b[len(b) - mid : len(b) - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _start(stmt: ast.stmt) -> int:
+    """The first line of a statement, its decorators included."""
+    decorators = getattr(stmt, "decorator_list", None)
+    return min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
+
+
+def _end(stmt: ast.stmt) -> int:
+    return stmt.end_lineno if stmt.end_lineno is not None else stmt.lineno

@@ -1,0 +1,184 @@
+"""The statements of a text made from a parsed kin and the lines it changes (``sgpatch.pyast.splice``) against
+``ast.parse`` of the whole text, and the readers that use them (a name defined twice, a resolution offered).
+
+A faster path that can disagree with the slow one is a bug: each case compares every top-level statement as
+``ast.dump`` shows it (no positions: the splice does not claim them); a case where ``ast.parse`` fails must get
+nothing.  The texts are the files of a real release edited by each hunk of slime's series (and by two hunks at
+once) and by random line edits chosen to cut across statements, and crafted cases for each refusal.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sgpatch.pyast import parses_shared
+from sgpatch.pyast.splice import _common_suffix, unplaced_body
+from sgpatch.series.conflicts import sound
+from sgpatch.series.engine import HunkFailure, _duplicates, apply_file, duplicate_definitions
+from sgpatch.series.hunks import only
+from sgpatch.series.patch import parse_patch
+
+from .helpers import DATA
+from .smallrepo import HEADER
+from .test_reparse import BASE, FLUFL, _edited, _full
+
+
+def _check(data: bytes, base: bytes, tree: ast.Module) -> bool:
+    """Whether the splice gave statements (those of ``ast.parse``; fails the test otherwise)."""
+    got = unplaced_body(data, base, tree)
+    if got is None:
+        return False
+    want = _full(data)
+    assert want is not None, f"the splice gave statements where ast.parse fails: {data[:200]!r}"
+    assert [ast.dump(s) for s in got] == [ast.dump(s) for s in want.body], f"the splice differs: {data[:200]!r}"
+    return True
+
+
+@pytest.fixture(scope="module")
+def release_py(release_tree: Callable[[str], Path]) -> dict[str, bytes]:
+    root = release_tree("0.5.9")
+    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.py"))}
+    assert len(files) > 1000
+    return files
+
+
+def test_hunks_of_a_real_series_alone_and_in_pairs(release_py: dict[str, bytes]) -> None:
+    series = DATA / "series" / "slime-sglang-0.5.9.patch"
+    patch = parse_patch(HEADER.format(desc="slime's series").encode() + series.read_bytes(), series)
+    made = tried = 0
+    for fp in patch.files:
+        old = release_py.get(fp.path)
+        if old is None or not fp.path.endswith(".py"):
+            continue
+        tree = ast.parse(old)
+        sets = [(h,) for h in fp.hunks] + list(zip(fp.hunks, fp.hunks[1:], strict=False))
+        for hunks in sets:
+            new = apply_file(old, only(fp, hunks))
+            if isinstance(new, HunkFailure):
+                continue
+            tried += 1
+            made += _check(new, old, tree)
+            back = _full(new)
+            if back is not None:  # and back: the release's file made from the patched one
+                tried += 1
+                made += _check(old, new, back)
+    assert tried > 200
+    assert made > tried * 3 // 4  # a hunk changes lines between two top-level statements' first lines
+
+
+def test_random_line_edits_of_real_files(release_py: dict[str, bytes]) -> None:
+    rng = random.Random(47)
+    paths = rng.sample(sorted(release_py), 80)
+    made = valid = 0
+    for path in paths:
+        old = release_py[path]
+        tree = _full(old)
+        if tree is None:
+            continue
+        lines = old.split(b"\n")
+        for _ in range(8):
+            new = _edited(lines, rng)
+            if rng.random() < 0.3:
+                new = _edited(new.split(b"\n"), rng)  # two edits apart: one run of lines from the first to the last
+            valid += _full(new) is not None
+            made += _check(new, old, tree)
+    assert valid > 150
+    assert made > valid // 2
+
+
+def _with(old: bytes, new: bytes) -> bytes:
+    assert old in BASE
+    return BASE.replace(old, new, 1)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "made"),
+    [
+        (b"def top():\n    pass\n", b"def top():\n    return 9\n", True),  # the last statement
+        (b"        return 2\n", b"        return 22\n", True),  # inside a method: class A is parsed again
+        (b"    @property\n", b"    @property\n    @cached\n", True),
+        (b"def top():\n", b"top = 1\n\ndef top():\n", True),
+        (b"X = 1\n", b"X = 1 \\\n+ 2\n", True),  # the changed line carries on: parsed with the rest of its run
+        (b"X = 1\n", b"X = 1; Y = 2\n", True),
+        (b"import os\n", b"import os\nimport sys\n", True),
+        (b"        return 1\n", b"        return (1 +\n", False),  # unbalanced: ast.parse fails
+        (b"def top():\n    pass\n", b"else:\n    pass\n", False),  # an else after class A
+        (b"def top():\n    pass\n", b"  def top():\n    pass\n", False),  # unexpected indent
+        (b"\n\ndef top():\n", b"\n\n    def i(self):\n        pass\n\ndef top():\n", True),  # A gains a member
+        (b"X = 1\n", b'X = """\n', False),  # a string opened to the end
+        (b"def top():\n    pass\n", b"def top():\n    pass\n@deco\n", False),  # a decorator with nothing after it
+    ],
+)
+def test_crafted_cuts(old: bytes, new: bytes, made: bool) -> None:
+    tree = ast.parse(BASE)
+    data = _with(old, new)
+    assert _check(data, BASE, tree) is made
+
+
+@pytest.mark.parametrize(
+    ("base", "data"),
+    [
+        (b"x = 1\r\ny = 2\r\n", b"x = 1\r\ny = 3\r\n"),  # carriage returns
+        (b"# -*- coding: latin-1 -*-\nx = 1\ny = 2\n", b"# -*- coding: latin-1 -*-\nx = 1\ny = 3\n"),
+        (b"x = 1\ny = 2\n", b"# coding: latin-1\nx = 1\ny = 2\n"),  # a declaration the run would take alone
+        (FLUFL + b"x = 1\ny = 1 != 2\n", FLUFL + b"x = 1\ny = 1 != 3\n"),
+        (b"x = 1\ny = 2\n", b"x = 1\ny = 2\0\n"),
+        (b"x = 1\ny = 2\n", b"x = 1\n\xef\xbb\xbfz = 3\ny = 2\n"),  # a byte-order mark: the run alone drops it
+        (b"x = 1 \\\n\n", b"x = 1 \\\n+ 2\n\n"),  # the line before the cut goes on into the run
+        (b"x = 1\ny = 2\nz = 3\n", b"x = 1\ny = 2;z = 3\n"),  # the line kept after the change would go on the run's
+    ],
+)
+def test_refused_where_the_run_alone_may_differ(base: bytes, data: bytes) -> None:
+    tree = _full(base)
+    assert tree is not None
+    assert unplaced_body(data, base, tree) is None
+
+
+def test_the_same_text_is_its_kin() -> None:
+    tree = ast.parse(BASE)
+    assert unplaced_body(BASE, BASE, tree) == tree.body
+
+
+def test_common_suffix_is_the_shared_end() -> None:
+    rng = random.Random(3)
+    for _ in range(500):
+        a = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(40)))
+        b = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(5))) + a[rng.randrange(len(a) + 1) :]
+        n = 0
+        while n < min(len(a), len(b)) and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
+            n += 1
+        assert _common_suffix(a, b, min(len(a), len(b))) == n
+
+
+TWICE = b"class A:\n    def f(self):\n        pass\n\n\ndef g():\n    pass\n"
+
+
+@pytest.mark.parametrize(
+    ("after", "twice"),
+    [
+        (TWICE.replace(b"def g", b"def f(self):\n    pass\n\n\ndef g"), []),  # a module f beside A.f: not twice
+        (TWICE.replace(b"\n\n\ndef g", b"\n    def f(self):\n        return 1\n\n\ndef g"), ["f in class A"]),
+        (TWICE + b"\n\ndef g():\n    return 2\n", ["g in module"]),
+        (TWICE + b"\n\ng = 1\n", []),  # not a definition
+        (TWICE + b"\n\ndef g(:\n", None),  # does not parse
+    ],
+)
+def test_what_a_change_defines_twice_and_whether_it_parses(after: bytes, twice: list[str] | None) -> None:
+    """The readers give what a whole parse gives, with the splice (the release's file parsed in the memo) and
+    without (no memo: each text parsed whole)."""
+    whole = _duplicates.__wrapped__  # type: ignore[attr-defined]
+    if twice is not None:
+        assert sorted(f"{n} in {s}" for s, n in whole(after) - whole(TWICE)) == twice
+    for shared in (True, False):
+        if shared:
+            with parses_shared():
+                got, ok = duplicate_definitions(TWICE, after), sound("m.py", TWICE, after)
+        else:
+            got, ok = duplicate_definitions(TWICE, after), sound("m.py", TWICE, after)
+        assert got == (twice or [])
+        assert ok is (twice == [])
