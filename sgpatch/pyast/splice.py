@@ -23,43 +23,56 @@ import ast
 from bisect import bisect_right
 from itertools import accumulate
 
+from sgpatch.pyast import parse_python, per_memo
 from sgpatch.pyast.reparse import common_prefix, refused
 
 _BOM = b"\xef\xbb\xbf"
 
 
-def unplaced_body(data: bytes, base: bytes, tree: ast.Module) -> list[ast.stmt] | None:
-    """``ast.parse(data).body`` as ``ast.dump`` shows it (positions are not ``data``'s), made from ``tree``
-    (``ast.parse(base)``) and the lines ``data`` changes; None where that is not shown."""
-    if data == base:
-        return list(tree.body)
-    if refused(data) or refused(base):
+def unplaced_body(data: bytes, base: bytes) -> list[ast.stmt] | None:
+    """``ast.parse(data).body`` as ``ast.dump`` shows it (positions are not ``data``'s), made from ``base``'s tree
+    (``parse_python``: the memo's) and the lines ``data`` changes; None where that is not shown (or ``base`` does
+    not parse)."""
+    found = _cuts(base)
+    if found is None or refused(data):
         return None
-    body = tree.body
+    body, cuts = found
+    if data == base:
+        return list(body)
+    shared = common_prefix(data, base)
+    i = bisect_right([off for _, off in cuts], shared) - 1  # the last cut within the beginning both share
+    # Where that cut is not one for ``data`` (the change goes on the block before it: a class gains a member at its
+    # end), the one before it is tried too.
+    for at_cut in (i, i - 1) if i > 0 else (i,):
+        spliced = _spliced(data, base, body, cuts, at_cut)
+        if spliced is not None:
+            return spliced
+    return None
+
+
+@per_memo(maxsize=4)
+def _cuts(base: bytes) -> tuple[list[ast.stmt], list[tuple[int, int]]] | None:
+    """``base``'s top-level statements and where a cut may fall: the first line of a statement that does not share
+    a line with the one before (``a; b``), as (how many statements come before it, the byte it begins at), in
+    order; and the end, after the last statement.  None where ``base`` does not parse or is refused."""
+    if refused(base):
+        return None
+    try:
+        body = parse_python(base).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
     starts = [0, *accumulate(len(line) + 1 for line in base.split(b"\n"))]  # each line's first byte (1-based lines)
     size = len(base)
 
     def at(line: int) -> int:
         return min(starts[line - 1], size) if line - 1 < len(starts) else size
 
-    # Where a cut may fall: the first line of a statement that does not share a line with the one before (``a; b``),
-    # as (how many statements come before it, the byte it begins at); and the end, after the last statement.
     cuts = [(0, 0)]
     cuts += [(k, at(_start(body[k]))) for k in range(1, len(body)) if _start(body[k]) > _end(body[k - 1])]
     if body:
         cuts.append((len(body), at(_end(body[-1]) + 1)))
     cuts.append((len(body), size))
-    offsets = [off for _, off in cuts]
-
-    shared = common_prefix(data, base)
-    i = bisect_right(offsets, shared) - 1  # the last cut within the beginning both share
-    # Where that cut is not one for ``data`` (the change goes on the block before it: a class gains a member at its
-    # end), the one before it is tried too.
-    for at_cut in (i, i - 1) if i > 0 else (i,):
-        body_now = _spliced(data, base, body, cuts, at_cut)
-        if body_now is not None:
-            return body_now
-    return None
+    return body, cuts
 
 
 def _spliced(

@@ -183,7 +183,7 @@ def new_duplicates(before: bytes | None, after: bytes) -> list[str] | None:
     """``duplicate_definitions``, or None where ``after`` is not Python that parses.  ``after`` is read as
     ``before``'s statements and the lines it changes (``pyast.splice``) where that can be shown, else parsed whole."""
     had = _duplicates(before) if before is not None else frozenset()
-    body = _near(after, before)
+    body = unplaced_body(after, before) if before is not None else None
     if body is not None:
         found = _twice(body)
     else:
@@ -193,17 +193,6 @@ def new_duplicates(before: bytes | None, after: bytes) -> list[str] | None:
             return None
         found = _duplicates(after)
     return sorted(f"{name} in {scope}" for scope, name in found - had)
-
-
-def _near(data: bytes, kin: bytes | None) -> list[ast.stmt] | None:
-    """``data``'s top-level statements made from ``kin``'s tree (``pyast.splice``); None where not shown."""
-    if kin is None:
-        return None
-    try:
-        tree = parse_python(kin)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    return unplaced_body(data, kin, tree)
 
 
 @per_memo(maxsize=64)
