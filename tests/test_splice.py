@@ -29,11 +29,16 @@ from .test_reparse import BASE, FLUFL, _edited, _full
 
 
 def _check(data: bytes, base: bytes) -> bool:
-    """Whether the splice gave statements (those of ``ast.parse``; fails the test otherwise)."""
-    got = unplaced_body(data, base)
+    """Whether the splice gave an answer: statements (those of ``ast.parse``) or that it does not parse (where
+    ``ast.parse`` fails); fails the test otherwise."""
+    want = _full(data)
+    try:
+        got = unplaced_body(data, base)
+    except SyntaxError:
+        assert want is None, f"the splice says it does not parse where ast.parse parses it: {data[:200]!r}"
+        return True
     if got is None:
         return False
-    want = _full(data)
     assert want is not None, f"the splice gave statements where ast.parse fails: {data[:200]!r}"
     assert [ast.dump(s) for s in got] == [ast.dump(s) for s in want.body], f"the splice differs: {data[:200]!r}"
     return True
@@ -93,26 +98,34 @@ def _with(old: bytes, new: bytes) -> bytes:
     return BASE.replace(old, new, 1)
 
 
+STATEMENTS, FAILS = "statements", "does not parse"
+
+
 @pytest.mark.parametrize(
-    ("old", "new", "made"),
+    ("old", "new", "shown"),
     [
-        (b"def top():\n    pass\n", b"def top():\n    return 9\n", True),  # the last statement
-        (b"        return 2\n", b"        return 22\n", True),  # inside a method: class A is parsed again
-        (b"    @property\n", b"    @property\n    @cached\n", True),
-        (b"def top():\n", b"top = 1\n\ndef top():\n", True),
-        (b"X = 1\n", b"X = 1 \\\n+ 2\n", True),  # the changed line carries on: parsed with the rest of its run
-        (b"X = 1\n", b"X = 1; Y = 2\n", True),
-        (b"import os\n", b"import os\nimport sys\n", True),
-        (b"        return 1\n", b"        return (1 +\n", False),  # unbalanced: ast.parse fails
-        (b"def top():\n    pass\n", b"else:\n    pass\n", False),  # an else after class A
-        (b"def top():\n    pass\n", b"  def top():\n    pass\n", False),  # unexpected indent
-        (b"\n\ndef top():\n", b"\n\n    def i(self):\n        pass\n\ndef top():\n", True),  # A gains a member
-        (b"X = 1\n", b'X = """\n', False),  # a string opened to the end
-        (b"def top():\n    pass\n", b"def top():\n    pass\n@deco\n", False),  # a decorator with nothing after it
+        (b"def top():\n    pass\n", b"def top():\n    return 9\n", STATEMENTS),  # the last statement
+        (b"        return 2\n", b"        return 22\n", STATEMENTS),  # inside a method: class A is parsed again
+        (b"    @property\n", b"    @property\n    @cached\n", STATEMENTS),
+        (b"def top():\n", b"top = 1\n\ndef top():\n", STATEMENTS),
+        (b"X = 1\n", b"X = 1 \\\n+ 2\n", STATEMENTS),  # the changed line carries on: parsed with the rest of its run
+        (b"X = 1\n", b"X = 1; Y = 2\n", STATEMENTS),
+        (b"import os\n", b"import os\nimport sys\n", STATEMENTS),
+        (b"\n\ndef top():\n", b"\n\n    def i(self):\n        pass\n\ndef top():\n", STATEMENTS),  # A gains a member
+        (b"X = 1\n\n\nclass A:", b"X = 1\n\n\nclass A:  # note\n", STATEMENTS),  # the run ends on the kept line
+        (b"        return 1\n", b"        return (1 +\n", FAILS),  # unbalanced
+        (b"def top():\n    pass\n", b"else:\n    pass\n", FAILS),  # an else after class A
+        (b"def top():\n    pass\n", b"  def top():\n    pass\n", FAILS),  # at no level
+        (b"X = 1\n", b'X = """\n', FAILS),  # a string opened to the end
+        (b"def top():\n    pass\n", b"def top():\n    pass\n@deco\n", FAILS),  # a decorator with nothing after it
+        (b"def top():\n", b"\x0c    def top():\n", None),  # a form feed first: not followed
     ],
 )
-def test_crafted_cuts(old: bytes, new: bytes, made: bool) -> None:
-    assert _check(_with(old, new), BASE) is made
+def test_crafted_cuts(old: bytes, new: bytes, shown: str | None) -> None:
+    data = _with(old, new)
+    assert _check(data, BASE) is (shown is not None)
+    if shown is not None:
+        assert (_full(data) is not None) is (shown == STATEMENTS)
 
 
 @pytest.mark.parametrize(
@@ -125,7 +138,6 @@ def test_crafted_cuts(old: bytes, new: bytes, made: bool) -> None:
         (b"x = 1\ny = 2\n", b"x = 1\ny = 2\0\n"),
         (b"x = 1\ny = 2\n", b"x = 1\n\xef\xbb\xbfz = 3\ny = 2\n"),  # a byte-order mark: the run alone drops it
         (b"x = 1 \\\n\n", b"x = 1 \\\n+ 2\n\n"),  # the line before the cut goes on into the run
-        (b"x = 1\ny = 2\nz = 3\n", b"x = 1\ny = 2;z = 3\n"),  # the line kept after the change would go on the run's
     ],
 )
 def test_refused_where_the_run_alone_may_differ(base: bytes, data: bytes) -> None:

@@ -1,20 +1,25 @@
 """The top-level statements of a text that is another, parsed text with one run of lines changed: the parsed
-text's statements before and after the run, and the run parsed by itself.  For readers of what a file defines and
-whether it parses (a name defined twice, a resolution offered), not of where: line numbers are not the text's.
+text's statements before the run, and the rest parsed by itself.  For readers of what a file defines and whether
+it parses (a name defined twice, a resolution offered), not of where: line numbers are not the text's.
 
 A port asks of many texts that are the release's file with a hunk merged in (each file's result, each resolution
 it offers) whether they parse and what they define twice, where a whole parse re-reads the release's file each
 time.  Python's grammar makes a top-level statement's tree depend only on its own tokens, and at the first line of
 a top-level statement the tokenizer holds nothing over (no bracket or string open, no indentation, no line going
-on); so when ``data`` is ``base`` cut at such a line before the change and at such a line after it, with the lines
-between replaced, ``ast.parse(data).body`` is ``base``'s statements before the first cut, the statements of the
-lines between parsed alone, and ``base``'s statements from the second cut on.  Where the lines between do not
-parse alone (they begin inside a block, end with a decorator or a backslash, ...), nothing is shown: the caller
-parses the whole text, which decides what the error is.  Refused as ``reparse`` refuses them: a carriage return, a
-NUL, an encoding declaration (in the first two lines of either text or of the lines between), ``barry_as_FLUFL``,
-and a byte-order mark beginning the lines between.  ``tests/test_splice.py`` holds it to ``ast.parse`` (``ast.dump``
-of each statement) on a real release's files changed by each hunk of a real series, by random line edits, and on
-crafted cuts.
+on).  So cut ``data`` where ``base`` has such a line before the first byte they differ in (``data`` has the same
+bytes before it, so the same nothing held over): if the first line of code from the cut on is not indented, the
+cut is one of ``data``'s statement boundaries too, and ``ast.parse(data).body`` is ``base``'s statements before it
+and the rest parsed by itself; the rest does not parse alone exactly when ``data`` does not parse at all, which is
+then shown (``SyntaxError``, its message not ``ast.parse``'s).  Cut again where ``base`` has such a line after the
+last byte they differ in, with the lines between ending a line, and the lines between parse alone: the rest is
+those and ``base``'s statements from that line on (where they do not parse alone, the rest is parsed whole).
+Where the first cut's first line of code is indented (a class gains a member at its end), the cut before it is
+taken.  Nothing is shown (None: the caller parses the whole text) where ``base`` does not parse, for a carriage
+return, a NUL, an encoding declaration (in the first two lines of either text or of a piece parsed alone),
+``barry_as_FLUFL`` (as ``reparse`` refuses them), a byte-order mark beginning a piece, a line before a cut going on
+(a backslash), and a first line of code that begins with a backslash or a form feed.  ``tests/test_splice.py``
+holds it to ``ast.parse`` (``ast.dump`` of each statement, and failing where it fails) on a real release's files
+changed by each hunk of a real series, by random line edits, and on crafted cuts.
 """
 
 from __future__ import annotations
@@ -31,23 +36,35 @@ _BOM = b"\xef\xbb\xbf"
 
 def unplaced_body(data: bytes, base: bytes) -> list[ast.stmt] | None:
     """``ast.parse(data).body`` as ``ast.dump`` shows it (positions are not ``data``'s), made from ``base``'s tree
-    (``parse_python``: the memo's) and the lines ``data`` changes; None where that is not shown (or ``base`` does
-    not parse)."""
+    (``parse_python``: the memo's) and the lines ``data`` changes; SyntaxError where ``data`` is shown not to parse;
+    None where neither is shown."""
     found = _cuts(base)
     if found is None or refused(data):
         return None
     body, cuts = found
     if data == base:
         return list(body)
-    shared = common_prefix(data, base)
-    i = bisect_right([off for _, off in cuts], shared) - 1  # the last cut within the beginning both share
-    # Where that cut is not one for ``data`` (the change goes on the block before it: a class gains a member at its
-    # end), the one before it is tried too.
-    for at_cut in (i, i - 1) if i > 0 else (i,):
-        spliced = _spliced(data, base, body, cuts, at_cut)
-        if spliced is not None:
-            return spliced
-    return None
+    i = bisect_right([off for _, off in cuts], common_prefix(data, base)) - 1  # the last cut both share
+    k_first, first = cuts[i]
+    lead = _lead(data, first)
+    if lead is None and i > 0:  # the change goes on the block before the cut: the cut before it (base's bytes)
+        i -= 1
+        k_first, first = cuts[i]
+        lead = _lead(data, first)
+    if not lead or _continued(base, first):
+        return None
+    between = _between(data, base, body, cuts, i)
+    if between is not None:
+        return [*body[:k_first], *between]
+    rest = data[first:]
+    if rest.startswith(_BOM) or refused(rest):
+        return None
+    try:
+        parsed = ast.parse(rest)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        line = data.count(b"\n", 0, first) + 1
+        raise SyntaxError(f"does not parse from its line {line} on: {exc}") from None
+    return [*body[:k_first], *parsed.body]
 
 
 @per_memo(maxsize=4)
@@ -75,10 +92,29 @@ def _cuts(base: bytes) -> tuple[list[ast.stmt], list[tuple[int, int]]] | None:
     return body, cuts
 
 
-def _spliced(
+def _lead(data: bytes, cut: int) -> bool | None:
+    """Whether the first line of code from byte ``cut`` on may begin a statement: True when it begins in its first
+    column (or there is none), None when it is indented (it goes on a block), False when it begins with a backslash
+    or a form feed (not followed here)."""
+    at = cut
+    while at < len(data):
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        line = data[at:end]
+        code = line.lstrip(b" \t\f")
+        if code and not code.startswith(b"#"):
+            if line[:1] in (b"\\", b"\f"):
+                return False
+            return None if line[:1] in (b" ", b"\t") else True
+        at = end + 1
+    return True
+
+
+def _between(
     data: bytes, base: bytes, body: list[ast.stmt], cuts: list[tuple[int, int]], i: int
 ) -> list[ast.stmt] | None:
-    """``unplaced_body`` with the first cut ``cuts[i]``."""
+    """From cut ``cuts[i]`` on, ``data``'s statements as the lines between the cuts parsed alone and ``base``'s
+    statements (``body``) from the second cut on; None where that is not shown."""
     size = len(base)
     k_first, first = cuts[i]
     tail = _common_suffix(data, base, min(len(data), size) - first)
@@ -87,8 +123,8 @@ def _spliced(
             break
     else:  # the last cut (the end of ``base``) always qualifies: nothing after it to share
         return None
-    if _continued(base, first) or _continued(base, last):
-        return None  # a line going on (a backslash) across a cut
+    if _continued(base, last):
+        return None  # the line before the second cut goes on (a backslash)
     middle = data[first : len(data) - (size - last)]
     if middle and last < size and not middle.endswith(b"\n"):
         return None  # the first line kept after the change would go on the middle's last line
@@ -98,7 +134,7 @@ def _spliced(
         parsed = ast.parse(middle)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return [*body[:k_first], *parsed.body, *body[k_last:]]
+    return [*parsed.body, *body[k_last:]]
 
 
 def _continued(text: bytes, cut: int) -> bool:

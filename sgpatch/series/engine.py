@@ -183,7 +183,10 @@ def new_duplicates(before: bytes | None, after: bytes) -> list[str] | None:
     """``duplicate_definitions``, or None where ``after`` is not Python that parses.  ``after`` is read as
     ``before``'s statements and the lines it changes (``pyast.splice``) where that can be shown, else parsed whole."""
     had = _duplicates(before) if before is not None else frozenset()
-    body = unplaced_body(after, before) if before is not None else None
+    try:
+        body = unplaced_body(after, before) if before is not None else None
+    except SyntaxError:  # shown not to parse
+        return None
     if body is not None:
         found = _twice(body)
     else:
