@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import pickle
 import select
@@ -268,6 +269,9 @@ def _fork(tmp: Path, serve: Callable[[int, int], None]) -> _Child:
         pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
+            # What the parent made is left out of the child's collections, which would walk it all (writing to every
+            # page it stands on: a copy of the parent's memory each, on this side of the fork).
+            gc.freeze()
             for fd in (task_w, answer_r, *_OURS):  # held here, another child would never see its pipe's end
                 os.close(fd)
             _OURS.clear()
