@@ -5,9 +5,13 @@ from __future__ import annotations
 import ast
 import gc
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 from sgpatch.pyast import collector_paused, parse_python, parses_shared, per_memo
+from sgpatch.pyast.reparse import declares_encoding
 from sgpatch.series.upstream import outline
 
 SOURCE = b"def f(x):\n    return x + 1\n"
@@ -113,3 +117,53 @@ def test_the_real_outline_is_the_same_inside_and_outside_a_memo() -> None:
     assert {q: [(d.start, d.end, d.dump) for d in ds] for q, ds in inside.definitions.items()} == {
         q: [(d.start, d.end, d.dump) for d in ds] for q, ds in outside.definitions.items()
     }
+
+
+def test_a_dump_kept_by_its_bytes_is_the_dump_of_every_node_with_those_bytes(
+    release_tree: Callable[[str], Path],
+) -> None:
+    """``dump_of`` keeps a dump under the exact bytes of what it dumps: over two real releases' files (their
+    definitions by their lines, their statements by their tokens' bytes), bytes seen twice always dumped the same,
+    and inside a memo each definition's and statement's dump is ``ast.dump``'s."""
+    seen: dict[bytes, str] = {}
+    count = 0
+    for version in ("0.5.9", "0.5.12.post1"):
+        root = release_tree(version)
+        for path in sorted(root.rglob("*.py"))[::3]:
+            data = path.read_bytes()
+            with parses_shared():
+                found = outline(data)
+                if found is None:
+                    continue
+                for defs in found.definitions.values():
+                    for d in defs:
+                        assert d.dump == ast.dump(d.node)
+                        if d.source is not None:
+                            assert seen.setdefault(d.source, d.dump) == d.dump, (path, d.qualname)
+                            count += 1
+                for scope in found.statements:
+                    for _, node in found.statements._nodes[scope]:
+                        key = found.statements._source(node)
+                        if key is None:  # an encoding declared, or a byte-order mark
+                            assert declares_encoding(data) or data.startswith(b"\xef\xbb\xbf"), path
+                            continue
+                        assert seen.setdefault(key, ast.dump(node)) == ast.dump(node), path
+                        count += 1
+                    assert found.statements[scope] == tuple(
+                        sorted(ast.dump(n) for _, n in found.statements._nodes[scope])
+                    )
+    assert count > 20_000 and len(seen) < count  # most bytes come again (the two releases share most code)
+
+
+def test_a_text_whose_bytes_do_not_say_it_keeps_no_dump() -> None:
+    latin = b"# -*- coding: latin-1 -*-\ndef f():\n    return '\xe9'\n"
+    bom = b"\xef\xbb\xbfx = 1\n"
+    with parses_shared():
+        assert all(d.source is None for ds in (outline(latin) or _none()).definitions.values() for d in ds)
+        assert (outline(bom) or _none()).statements._source(ast.parse(bom).body[0]) is None
+        plain = outline(b"x = 1; y = 2\n") or _none()
+        assert [plain.statements._source(n) for _, n in plain.statements._nodes[""]] == [b"x = 1", b"y = 2"]
+
+
+def _none() -> Any:
+    raise AssertionError("not parsed")

@@ -110,6 +110,26 @@ def per_memo(maxsize: int = 16) -> Callable[[Callable[[K], R]], Callable[[K], R]
     return decorate
 
 
+def _dumps(_: str) -> dict[bytes, str]:
+    return {}
+
+
+def dump_of(node: ast.AST, source: bytes | None) -> str:
+    """``ast.dump(node)``, kept in the memo of the ``parses_shared()`` around the call under ``source``: the exact
+    bytes ``node`` was parsed from (a statement's tree depends on its own tokens alone: the same bytes, the same
+    dump).  A port dumps the same definitions and statements of a file's versions again and again (the old base,
+    the release, each hunk's text).  ``source`` None (a text whose bytes alone do not say it: an encoding
+    declaration), or no memo: dumped each time."""
+    memo = _current()
+    if memo is None or source is None:
+        return ast.dump(node)
+    table = memo.made(_dumps, "dumps")
+    found = table.get(source)
+    if found is None:
+        found = table[source] = ast.dump(node)  # another thread may do the same meanwhile: the same string
+    return found
+
+
 _pauses = 0  # threads inside collector_paused(), under _pause_lock
 _resume = False  # the collector was on when the first of them paused it
 _pause_lock = threading.Lock()

@@ -111,6 +111,11 @@ def refused(data: bytes) -> bool:
     not split here), a NUL, ``barry_as_FLUFL`` or an encoding declaration in its first two lines."""
     if b"\r" in data or b"\0" in data or b"barry_as_FLUFL" in data:
         return True
+    return declares_encoding(data)
+
+
+def declares_encoding(data: bytes) -> bool:
+    """Whether ``data`` declares its encoding (in its first two lines): its bytes alone do not say its text."""
     return _CODING.search(data, 0, _two_lines(data)) is not None
 
 

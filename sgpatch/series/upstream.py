@@ -17,7 +17,8 @@ import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sgpatch.pyast import parse_python, per_memo
+from sgpatch.pyast import dump_of, parse_python, per_memo
+from sgpatch.pyast.reparse import declares_encoding
 from sgpatch.series.engine import HunkFailure, apply_patch
 from sgpatch.series.patch import FilePatch, Patch, split_lines
 
@@ -39,11 +40,12 @@ class Definition:
     end: int  # last line, inclusive
     text: str  # the exact source lines
     node: ast.AST = field(compare=False, repr=False)
+    source: bytes | None = field(default=None, compare=False, repr=False)  # its lines' bytes (``pyast.dump_of``)
 
     @functools.cached_property
     def dump(self) -> str:
         """``ast.dump``: what the code does, without comments, formatting or line numbers (made when asked)."""
-        return ast.dump(self.node)
+        return dump_of(self.node, self.source)
 
     @property
     def scope(self) -> str:
@@ -58,15 +60,28 @@ class Definition:
 class Statements(Mapping[str, tuple[str, ...]]):
     """Per scope qualname ("" = module): the sorted ``ast.dump`` of its non-def statements, made when asked."""
 
-    def __init__(self, nodes: dict[str, list[tuple[str, ast.stmt]]]) -> None:
+    def __init__(self, nodes: dict[str, list[tuple[str, ast.stmt]]], lines: Sequence[bytes] | None = None) -> None:
         self._nodes = nodes
+        self._lines = lines  # the file's, where its bytes alone say its text (``pyast.dump_of``)
         self._dumps: dict[str, tuple[str, ...]] = {}
         self.texts = {scope: tuple(sorted(t for t, _ in found)) for scope, found in nodes.items()}
 
     def __getitem__(self, scope: str) -> tuple[str, ...]:
         if scope not in self._dumps:
-            self._dumps[scope] = tuple(sorted(ast.dump(n) for _, n in self._nodes[scope]))
+            self._dumps[scope] = tuple(sorted(dump_of(n, self._source(n)) for _, n in self._nodes[scope]))
         return self._dumps[scope]
+
+    def _source(self, node: ast.stmt) -> bytes | None:
+        """The exact bytes of ``node``, from its first token to its last (``a; b``: each its own)."""
+        lines = self._lines
+        if lines is None or node.end_lineno is None or node.end_col_offset is None:
+            return None
+        first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
+        if node.lineno == node.end_lineno:
+            return first[node.col_offset : node.end_col_offset]
+        return b"".join(
+            [first[node.col_offset :], *lines[node.lineno : node.end_lineno - 1], last[: node.end_col_offset]]
+        )
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._nodes)
@@ -97,6 +112,8 @@ def _outline(source: bytes) -> Outline | None:
     except (SyntaxError, ValueError, RecursionError):
         return None
     lines = split_lines(source)
+    # Its bytes alone say its text, and its columns count them: dumps may be kept by the bytes of what they dump.
+    plain = not declares_encoding(source) and not source.startswith(b"\xef\xbb\xbf")
     defs: dict[str, list[Definition]] = {}
     stmts: dict[str, list[tuple[str, ast.stmt]]] = {}
     pending: list[tuple[str, Sequence[ast.stmt]]] = [("", tree.body)]
@@ -109,14 +126,17 @@ def _outline(source: bytes) -> Outline | None:
                 start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 end = node.end_lineno or node.lineno
                 kind = "class" if isinstance(node, ast.ClassDef) else "def"
-                text = b"".join(lines[start - 1 : end]).decode("utf-8", "replace")
-                defs.setdefault(qual, []).append(Definition(qual, kind, start, end, text, node))
+                chunk = b"".join(lines[start - 1 : end])
+                text = chunk.decode("utf-8", "replace")
+                definition = Definition(qual, kind, start, end, text, node, chunk if plain else None)
+                defs.setdefault(qual, []).append(definition)
                 if isinstance(node, ast.ClassDef):
                     pending.append((qual, node.body))
             else:
                 text = b"".join(lines[node.lineno - 1 : node.end_lineno or node.lineno]).decode("utf-8", "replace")
                 stmts[scope].append((text, node))
-    return Outline(definitions={k: tuple(v) for k, v in defs.items()}, statements=Statements(stmts))
+    statements = Statements(stmts, lines if plain else None)
+    return Outline(definitions={k: tuple(v) for k, v in defs.items()}, statements=statements)
 
 
 def group_names(qualnames: Sequence[str]) -> str:
