@@ -32,6 +32,7 @@ from sgpatch.pyast import parse_python, per_memo
 from sgpatch.pyast.reparse import common_prefix, refused
 
 _BOM = b"\xef\xbb\xbf"
+_MARKER = b"\n<<<<<<< "  # a merge's conflict (not parsed twice: see ``_between``)
 
 
 def unplaced_body(data: bytes, base: bytes) -> list[ast.stmt] | None:
@@ -128,8 +129,8 @@ def _between(
     middle = data[first : len(data) - (size - last)]
     if middle and last < size and not middle.endswith(b"\n"):
         return None  # the first line kept after the change would go on the middle's last line
-    if middle.startswith(_BOM) or refused(middle):
-        return None
+    if middle.startswith((_BOM, _MARKER[1:])) or refused(middle) or _MARKER in middle:
+        return None  # (a conflict left for a person: the rest, parsed next, shows at once that it does not parse)
     try:
         parsed = ast.parse(middle)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
