@@ -119,6 +119,8 @@ STATEMENTS, FAILS = "statements", "does not parse"
         (b"X = 1\n", b'X = """\n', FAILS),  # a string opened to the end
         (b"def top():\n    pass\n", b"def top():\n    pass\n@deco\n", FAILS),  # a decorator with nothing after it
         (b"def top():\n", b"\x0c    def top():\n", None),  # a form feed first: not followed
+        (b"X = 1\n", b"<<<<<<< a\nX = 1\n=======\nX = 2\n>>>>>>> b\n", FAILS),  # a conflict: the rest shows it
+        (b"X = 1\n", b'X = """\n<<<<<<< a\n"""\n', STATEMENTS),  # a marker inside a string: the rest parses
     ],
 )
 def test_crafted_cuts(old: bytes, new: bytes, shown: str | None) -> None:
