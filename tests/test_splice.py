@@ -28,12 +28,12 @@ from .smallrepo import HEADER
 from .test_reparse import BASE, FLUFL, _edited, _full
 
 
-def _check(data: bytes, base: bytes) -> bool:
+def _check(data: bytes, base: bytes, at_most: float = 1.0) -> bool:
     """Whether the splice gave an answer: statements (those of ``ast.parse``) or that it does not parse (where
     ``ast.parse`` fails); fails the test otherwise."""
     want = _full(data)
     try:
-        got = unplaced_body(data, base)
+        got = unplaced_body(data, base, at_most=at_most)
     except SyntaxError:
         assert want is None, f"the splice says it does not parse where ast.parse parses it: {data[:200]!r}"
         return True
@@ -98,7 +98,7 @@ def _with(old: bytes, new: bytes) -> bytes:
     return BASE.replace(old, new, 1)
 
 
-STATEMENTS, FAILS = "statements", "does not parse"
+STATEMENTS, FAILS = "statements", "does not parse"  # None: not shown (the caller parses the whole text)
 
 
 @pytest.mark.parametrize(
@@ -113,11 +113,11 @@ STATEMENTS, FAILS = "statements", "does not parse"
         (b"import os\n", b"import os\nimport sys\n", STATEMENTS),
         (b"\n\ndef top():\n", b"\n\n    def i(self):\n        pass\n\ndef top():\n", STATEMENTS),  # A gains a member
         (b"X = 1\n\n\nclass A:", b"X = 1\n\n\nclass A:  # note\n", STATEMENTS),  # the run ends on the kept line
-        (b"        return 1\n", b"        return (1 +\n", FAILS),  # unbalanced
-        (b"def top():\n    pass\n", b"else:\n    pass\n", FAILS),  # an else after class A
-        (b"def top():\n    pass\n", b"  def top():\n    pass\n", FAILS),  # at no level
-        (b"X = 1\n", b'X = """\n', FAILS),  # a string opened to the end
-        (b"def top():\n    pass\n", b"def top():\n    pass\n@deco\n", FAILS),  # a decorator with nothing after it
+        (b"        return 1\n", b"        return (1 +\n", None),  # unbalanced
+        (b"def top():\n    pass\n", b"else:\n    pass\n", None),  # an else after class A
+        (b"def top():\n    pass\n", b"  def top():\n    pass\n", None),  # at no level
+        (b"X = 1\n", b'X = """\n', None),  # a string opened to the end
+        (b"def top():\n    pass\n", b"def top():\n    pass\n@deco\n", None),  # a decorator with nothing after it
         (b"def top():\n", b"\x0c    def top():\n", None),  # a form feed first: not followed
         (b"X = 1\n", b"<<<<<<< a\nX = 1\n=======\nX = 2\n>>>>>>> b\n", FAILS),  # a conflict: the rest shows it
         (b"X = 1\n", b'X = """\n<<<<<<< a\n"""\n', STATEMENTS),  # a marker inside a string: the rest parses
@@ -190,3 +190,14 @@ def test_what_a_change_defines_twice_and_whether_it_parses(after: bytes, twice: 
             got, ok = duplicate_definitions(TWICE, after), sound("m.py", TWICE, after)
         assert got == (twice or [])
         assert ok is (twice == [])
+
+
+def test_lines_between_that_are_most_of_the_rest_are_left_to_a_whole_parse() -> None:
+    """By default the splice answers only where it parses at most half of what follows the first cut: else
+    ``parse_python``, which re-uses the beginning of a class too, does as well (class A changed: A is most of the
+    rest; the last function changed: it is all of it)."""
+    inside = _with(b"        return 2\n", b"        return 22\n")
+    assert unplaced_body(inside, BASE) is None
+    assert _check(inside, BASE, at_most=1.0)
+    longer = BASE + b"".join(b"\n\ndef f%d():\n    return %d\n" % (k, k) for k in range(40))
+    assert unplaced_body(longer.replace(b"return 2\n", b"return 22\n", 1), longer) is not None

@@ -1,21 +1,23 @@
 """The top-level statements of a text that is another, parsed text with one run of lines changed: the parsed
-text's statements before the run, and the rest parsed by itself.  For readers of what a file defines and whether
-it parses (a name defined twice, a resolution offered), not of where: line numbers are not the text's.
+text's statements before and after the run, and the run parsed by itself.  For readers of what a file defines and
+whether it parses (a name defined twice, a resolution offered), not of where: line numbers are not the text's.
 
 A port asks of many texts that are the release's file with a hunk merged in (each file's result, each resolution
-it offers) whether they parse and what they define twice, where a whole parse re-reads the release's file each
-time.  Python's grammar makes a top-level statement's tree depend only on its own tokens, and at the first line of
-a top-level statement the tokenizer holds nothing over (no bracket or string open, no indentation, no line going
-on).  So cut ``data`` where ``base`` has such a line before the first byte they differ in (``data`` has the same
-bytes before it, so the same nothing held over): if the first line of code from the cut on is not indented, the
-cut is one of ``data``'s statement boundaries too, and ``ast.parse(data).body`` is ``base``'s statements before it
-and the rest parsed by itself; the rest does not parse alone exactly when ``data`` does not parse at all, which is
-then shown (``SyntaxError``, its message not ``ast.parse``'s).  Cut again where ``base`` has such a line after the
-last byte they differ in, with the lines between ending a line, and the lines between parse alone: the rest is
-those and ``base``'s statements from that line on (where they do not parse alone, the rest is parsed whole).
-Where the first cut's first line of code is indented (a class gains a member at its end), the cut before it is
-taken.  Nothing is shown (None: the caller parses the whole text) where ``base`` does not parse, for a carriage
-return, a NUL, an encoding declaration (in the first two lines of either text or of a piece parsed alone),
+it offers) whether they parse and what they define twice.  ``parse_python`` re-uses the beginning such a text
+shares with the release's file (``reparse``), but parses all the rest, however little of it changed.  Python's
+grammar makes a top-level statement's tree depend only on its own tokens, and at the first line of a top-level
+statement the tokenizer holds nothing over (no bracket or string open, no indentation, no line going on).  So cut
+``data`` where ``base`` has such a line before the first byte they differ in (``data`` has the same bytes before
+it, so the same nothing held over): if the first line of code from the cut on is not indented, the cut is one of
+``data``'s statement boundaries too.  Cut again where ``base`` has such a line after the last byte they differ in,
+the lines between ending a line: where those lines parse alone, ``ast.parse(data).body`` is ``base``'s statements
+before the first cut, theirs, and ``base``'s from the second cut on.  That is shown only where the lines between
+are at most half of the rest (else ``parse_python``, which also re-uses the beginning of a class, does as well).
+A text left for a person (a conflict marker in the rest) does not parse: the rest from the first cut parsed alone
+shows it at once (``SyntaxError``, its message not ``ast.parse``'s), since it fails alone exactly when ``data``
+fails whole.  Where the first cut's first line of code is indented (a class gains a member at its end), the cut
+before it is taken.  Nothing is shown (None: the caller parses the text) where ``base`` does not parse, for a
+carriage return, a NUL, an encoding declaration (in the first two lines of either text or of a piece parsed alone),
 ``barry_as_FLUFL`` (as ``reparse`` refuses them), a byte-order mark beginning a piece, a line before a cut going on
 (a backslash), and a first line of code that begins with a backslash or a form feed.  ``tests/test_splice.py``
 holds it to ``ast.parse`` (``ast.dump`` of each statement, and failing where it fails) on a real release's files
@@ -35,10 +37,10 @@ _BOM = b"\xef\xbb\xbf"
 _MARKER = b"\n<<<<<<< "  # a merge's conflict (not parsed twice: see ``_between``)
 
 
-def unplaced_body(data: bytes, base: bytes) -> list[ast.stmt] | None:
+def unplaced_body(data: bytes, base: bytes, *, at_most: float = 0.5) -> list[ast.stmt] | None:
     """``ast.parse(data).body`` as ``ast.dump`` shows it (positions are not ``data``'s), made from ``base``'s tree
     (``parse_python``: the memo's) and the lines ``data`` changes; SyntaxError where ``data`` is shown not to parse;
-    None where neither is shown."""
+    None where neither is shown.  ``at_most``: the largest share of the rest the lines between may be."""
     found = _cuts(base)
     if found is None or refused(data):
         return None
@@ -54,12 +56,12 @@ def unplaced_body(data: bytes, base: bytes) -> list[ast.stmt] | None:
         lead = _lead(data, first)
     if not lead or _continued(base, first):
         return None
-    between = _between(data, base, body, cuts, i)
+    between = _between(data, base, body, cuts, i, at_most)
     if between is not None:
         return [*body[:k_first], *between]
     rest = data[first:]
-    if rest.startswith(_BOM) or refused(rest):
-        return None
+    if not _conflicted(rest) or rest.startswith(_BOM) or refused(rest):
+        return None  # parsed whole by the caller (``parse_python`` re-uses the kin's beginning, inside a class too)
     try:
         parsed = ast.parse(rest)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -112,7 +114,7 @@ def _lead(data: bytes, cut: int) -> bool | None:
 
 
 def _between(
-    data: bytes, base: bytes, body: list[ast.stmt], cuts: list[tuple[int, int]], i: int
+    data: bytes, base: bytes, body: list[ast.stmt], cuts: list[tuple[int, int]], i: int, at_most: float
 ) -> list[ast.stmt] | None:
     """From cut ``cuts[i]`` on, ``data``'s statements as the lines between the cuts parsed alone and ``base``'s
     statements (``body``) from the second cut on; None where that is not shown."""
@@ -129,13 +131,20 @@ def _between(
     middle = data[first : len(data) - (size - last)]
     if middle and last < size and not middle.endswith(b"\n"):
         return None  # the first line kept after the change would go on the middle's last line
-    if middle.startswith((_BOM, _MARKER[1:])) or refused(middle) or _MARKER in middle:
+    if len(middle) > at_most * (len(data) - first):
+        return None  # most of the rest: ``parse_python``, which re-uses what it can inside a class too, does better
+    if middle.startswith(_BOM) or refused(middle) or _conflicted(middle):
         return None  # (a conflict left for a person: the rest, parsed next, shows at once that it does not parse)
     try:
         parsed = ast.parse(middle)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return [*parsed.body, *body[k_last:]]
+
+
+def _conflicted(text: bytes) -> bool:
+    """Whether ``text`` holds a line that begins a merge's conflict (``<<<<<<< ``)."""
+    return text.startswith(_MARKER[1:]) or _MARKER in text
 
 
 def _continued(text: bytes, cut: int) -> bool:
