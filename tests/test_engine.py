@@ -32,9 +32,10 @@ from sgpatch.errors import PatchError
 from sgpatch.git.diff import DIFF_OPTIONS
 from sgpatch.series.classify import PatchState, classify_one
 from sgpatch.series.engine import HunkFailure, _find_unique, apply_modes, apply_patch, describe_difference
+from sgpatch.series.hunks import _NAME, says
 from sgpatch.series.patch import parse_patch
 
-from .helpers import copy_project, run_cli
+from .helpers import DATA, copy_project, run_cli
 from .reliability import record
 from .smallrepo import HEADER, IDENTITY, Tiny, make_tiny
 from .smallrepo import git as smallgit
@@ -766,3 +767,21 @@ def test_a_block_found_at_an_offset_only_where_it_stands_once() -> None:
     assert _find_unique([b"x\n", b"y\n"], [b"x\n", b"y\n", b"z\n"]) is None  # longer than the file
     assert _find_unique([b"x\n", b"y\n", b"x\n"], [b"y\n"]) == 2
     assert _find_unique([b"x\n", b"y\n", b"x\n"], [b"x\n"]) is None  # twice
+
+
+def test_a_name_is_said_where_findall_finds_it() -> None:
+    """``hunks.says`` (a byte search per name) against the set ``_NAME.findall`` makes of the whole text, on random
+    texts of letters, digits, ``_`` and separators (``9abc`` says ``abc``, ``a9abc`` does not) and on a real file."""
+    rng = random.Random(11)
+    alphabet = b"ab9_ .(\n0"
+    for _ in range(3000):
+        text = bytes(rng.choice(alphabet) for _ in range(rng.randrange(30)))
+        found = set(_NAME.findall(text))
+        names = found | {bytes(rng.choice(b"ab9_") for _ in range(rng.randrange(1, 4))) for _ in range(4)}
+        for name in names:
+            if _NAME.fullmatch(name):
+                assert says(text, name) is (name in found), (text, name)
+    real = (DATA / "series" / "slime-sglang-0.5.9.patch").read_bytes()
+    found = set(_NAME.findall(real))
+    assert all(says(real, name) for name in found)
+    assert not any(says(real, name + b"_not_there_9") for name in list(found)[:200])

@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sgpatch.pyast import per_memo
 from sgpatch.series.engine import HunkFailure, apply_file, duplicate_definitions
 from sgpatch.series.hunkproof import hunk_superseded, hunk_upstream
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
@@ -287,15 +286,30 @@ def names_stand(hunk: Hunk, new: bytes) -> bool:
     nor a verbatim proof can hold, and nothing is parsed.  A name cut off wrongly (a ``#`` in a string) only
     leaves fewer names to find: the test can miss a proof, never make one."""
     wanted = {m for _, line in hunk.added for m in _NAME.findall(line.split(b"#", 1)[0])}
-    if not wanted:
-        return True
-    return wanted <= _names_in(new)
+    return all(says(new, name) for name in wanted)
 
 
-@per_memo(maxsize=64)
-def _names_in(text: bytes) -> frozenset[bytes]:
-    """The names ``text`` says (a file's hunks are each tested against the same release file: scanned once)."""
-    return frozenset(_NAME.findall(text))
+_WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_DIGITS = frozenset(b"0123456789")
+
+
+def says(text: bytes, name: bytes) -> bool:
+    """Whether ``_NAME.findall(text)`` holds ``name`` (a name: it does not begin with a digit), without reading
+    every name of ``text``: an occurrence not followed by a letter, digit or ``_``, with nothing but digits between
+    it and the letter, digit or ``_`` run it ends (``findall`` skips a run's leading digits: ``9abc`` says
+    ``abc``).  A byte search for the name, and a look around each hit (``tests/test_engine.py`` holds it to
+    ``findall``)."""
+    at = text.find(name)
+    while at >= 0:
+        end = at + len(name)
+        if end >= len(text) or text[end] not in _WORD:
+            start = at
+            while start > 0 and text[start - 1] in _DIGITS:
+                start -= 1
+            if start == 0 or text[start - 1] not in _WORD:
+                return True
+        at = text.find(name, at + 1)
+    return False
 
 
 _DEFINING = re.compile(rb"^[ \t]*(?:async[ \t]+def|def|class|@)[ \t]*\S")
