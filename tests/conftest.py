@@ -265,6 +265,15 @@ def release_tree(tmp_path_factory: pytest.TempPathFactory, config: Config) -> Ca
 
 
 @pytest.fixture(scope="session")
+def release_py(release_tree: Callable[[str], Path]) -> dict[str, bytes]:
+    """The Python files of the real 0.5.9 release, by path (the parse tests' texts)."""
+    root = release_tree("0.5.9")
+    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.py"))}
+    assert len(files) > 1000
+    return files
+
+
+@pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """A real OpenSSH server on 127.0.0.1 with throwaway keys (tests/sshd.py)."""
     if not have_sshd():

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import ast
 import random
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -48,29 +47,28 @@ def _check(data: bytes, base: bytes, tree: ast.Module) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def release_py(release_tree: Callable[[str], Path]) -> dict[str, bytes]:
-    root = release_tree("0.5.9")
-    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.py"))}
-    assert len(files) > 1000
-    return files
-
-
-def test_each_hunk_of_a_real_series_alone(release_py: dict[str, bytes]) -> None:
+def series_edits(release_py: dict[str, bytes], *, pairs: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    """(a release file, that file with one hunk of slime's series applied; with ``pairs``, also with two hunks
+    in a row) for each Python file of the series the release has."""
     series = DATA / "series" / "slime-sglang-0.5.9.patch"
     patch = parse_patch(HEADER.format(desc="slime's series").encode() + series.read_bytes(), series)
-    made = tried = 0
     for fp in patch.files:
         old = release_py.get(fp.path)
         if old is None or not fp.path.endswith(".py"):
             continue
-        tree = ast.parse(old)
-        for hunk in fp.hunks:
-            new = apply_file(old, only(fp, (hunk,)))
-            if isinstance(new, HunkFailure):
-                continue
-            tried += 1
-            made += _check(new, old, tree)
+        sets = [(h,) for h in fp.hunks] + (list(zip(fp.hunks, fp.hunks[1:], strict=False)) if pairs else [])
+        for hunks in sets:
+            new = apply_file(old, only(fp, hunks))
+            if not isinstance(new, HunkFailure):
+                yield old, new
+
+
+def test_each_hunk_of_a_real_series_alone(release_py: dict[str, bytes]) -> None:
+    made = tried = 0
+    trees: dict[bytes, ast.Module] = {}
+    for old, new in series_edits(release_py):
+        tried += 1
+        made += _check(new, old, trees.setdefault(old, ast.parse(old)))
     assert tried > 100
     assert made > tried // 2  # most hunks land after the file's first statement: the rest is re-used
 
@@ -101,20 +99,28 @@ def _edited(lines: list[bytes], rng: random.Random) -> bytes:
     return b"\n".join(out)
 
 
-def test_random_line_edits_of_real_files(release_py: dict[str, bytes]) -> None:
-    rng = random.Random(27)
-    paths = rng.sample(sorted(release_py), 80)
-    made = valid = 0
-    for path in paths:
+def random_edits(release_py: dict[str, bytes], seed: int, *, twice: float = 0.0) -> Iterator[tuple[bytes, bytes]]:
+    """(a release file that parses, that file with a random line edit; with chance ``twice``, two edits apart):
+    8 edits of each of 80 files chosen by ``seed``."""
+    rng = random.Random(seed)
+    for path in rng.sample(sorted(release_py), 80):
         old = release_py[path]
-        tree = _full(old)
-        if tree is None:
+        if _full(old) is None:
             continue
         lines = old.split(b"\n")
         for _ in range(8):
             new = _edited(lines, rng)
-            valid += _full(new) is not None
-            made += _check(new, old, tree)
+            if twice and rng.random() < twice:
+                new = _edited(new.split(b"\n"), rng)
+            yield old, new
+
+
+def test_random_line_edits_of_real_files(release_py: dict[str, bytes]) -> None:
+    made = valid = 0
+    trees: dict[bytes, ast.Module] = {}
+    for old, new in random_edits(release_py, 27):
+        valid += _full(new) is not None
+        made += _check(new, old, trees.setdefault(old, ast.parse(old)))
     assert valid > 150
     assert made > valid // 2
 

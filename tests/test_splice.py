@@ -10,22 +10,15 @@ once) and by random line edits chosen to cut across statements, and crafted case
 from __future__ import annotations
 
 import ast
-import random
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from sgpatch.pyast import parses_shared
-from sgpatch.pyast.splice import _common_suffix, unplaced_body
+from sgpatch.pyast.splice import unplaced_body
 from sgpatch.series.conflicts import sound
-from sgpatch.series.engine import HunkFailure, _duplicates, apply_file, duplicate_definitions
-from sgpatch.series.hunks import only
-from sgpatch.series.patch import parse_patch
+from sgpatch.series.engine import _duplicates, duplicate_definitions
 
-from .helpers import DATA
-from .smallrepo import HEADER
-from .test_reparse import BASE, FLUFL, _edited, _full
+from .test_reparse import BASE, FLUFL, _full, random_edits, series_edits
 
 
 def _check(data: bytes, base: bytes, at_most: float = 1.0) -> bool:
@@ -44,51 +37,23 @@ def _check(data: bytes, base: bytes, at_most: float = 1.0) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def release_py(release_tree: Callable[[str], Path]) -> dict[str, bytes]:
-    root = release_tree("0.5.9")
-    files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.py"))}
-    assert len(files) > 1000
-    return files
-
-
 def test_hunks_of_a_real_series_alone_and_in_pairs(release_py: dict[str, bytes]) -> None:
-    series = DATA / "series" / "slime-sglang-0.5.9.patch"
-    patch = parse_patch(HEADER.format(desc="slime's series").encode() + series.read_bytes(), series)
     made = tried = 0
-    for fp in patch.files:
-        old = release_py.get(fp.path)
-        if old is None or not fp.path.endswith(".py"):
-            continue
-        sets = [(h,) for h in fp.hunks] + list(zip(fp.hunks, fp.hunks[1:], strict=False))
-        for hunks in sets:
-            new = apply_file(old, only(fp, hunks))
-            if isinstance(new, HunkFailure):
-                continue
+    for old, new in series_edits(release_py, pairs=True):
+        tried += 1
+        made += _check(new, old)
+        if _full(new) is not None:  # and back: the release's file made from the patched one
             tried += 1
-            made += _check(new, old)
-            if _full(new) is not None:  # and back: the release's file made from the patched one
-                tried += 1
-                made += _check(old, new)
+            made += _check(old, new)
     assert tried > 200
     assert made > tried * 3 // 4  # a hunk changes lines between two top-level statements' first lines
 
 
 def test_random_line_edits_of_real_files(release_py: dict[str, bytes]) -> None:
-    rng = random.Random(47)
-    paths = rng.sample(sorted(release_py), 80)
     made = valid = 0
-    for path in paths:
-        old = release_py[path]
-        if _full(old) is None:
-            continue
-        lines = old.split(b"\n")
-        for _ in range(8):
-            new = _edited(lines, rng)
-            if rng.random() < 0.3:
-                new = _edited(new.split(b"\n"), rng)  # two edits apart: one run of lines from the first to the last
-            valid += _full(new) is not None
-            made += _check(new, old)
+    for old, new in random_edits(release_py, 47, twice=0.3):  # two edits apart: one run from the first to the last
+        valid += _full(new) is not None
+        made += _check(new, old)
     assert valid > 150
     assert made > valid // 2
 
@@ -150,17 +115,6 @@ def test_refused_where_the_run_alone_may_differ(base: bytes, data: bytes) -> Non
 def test_the_same_text_is_its_kin() -> None:
     tree = ast.parse(BASE)
     assert [ast.dump(s) for s in unplaced_body(BASE, BASE) or []] == [ast.dump(s) for s in tree.body]
-
-
-def test_common_suffix_is_the_shared_end() -> None:
-    rng = random.Random(3)
-    for _ in range(500):
-        a = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(40)))
-        b = bytes(rng.choice(b"ab\n") for _ in range(rng.randrange(5))) + a[rng.randrange(len(a) + 1) :]
-        n = 0
-        while n < min(len(a), len(b)) and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
-            n += 1
-        assert _common_suffix(a, b, min(len(a), len(b))) == n
 
 
 TWICE = b"class A:\n    def f(self):\n        pass\n\n\ndef g():\n    pass\n"

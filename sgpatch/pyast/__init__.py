@@ -111,6 +111,7 @@ def per_memo(maxsize: int = 16) -> Callable[[Callable[[K], R]], Callable[[K], R]
 
 
 def _dumps(_: str) -> dict[bytes, str]:
+    """A memo's table of dumps by the bytes they were parsed from (``dump_of``)."""
     return {}
 
 
@@ -118,8 +119,8 @@ def dump_of(node: ast.AST, source: bytes | None) -> str:
     """``ast.dump(node)``, kept in the memo of the ``parses_shared()`` around the call under ``source``: the exact
     bytes ``node`` was parsed from (a statement's tree depends on its own tokens alone: the same bytes, the same
     dump).  A port dumps the same definitions and statements of a file's versions again and again (the old base,
-    the release, each hunk's text).  ``source`` None (a text whose bytes alone do not say it: an encoding
-    declaration), or no memo: dumped each time."""
+    the release, each hunk's text).  ``source`` None (a text whose bytes alone do not say it or whose columns do not
+    count them: an encoding declaration, a byte-order mark), or no memo: dumped each time."""
     memo = _current()
     if memo is None or source is None:
         return ast.dump(node)

@@ -45,22 +45,22 @@ def common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def _start(stmt: ast.stmt) -> int:
+def statement_start(stmt: ast.stmt) -> int:
     """The first line of a statement, its decorators included."""
     decorators = getattr(stmt, "decorator_list", None)
     return min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
 
 
-def _end(stmt: ast.stmt) -> int:
+def statement_end(stmt: ast.stmt) -> int:
     return stmt.end_lineno if stmt.end_lineno is not None else stmt.lineno
 
 
 def _kept(body: list[ast.stmt], first: int) -> int:
     """How many statements of ``body`` end before line ``first`` and leave their last line to themselves."""
     j = 0
-    while j < len(body) and _end(body[j]) < first:
+    while j < len(body) and statement_end(body[j]) < first:
         j += 1
-    while j > 0 and j < len(body) and _start(body[j]) <= _end(body[j - 1]):
+    while j > 0 and j < len(body) and statement_start(body[j]) <= statement_end(body[j - 1]):
         j -= 1  # ``a; b``: the cut would fall inside the line
     return j
 
@@ -81,7 +81,7 @@ def reparse(data: bytes, base: bytes, tree: ast.Module, shared: int | None = Non
             break
         levels.append((body, j))
         nxt = body[j] if j < len(body) else None
-        if nxt is None or not isinstance(nxt, _BLOCKS) or _start(nxt) > first or _kept(nxt.body, first) == 0:
+        if nxt is None or not isinstance(nxt, _BLOCKS) or statement_start(nxt) > first or _kept(nxt.body, first) == 0:
             break
         body = nxt.body
     while levels:
@@ -89,9 +89,9 @@ def reparse(data: bytes, base: bytes, tree: ast.Module, shared: int | None = Non
         if j == 0:  # a level kept for the definition it encloses, left with nothing before the cut
             levels.pop()
             continue
-        cut = _end(body[j - 1]) + 1  # the first line parsed again
+        cut = statement_end(body[j - 1]) + 1  # the first line parsed again
         at = _rest(lines, cut)
-        member = _indent(lines, _start(body[j - 1]))
+        member = _indent(lines, statement_start(body[j - 1]))
         last = body[j - 1]
         if at is None or (at and _indent(lines, at) == member):
             if cut - 1 >= len(levels) - 1:
@@ -149,7 +149,7 @@ def _deeper(indent: bytes, member: bytes) -> bool:
 
 def _graft(lines: list[bytes], levels: list[tuple[list[ast.stmt], int]]) -> ast.Module | None:
     body, j = levels[-1]
-    cut = _end(body[j - 1]) + 1
+    cut = statement_end(body[j - 1]) + 1
     enclosing = [outer[k] for outer, k in levels[:-1]]  # the definitions the cut is inside, outermost first
     headers = [_indent(lines, stmt.lineno) + _HEADERS[type(stmt)] for stmt in enclosing]
     rest = b"\n".join(lines[cut - 1 :])

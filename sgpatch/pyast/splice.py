@@ -31,7 +31,7 @@ from bisect import bisect_right
 from itertools import accumulate
 
 from sgpatch.pyast import parse_python, per_memo
-from sgpatch.pyast.reparse import common_prefix, refused
+from sgpatch.pyast.reparse import common_prefix, refused, statement_end, statement_start
 
 _BOM = b"\xef\xbb\xbf"
 _MARKER = b"\n<<<<<<< "  # a merge's conflict (not parsed twice: see ``_between``)
@@ -88,9 +88,13 @@ def _cuts(base: bytes) -> tuple[list[ast.stmt], list[tuple[int, int]]] | None:
         return min(starts[line - 1], size) if line - 1 < len(starts) else size
 
     cuts = [(0, 0)]
-    cuts += [(k, at(_start(body[k]))) for k in range(1, len(body)) if _start(body[k]) > _end(body[k - 1])]
+    cuts += [
+        (k, at(statement_start(body[k])))
+        for k in range(1, len(body))
+        if statement_start(body[k]) > statement_end(body[k - 1])
+    ]
     if body:
-        cuts.append((len(body), at(_end(body[-1]) + 1)))
+        cuts.append((len(body), at(statement_end(body[-1]) + 1)))
     cuts.append((len(body), size))
     return body, cuts
 
@@ -120,7 +124,7 @@ def _between(
     statements (``body``) from the second cut on; None where that is not shown."""
     size = len(base)
     k_first, first = cuts[i]
-    tail = _common_suffix(data, base, min(len(data), size) - first)
+    tail = min(common_prefix(data[::-1], base[::-1]), len(data) - first, size - first)  # the end both share
     for k_last, last in cuts[i:]:
         if size - last <= tail and k_last >= k_first:
             break
@@ -153,25 +157,3 @@ def _continued(text: bytes, cut: int) -> bool:
         return False
     line = text[text.rfind(b"\n", 0, cut - 1) + 1 : cut - 1]
     return line.rstrip(b" \t\f").endswith(b"\\")
-
-
-def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
-    """How many trailing bytes ``a`` and ``b`` share, at most ``limit`` (a binary search of byte comparisons)."""
-    lo, hi = 0, max(0, limit)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid : len(a) - lo] == b[len(b) - mid : len(b) - lo]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _start(stmt: ast.stmt) -> int:
-    """The first line of a statement, its decorators included."""
-    decorators = getattr(stmt, "decorator_list", None)
-    return min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
-
-
-def _end(stmt: ast.stmt) -> int:
-    return stmt.end_lineno if stmt.end_lineno is not None else stmt.lineno
