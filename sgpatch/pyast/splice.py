@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_right
+from codecs import BOM_UTF8
 from itertools import accumulate
 
 from sgpatch.pyast import parse_python, per_memo
 from sgpatch.pyast.reparse import common_prefix, refused, statement_end, statement_start
 
-_BOM = b"\xef\xbb\xbf"
 _MARKER = b"\n<<<<<<< "  # a merge's conflict (not parsed twice: see ``_between``)
 
 
@@ -44,10 +44,10 @@ def unplaced_body(data: bytes, base: bytes, *, at_most: float = 0.5) -> list[ast
     found = _cuts(base)
     if found is None or refused(data):
         return None
-    body, cuts = found
+    body, cuts, offsets = found
     if data == base:
         return list(body)
-    i = bisect_right([off for _, off in cuts], common_prefix(data, base)) - 1  # the last cut both share
+    i = bisect_right(offsets, common_prefix(data, base)) - 1  # the last cut both share
     k_first, first = cuts[i]
     lead = _lead(data, first)
     if lead is None and i > 0:  # the change goes on the block before the cut: the cut before it (base's bytes)
@@ -60,7 +60,7 @@ def unplaced_body(data: bytes, base: bytes, *, at_most: float = 0.5) -> list[ast
     if between is not None:
         return [*body[:k_first], *between]
     rest = data[first:]
-    if not _conflicted(rest) or rest.startswith(_BOM) or refused(rest):
+    if not _conflicted(rest) or rest.startswith(BOM_UTF8) or refused(rest):
         return None  # parsed whole by the caller (``parse_python`` re-uses the kin's beginning, inside a class too)
     try:
         parsed = ast.parse(rest)
@@ -71,10 +71,11 @@ def unplaced_body(data: bytes, base: bytes, *, at_most: float = 0.5) -> list[ast
 
 
 @per_memo(maxsize=4)
-def _cuts(base: bytes) -> tuple[list[ast.stmt], list[tuple[int, int]]] | None:
+def _cuts(base: bytes) -> tuple[list[ast.stmt], list[tuple[int, int]], list[int]] | None:
     """``base``'s top-level statements and where a cut may fall: the first line of a statement that does not share
     a line with the one before (``a; b``), as (how many statements come before it, the byte it begins at), in
-    order; and the end, after the last statement.  None where ``base`` does not parse or is refused."""
+    order; and the end, after the last statement; and the cuts' bytes alone.  None where ``base`` does not parse
+    or is refused."""
     if refused(base):
         return None
     try:
@@ -96,7 +97,7 @@ def _cuts(base: bytes) -> tuple[list[ast.stmt], list[tuple[int, int]]] | None:
     if body:
         cuts.append((len(body), at(statement_end(body[-1]) + 1)))
     cuts.append((len(body), size))
-    return body, cuts
+    return body, cuts, [off for _, off in cuts]
 
 
 def _lead(data: bytes, cut: int) -> bool | None:
@@ -137,7 +138,7 @@ def _between(
         return None  # the first line kept after the change would go on the middle's last line
     if len(middle) > at_most * (len(data) - first):
         return None  # most of the rest: ``parse_python``, which re-uses what it can inside a class too, does better
-    if middle.startswith(_BOM) or refused(middle) or _conflicted(middle):
+    if middle.startswith(BOM_UTF8) or refused(middle) or _conflicted(middle):
         return None  # (a conflict left for a person: the rest, parsed next, shows at once that it does not parse)
     try:
         parsed = ast.parse(middle)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from codecs import BOM_UTF8
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -113,7 +114,7 @@ def _outline(source: bytes) -> Outline | None:
         return None
     lines = split_lines(source)
     # Its bytes alone say its text, and its columns count them: dumps may be kept by the bytes of what they dump.
-    plain = not declares_encoding(source) and not source.startswith(b"\xef\xbb\xbf")
+    plain = not declares_encoding(source) and not source.startswith(BOM_UTF8)
     defs: dict[str, list[Definition]] = {}
     stmts: dict[str, list[tuple[str, ast.stmt]]] = {}
     pending: list[tuple[str, Sequence[ast.stmt]]] = [("", tree.body)]
