@@ -12,7 +12,9 @@ from typing import Any
 
 from sgpatch.pyast import collector_paused, parse_python, parses_shared, per_memo
 from sgpatch.pyast.reparse import declares_encoding
-from sgpatch.series.upstream import outline
+from sgpatch.series.patch import split_lines
+from sgpatch.series.statements import _items, items_of
+from sgpatch.series.upstream import node_bytes, outline
 
 SOURCE = b"def f(x):\n    return x + 1\n"
 
@@ -153,6 +155,38 @@ def test_a_dump_kept_by_its_bytes_is_the_dump_of_every_node_with_those_bytes(
                         sorted(ast.dump(n) for _, n in found.statements._nodes[scope])
                     )
     assert count > 20_000 and len(seen) < count  # most bytes come again (the two releases share most code)
+
+
+def test_a_definitions_statements_dumped_by_their_bytes_are_as_ast_dump_dumps_them(
+    release_tree: Callable[[str], Path],
+) -> None:
+    """The statement items of a definition (``statements.items_of``) dump each simple statement under its bytes: the
+    same file of two real releases in one memo (their statements share bytes, and so dumps), every definition's
+    items equal those made with ``ast.dump`` alone, and a decorated statement is never keyed by its bytes (its
+    decorators stand before its position)."""
+    old, new = release_tree("0.5.9"), release_tree("0.5.12.post1")
+    count = decorated = 0
+    for path in sorted(new.rglob("*.py"))[::4]:
+        texts = [p.read_bytes() for p in (old / path.relative_to(new), path) if p.is_file()]
+        with parses_shared():
+            for data in texts:
+                found = outline(data)
+                for d in [d for ds in found.definitions.values() for d in ds] if found is not None else []:
+                    made = items_of(d)
+                    assert made == _items((d.node, None, d.start)), (path, d.qualname)
+                    count += len(made)
+                    for _, node, *_ in made:
+                        decorated += bool(getattr(node, "decorator_list", None))
+                        if d.source is not None and not isinstance(node, ast.If | ast.For | ast.While | ast.Try):
+                            key = node_bytes(split_lines(d.source), node, d.start)
+                            assert key is not None and key.strip() == key, (path, d.qualname)
+    assert count > 20_000 and decorated > 100
+    # Two methods alike but for their decorators: the same bytes from their positions on, not the same dump.
+    twins = b"class A:\n    @property\n    def f(self): return 1\n\nclass B:\n    @staticmethod\n    def f(self): return 1\n"
+    with parses_shared():
+        a, b = ((outline(twins) or _none()).definitions[name][0] for name in ("A", "B"))
+        (item_a, *_), (item_b, *_) = items_of(a)[0], items_of(b)[0]
+        assert item_a != item_b and "property" in item_a[1] and "staticmethod" in item_b[1]
 
 
 def test_a_text_whose_bytes_do_not_say_it_keeps_no_dump() -> None:

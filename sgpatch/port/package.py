@@ -26,22 +26,31 @@ def named_elsewhere(run: Rebase, path: str) -> Callable[[str], bool] | None:
     return lambda name: release.names_elsewhere(name, path, run.current)
 
 
-def naming_texts(run: Rebase, path: str) -> Callable[[str], dict[str, bytes] | None] | None:
+def naming_texts(run: Rebase, path: str) -> PackageNaming | None:
     """The Python files of the release (as the series so far left it) other than ``path`` that name a word, with
     their text; None for a word when the package is too large to read."""
     release = release_files(run)
-    if release is None:
-        return None
+    return PackageNaming(run, release, path) if release is not None else None
 
-    def naming(name: str) -> dict[str, bytes] | None:
-        found = release.naming(name, path, run.current) - {path}
+
+class PackageNaming:
+    """``naming_texts``: called with a word, the files naming it; told the words about to be asked (``ahead``),
+    those that begin alike are found in one pass of the package (``moved.KeptFiles.ask_words``)."""
+
+    def __init__(self, run: Rebase, release: KeptFiles, path: str) -> None:
+        self._run, self._release, self._path = run, release, path
+
+    def __call__(self, name: str) -> dict[str, bytes] | None:
+        current = self._run.current
+        found = self._release.naming(name, self._path, current) - {self._path}
         if any(not p.endswith(".py") for p in found):
             return None  # the package itself, standing in: too large to read
-        read = release.read([p for p in found if p not in run.current])
-        texts = {p: run.current[p] if p in run.current else read[p] for p in found}
+        read = self._release.read([p for p in found if p not in current])
+        texts = {p: current[p] if p in current else read[p] for p in found}
         return {p: t for p, t in texts.items() if t is not None}
 
-    return naming
+    def ahead(self, names: Sequence[str]) -> None:
+        self._release.ask_words(self._path, [name.encode() for name in names])
 
 
 def release_names(run: Rebase) -> ReleaseNames:

@@ -33,6 +33,7 @@ import ast
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from sgpatch.pyast import parse_python
 from sgpatch.series.conflicts import norm, says_something
@@ -43,6 +44,17 @@ from sgpatch.series.upstream import Definition, Outline, innermost, outline
 MIN_SHARED = 0.5  # the share of a definition's (a file's) lines another must hold to be taken for its new name
 NamedElsewhere = Callable[[str], bool]  # whether another file of the release names this name (defines, uses...)
 TextsNaming = Callable[[str], Mapping[str, bytes] | None]  # the release's other files naming a word; None: unknown
+
+
+@runtime_checkable
+class NamingAhead(Protocol):
+    """A ``TextsNaming`` that may be told the words it is about to be asked, to find them together (the port's:
+    the words that begin alike in one pass over the release's package)."""
+
+    def __call__(self, name: str) -> Mapping[str, bytes] | None: ...
+
+    def ahead(self, names: Sequence[str]) -> None: ...
+
 
 _NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _LONGEST = 5  # names of a gone definition whose files are searched for it under another name
@@ -136,10 +148,14 @@ def _held_elsewhere(old: Definition, new: bytes, naming: TextsNaming) -> bool:
     """Whether a definition of another file of the release holds half of ``old``'s lines, or (a class) a class of
     the release defines half of the names ``old`` defines (it moved there under another name); or that cannot be
     told.  The files looked at: those naming one of its longest names (and, for the names, the file itself)."""
-    names = sorted({m.group(0) for m in _NAME.finditer(old.text.encode()) if len(m.group(0)) >= 6}, key=len)
+    # The longest, ties by their bytes: the same names in every process (a set's order follows the hash seed).
+    names = sorted({m.group(0) for m in _NAME.finditer(old.text.encode()) if len(m.group(0)) >= 6}, key=_longer)
+    longest = [name.decode() for name in names[-_LONGEST:]]
+    if isinstance(naming, NamingAhead):
+        naming.ahead(longest)  # each is asked below
     texts: dict[str, bytes] = {"": new}
-    for name in names[-_LONGEST:]:
-        found = naming(name.decode())
+    for name in longest:
+        found = naming(name)
         if found is None:
             return True
         texts.update(found)
@@ -154,6 +170,10 @@ def _held_elsewhere(old: Definition, new: bytes, naming: TextsNaming) -> bool:
         if o is None or any(_renamed(old, d) for defs in o.definitions.values() for d in defs):
             return True
     return False
+
+
+def _longer(name: bytes) -> tuple[int, bytes]:
+    return len(name), name
 
 
 def _half_in(parts: Sequence[tuple[bytes, int]], text: bytes) -> bool:

@@ -25,10 +25,10 @@ import textwrap
 from collections import Counter
 from collections.abc import Sequence
 
-from sgpatch.pyast import parse_python, per_memo
+from sgpatch.pyast import dump_of, parse_python, per_memo
 from sgpatch.series.conflicts import norm, says_something
 from sgpatch.series.patch import Hunk, split_lines
-from sgpatch.series.upstream import Definition, outline
+from sgpatch.series.upstream import Definition, node_bytes, outline
 
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar)
 _BODIES = ("body", "orelse", "finalbody")
@@ -53,9 +53,9 @@ def statements_absorbed(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes, b
     touched = touched_statements(hunk, mine[0], after_hunk)
     if touched is None:
         return None
-    have = _items(theirs[0].node)
-    was = Counter(item for item, *_ in _items(old[0].node))
-    dropped = was - Counter(item for item, *_ in _items(mine[0].node))
+    have = items_of(theirs[0])
+    was = Counter(item for item, *_ in items_of(old[0]))
+    dropped = was - Counter(item for item, *_ in items_of(mine[0]))
     if not dropped.keys().isdisjoint(item for item, *_ in have):
         return None  # a statement it takes out (or moves) is still there
     said = (
@@ -145,7 +145,7 @@ def touched_statements(hunk: Hunk, mine: Definition, after_hunk: bytes) -> list[
     added = {  # its lines in ``after_hunk`` that are not blank or a comment
         top + (n - hunk.new_start) for n, text in hunk.added if norm(text)
     }
-    items = _items(mine.node)
+    items = items_of(mine)
     spans = [(first, last) for *_, first, last in items]
     for n in added:
         inside = mine.start <= n <= mine.end
@@ -157,20 +157,35 @@ def touched_statements(hunk: Hunk, mine: Definition, after_hunk: bytes) -> list[
     return touched
 
 
+def items_of(definition: Definition) -> tuple[tuple[Item, ast.stmt, int, int], ...]:
+    """``_items`` of a definition of a parsed file, its statements dumped by their bytes (``pyast.dump_of``: the
+    same statement in the old base, the hunk's text and the release is dumped once)."""
+    return _items((definition.node, definition.source, definition.start))
+
+
 @per_memo(maxsize=64)
-def _items(definition: ast.AST) -> tuple[tuple[Item, ast.stmt, int, int], ...]:
-    """Each statement in ``definition``'s body, in order: (its item, the node, its first and last line); a compound
-    statement is its header (down to the line before its body), followed by the statements it holds.  Kept for the
-    node (a parsed tree is never changed): a file's hunks are each tested against the same release definition, and
-    a hunk's own definition is asked for twice."""
+def _items(key: tuple[ast.AST, bytes | None, int]) -> tuple[tuple[Item, ast.stmt, int, int], ...]:
+    """Each statement in the body of ``key``'s definition, in order: (its item, the node, its first and last line); a
+    compound statement is its header (down to the line before its body), followed by the statements it holds.
+    ``key``: the definition's node, the bytes of its lines where they alone say its text (``Definition.source``;
+    else None) and its first line.  Kept for the node (a parsed tree is never changed): a file's hunks are each
+    tested against the same release definition, and a hunk's own definition is asked for twice."""
+    definition, source, first_line = key
+    lines = split_lines(source) if source is not None else None
     out: list[tuple[Item, ast.stmt, int, int]] = []
+
+    def dump(node: ast.stmt) -> str:
+        # A simple statement's tree depends on its own tokens alone; a decorated one's begin before its position.
+        if lines is None or getattr(node, "decorator_list", None):
+            return ast.dump(node)
+        return dump_of(node, node_bytes(lines, node, first_line))
 
     def walk(body: Sequence[ast.stmt], around: tuple[str, ...]) -> None:
         for node in body:
             if not isinstance(node, _COMPOUND):
                 decorated = getattr(node, "decorator_list", [])
                 first = min([node.lineno, *(d.lineno for d in decorated)])
-                out.append(((around, ast.dump(node)), node, first, node.end_lineno or node.lineno))
+                out.append(((around, dump(node)), node, first, node.end_lineno or node.lineno))
                 continue
             head = copy.copy(node)
             for name in (*_BODIES, "handlers"):
@@ -211,7 +226,7 @@ def region_holds(base: Sequence[bytes], ours: Sequence[bytes], theirs: Sequence[
     tb, to, tt = _block(base), _block(ours), _block(theirs)
     if tb is None or to is None or tt is None:
         return None
-    b, o, t = ([item for item, *_ in _items(tree)] for tree in (tb, to, tt))
+    b, o, t = ([item for item, *_ in _items((tree, None, 1))] for tree in (tb, to, tt))
     spare = list(b)
     added = []
     for item in t:
@@ -220,7 +235,7 @@ def region_holds(base: Sequence[bytes], ours: Sequence[bytes], theirs: Sequence[
         else:
             added.append(item)
     dropped = [item for item in b if item not in t]
-    nodes = {item: node for item, node, *_ in _items(tt)}
+    nodes = {item: node for item, node, *_ in _items((tt, None, 1))}
     if not any(not isinstance(nodes[item], _TRIVIAL) for item in added):
         return None
     if any(item in o for item in dropped) or not _subsequence(t, o):

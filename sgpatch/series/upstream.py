@@ -73,22 +73,27 @@ class Statements(Mapping[str, tuple[str, ...]]):
         return self._dumps[scope]
 
     def _source(self, node: ast.stmt) -> bytes | None:
-        """The exact bytes of ``node``, from its first token to its last (``a; b``: each its own)."""
-        lines = self._lines
-        if lines is None or node.end_lineno is None or node.end_col_offset is None:
-            return None
-        first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
-        if node.lineno == node.end_lineno:
-            return first[node.col_offset : node.end_col_offset]
-        return b"".join(
-            [first[node.col_offset :], *lines[node.lineno : node.end_lineno - 1], last[: node.end_col_offset]]
-        )
+        return node_bytes(self._lines, node) if self._lines is not None else None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._nodes)
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+
+def node_bytes(lines: Sequence[bytes], node: ast.stmt, first: int = 1) -> bytes | None:
+    """The exact bytes of ``node``, from its first token to its last (``a; b``: each its own), out of ``lines``: the
+    text's lines from line ``first`` on.  None where the node's positions are not all known, or not in ``lines``."""
+    if node.end_lineno is None or node.end_col_offset is None:
+        return None
+    top, bottom = node.lineno - first, node.end_lineno - first
+    if top < 0 or bottom >= len(lines):
+        return None
+    head, tail = lines[top], lines[bottom]
+    if top == bottom:
+        return head[node.col_offset : node.end_col_offset]
+    return b"".join([head[node.col_offset :], *lines[top + 1 : bottom], tail[: node.end_col_offset]])
 
 
 @dataclass(frozen=True, slots=True)
