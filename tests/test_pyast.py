@@ -182,7 +182,10 @@ def test_a_definitions_statements_dumped_by_their_bytes_are_as_ast_dump_dumps_th
                             assert key is not None and key.strip() == key, (path, d.qualname)
     assert count > 20_000 and decorated > 100
     # Two methods alike but for their decorators: the same bytes from their positions on, not the same dump.
-    twins = b"class A:\n    @property\n    def f(self): return 1\n\nclass B:\n    @staticmethod\n    def f(self): return 1\n"
+    twins = (
+        b"class A:\n    @property\n    def f(self): return 1\n\n"
+        b"class B:\n    @staticmethod\n    def f(self): return 1\n"
+    )
     with parses_shared():
         a, b = ((outline(twins) or _none()).definitions[name][0] for name in ("A", "B"))
         (item_a, *_), (item_b, *_) = items_of(a)[0], items_of(b)[0]
