@@ -49,6 +49,7 @@ from sgpatch.series.engine import HunkFailure, apply_file
 from sgpatch.series.gone import NamedElsewhere, TextsNaming, gone
 from sgpatch.series.hunkproof import changed_span
 from sgpatch.series.hunks import HunkVerdict, Merge, only
+from sgpatch.series.inside import definitions_after
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
 from sgpatch.series.renamed import renamed_absorbed
 from sgpatch.series.statements import imports_present, statements_absorbed
@@ -167,7 +168,7 @@ def _lines_absorbed(hunk: Hunk, before: bytes, new: bytes, after_hunk: bytes | N
     if not scope or after_hunk is None:
         return None
     found = statements_absorbed(hunk, scope, after_hunk, new, before)
-    return found if found is not None or left else _renamed_in(hunk, scope, after_hunk, new)
+    return found if found is not None or left else _renamed_in(hunk, scope, after_hunk, new, before)
 
 
 def _reindented_only(hunk: Hunk, window: Sequence[bytes]) -> bool:
@@ -200,11 +201,13 @@ def _in_window(hunk: Hunk, window: Sequence[bytes], where: str) -> tuple[bool, s
     return False, None
 
 
-def _renamed_in(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes) -> str | None:
-    o_after, o_new = outline(after_hunk), outline(new)
-    mine = o_after.definitions.get(scope, ()) if o_after is not None else ()
+def _renamed_in(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes, before: bytes) -> str | None:
+    o_new = outline(new)
     theirs = o_new.definitions.get(scope, ()) if o_new is not None else ()
-    if len(mine) != 1 or len(theirs) != 1:
+    if len(theirs) != 1:
+        return None
+    mine = definitions_after(after_hunk, before, scope) or ()  # (its lines alone, where only they changed)
+    if len(mine) != 1:
         return None
     return renamed_absorbed(hunk, after_hunk, mine[0], theirs[0])
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from sgpatch.pyast import dump_of, parse_python, per_memo
 from sgpatch.series.conflicts import norm, says_something
+from sgpatch.series.inside import definitions_after
 from sgpatch.series.patch import Hunk, split_lines
 from sgpatch.series.upstream import Definition, node_bytes, outline
 
@@ -43,12 +44,14 @@ def statements_absorbed(hunk: Hunk, scope: str, after_hunk: bytes, new: bytes, b
     ``before`` with the hunk alone applied) stands in the release ``new``'s definition of that name, and that no
     statement it takes out of the old definition (or moves under other enclosing statements) stands there as the
     old definition had it; None without proof."""
-    o_before, o_after, o_new = outline(before), outline(after_hunk), outline(new)
-    if o_before is None or o_after is None or o_new is None:
+    o_before, o_new = outline(before), outline(new)
+    if o_before is None or o_new is None:
         return None
-    old = o_before.definitions.get(scope, ())
-    mine, theirs = o_after.definitions.get(scope, ()), o_new.definitions.get(scope, ())
-    if len(old) != 1 or len(mine) != 1 or len(theirs) != 1:
+    old, theirs = o_before.definitions.get(scope, ()), o_new.definitions.get(scope, ())
+    if len(old) != 1 or len(theirs) != 1:
+        return None  # (the hunk's text is parsed only when the other two allow a proof)
+    mine = definitions_after(after_hunk, before, scope) or ()  # (its lines alone, where only they changed)
+    if len(mine) != 1:
         return None
     touched = touched_statements(hunk, mine[0], after_hunk)
     if touched is None:

@@ -266,8 +266,9 @@ def _enclosing(outline_: Outline, line: int) -> str:
 
 
 def _verbatim(fp: FilePatch, after: bytes, new: bytes) -> str | None:
-    """Why every run of added lines stands in ``new``, in the same definition; None if not."""
-    after_outline, new_outline = outline(after), outline(new)
+    """Why every run of added lines stands in ``new``, in the same definition; None if not.  The texts are parsed
+    only once a run stands in ``new`` (where none does, whether they parse does not matter)."""
+    outlines: tuple[Outline | None, Outline | None] | None = None
     new_lines = split_lines(new)
     runs = 0
     for hunk in fp.hunks:
@@ -286,6 +287,9 @@ def _verbatim(fp: FilePatch, after: bytes, new: bytes) -> str | None:
                 for i in range(len(new_lines) - len(block) + 1)
                 if new_lines[i] == block[0] and new_lines[i : i + len(block)] == block
             ]
+            if hits and outlines is None:
+                outlines = outline(after), outline(new)
+            after_outline, new_outline = outlines if outlines is not None else (None, None)
             if after_outline is not None and new_outline is not None:
                 scope = _enclosing(after_outline, group[0][0])
                 hits = [h for h in hits if _enclosing(new_outline, h) == scope]
