@@ -16,7 +16,7 @@ import pytest
 from sgpatch.pyast import parses_shared
 from sgpatch.pyast.splice import unplaced_body
 from sgpatch.series.conflicts import sound
-from sgpatch.series.engine import _duplicates, duplicate_definitions
+from sgpatch.series.engine import _duplicates, defines_each_once, duplicate_definitions, new_duplicates
 
 from .test_reparse import BASE, FLUFL, _full, random_edits, series_edits
 
@@ -155,3 +155,42 @@ def test_lines_between_that_are_most_of_the_rest_are_left_to_a_whole_parse() -> 
     assert _check(inside, BASE, at_most=1.0)
     longer = BASE + b"".join(b"\n\ndef f%d():\n    return %d\n" % (k, k) for k in range(40))
     assert unplaced_body(longer.replace(b"return 2\n", b"return 22\n", 1), longer) is not None
+
+
+def test_a_text_whose_words_define_each_name_once_defines_none_twice(release_py: dict[str, bytes]) -> None:
+    """``defines_each_once`` (no name after ``def`` or ``class`` twice in the text) answers only where a parse would
+    find no name defined twice in any scope: over a real release's files, each edited by every hunk of slime's series
+    and by random line edits, ``duplicate_definitions`` is what it is without it."""
+    whole = _duplicates.__wrapped__  # type: ignore[attr-defined]
+    said = tried = 0
+    texts = [(old, new) for old, new in series_edits(release_py)] + list(random_edits(release_py, 41, twice=0.3))
+    texts += [(old, old) for old in list(release_py.values())[::5]]
+    for old, new in texts:
+        tried += 1
+        if defines_each_once(new):
+            said += 1
+            assert _full(new) is None or not whole(new), new[:200]
+        assert duplicate_definitions(old, new) == (new_duplicates(old, new) or [])
+    assert tried > 1000 and 200 < said < tried
+
+
+@pytest.mark.parametrize(
+    ("text", "once"),
+    [
+        (b"def f():\n    pass\n\n\nclass A:\n    def g(self):\n        pass\n", True),
+        (b"def f():\n    pass\n\n\nclass A:\n    def f(self):\n        pass\n", False),  # in two scopes: says no
+        (b"def f():\n    '''def f'''\n", True),  # not at a line's start
+        (b"def f():\n    '''\ndef f\n'''\n", False),  # in a string: says no
+        (b"def f():\n    pass\n\n\ndef \\\n  f():\n    pass\n", False),  # the name on the next line
+        (b"async \\\n def f():\n    pass\n\n\nasync def f():\n    pass\n", False),
+        (b"def f():\n    pass\rdef f():\n    pass\n", False),  # a carriage return: a line break to the parser
+        (b"\xef\xbb\xbfdef f():\n    pass\n", False),  # a byte-order mark
+        (b"def f():\n    pass\n\n\ndef \xef\xbd\x86():\n    pass\n", False),  # a fullwidth f: the parser's f
+        (b"\x0cdef f():\n    pass\n\n\x0cdef f():\n    pass\n", False),  # a form feed before: still a line's start
+        (b"class A:\n\tasync  def f(self):\n\t\tpass\n\tdef f(self):\n\t\tpass\n", False),
+    ],
+)
+def test_which_texts_define_each_name_once(text: bytes, once: bool) -> None:
+    assert defines_each_once(text) is once
+    if once:
+        assert not _duplicates.__wrapped__(text)  # type: ignore[attr-defined]

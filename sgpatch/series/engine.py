@@ -6,6 +6,7 @@ Pure: it transforms file contents; git is never involved (see ``sgpatch.checkout
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -175,8 +176,34 @@ def apply_file(
 
 
 def duplicate_definitions(before: bytes | None, after: bytes) -> list[str]:
-    """Names a change newly defines twice in one scope (Python keeps only the later one)."""
+    """Names a change newly defines twice in one scope (Python keeps only the later one).  Where ``after`` names no
+    definition twice in its text at all (``defines_each_once``), none, and nothing is parsed."""
+    if defines_each_once(after):
+        return []
     return new_duplicates(before, after) or []
+
+
+# Where a definition's name stands: ``def`` or ``class`` begins a physical line (after its indentation: no compound
+# statement follows ``;``, ``:`` or a decorator on its line), an optional ``async`` before, blanks between.
+_DEFINED = re.compile(rb"^[ \t\f]*+(?:async[ \t\f]++)?(?:def|class)[ \t\f]++([A-Za-z0-9_\x80-\xff]++)", re.MULTILINE)
+_GOES_ON = re.compile(rb"\b(?:async|def|class)[ \t\f]*+\\")  # ``def \`` and the name on the next line
+
+
+def defines_each_once(text: bytes) -> bool:
+    """Whether no name follows ``def`` or ``class`` twice in ``text``: then no scope of it defines a name twice
+    (every definition's name is such a word; one in a string counts too, which only says no).  Not shown (False)
+    for a text where a definition's name may stand otherwise: a carriage return (a line break to the tokenizer, not
+    to this search), a byte-order mark, a keyword going on into the next line, or a name not in ASCII (the parser
+    normalises it: two spellings, one name)."""
+    if b"\r" in text or text.startswith(b"\xef\xbb\xbf") or _GOES_ON.search(text):
+        return False
+    seen: set[bytes] = set()
+    for m in _DEFINED.finditer(text):
+        name = m.group(1)
+        if name in seen or not name.isascii():
+            return False
+        seen.add(name)
+    return True
 
 
 def new_duplicates(before: bytes | None, after: bytes) -> list[str] | None:
