@@ -31,12 +31,13 @@ import dataclasses
 import itertools
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sgpatch.series.combine import chooser
 from sgpatch.series.conflicts import (
     NONE,
     TAKE_UPSTREAM,
+    Piece,
     Region,
     Suggestion,
     norm,
@@ -274,12 +275,11 @@ def _stands(run: bytes, flat: bytes, bounds: set[int]) -> bool:
     return False
 
 
-def lone_choice(merged: bytes) -> Suggestion:
-    """The suggestion for a hunk from the conflicts it makes alone (``merged``): the same one for each."""
-    pieces = regions_of(merged)
+def lone_choice(pieces: Sequence[Piece], choose: Callable[[Region], Suggestion]) -> Suggestion:
+    """The suggestion for a hunk from the conflicts it makes alone (``pieces``: its merge cut by ``regions_of``,
+    ``choose``: their ``chooser``): the same one for each."""
     if not pieces:
         return NONE
-    choose = chooser(pieces)
     found = {choose(p) for p in pieces if isinstance(p, Region)}
     if len(found) == 1:
         (one,) = found
@@ -322,9 +322,12 @@ def suggest(
         if not conflicts:
             continue  # it conflicts only with the file's other hunks: a person combines them
         pieces = regions_of(merged)
-        one = lone_choice(merged)
-        if one.choice and pieces is not None:
-            text, _, left = resolve_regions(pieces, chooser(pieces))
+        if pieces is None:
+            continue  # a marker outside a complete triple: nothing to suggest
+        choose = chooser(pieces)
+        one = lone_choice(pieces, choose)
+        if one.choice:
+            text, _, left = resolve_regions(pieces, choose)
             if not left and sound(fp.path, new, text):
                 out[k] = dataclasses.replace(v, suggestion=one.choice, evidence=one.evidence)
     return out

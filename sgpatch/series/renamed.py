@@ -19,6 +19,7 @@ import ast
 import copy
 from collections.abc import Sequence
 
+from sgpatch.pyast import per_memo
 from sgpatch.series.patch import Hunk
 from sgpatch.series.statements import touched_statements
 from sgpatch.series.upstream import Definition
@@ -151,6 +152,18 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 def _bound(fn: ast.AST) -> set[str]:
     """The names ``fn`` assigns anywhere in its body, but those it declares ``global`` or ``nonlocal``."""
-    declared = {name for n in ast.walk(fn) if isinstance(n, ast.Global | ast.Nonlocal) for name in n.names}
-    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del)}
-    return stored - declared
+    return set(_bound_names(fn))
+
+
+@per_memo(maxsize=16)
+def _bound_names(fn: ast.AST) -> frozenset[str]:
+    """(one walk of ``fn``, kept for the node: a release's definition is compared with each hunk made in it)"""
+    declared: set[str] = set()
+    stored: set[str] = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name):
+            if isinstance(n.ctx, ast.Store | ast.Del):
+                stored.add(n.id)
+        elif isinstance(n, ast.Global | ast.Nonlocal):
+            declared.update(n.names)
+    return frozenset(stored - declared)
