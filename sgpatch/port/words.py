@@ -5,11 +5,12 @@ A word is named where it stands alone (no letter, digit or ``_`` just before or 
 One word is searched with ``bytes.find``, at the speed of memory (27 MB of an SGLang package: 4 to 5 ms).  Several
 words that begin alike (``pd_bootstrap_duration``, ``pd_transfer_total_mb``: what one dropped hunk defined, which
 a port's withheld check asks together) are searched in one pass of a regular expression: their common beginning
-found as a literal, the rest tested where it stands (11 such words, all absent: 10 ms against 48 ms).  Each
-occurrence of such a word begins at an occurrence of the common beginning; the pass finds every one of those
-only where the beginning cannot overlap itself (no proper prefix of it is also its suffix), so only such a
-beginning is used, else each word is searched alone.  ``tests/test_word_passes.py`` holds the pass to the one-word
-search on the real package.
+found as a literal, the rest tested where it stands (11 such words, all absent: 10 ms against 48 ms).  A pass costs
+about two byte searches (11 to 17 ms on the real package, a search 4 to 8 ms), so it is made for three words or more
+(two names of a gone definition that begin alike: 7.8 ms one by one, 12.8 ms in a pass).  Each occurrence of such
+a word begins at an occurrence of the common beginning; the pass finds every one of those only where the beginning
+cannot overlap itself (no proper prefix of it is also its suffix), so only such a beginning is used, else each word
+is searched alone.  ``tests/test_word_passes.py`` holds the pass to the one-word search on the real package.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from sgpatch.series.gone import stands_alone
 
 MIN_SHARED = 3  # the shortest common beginning a pass is made for
+MIN_WORDS = 3  # the fewest words a pass is made for: one costs about two byte searches (12 ms, 4 to 8 ms each)
 
 
 def files_naming(joined: bytes, starts: Sequence[int], needle: bytes) -> list[int]:
@@ -45,7 +47,7 @@ def files_naming_each(joined: bytes, starts: Sequence[int], needles: Iterable[by
         groups.setdefault(needle[:MIN_SHARED] if len(needle) > MIN_SHARED else needle, []).append(needle)
     for group in groups.values():
         shared = _shared(group)
-        if len(group) < 2 or len(shared) < MIN_SHARED or _overlaps(shared):
+        if len(group) < MIN_WORDS or len(shared) < MIN_SHARED or _overlaps(shared):
             out.update((needle, files_naming(joined, starts, needle)) for needle in group)
             continue
         rest = b"|".join(re.escape(n[len(shared) :]) for n in group)
