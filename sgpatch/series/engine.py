@@ -195,8 +195,8 @@ def defines_each_once(text: bytes) -> bool:
     for a text where a definition's name may stand otherwise: a carriage return (a line break to the tokenizer, not
     to this search), a byte-order mark, a keyword going on into the next line, or a name not in ASCII (the parser
     normalises it: two spellings, one name)."""
-    if b"\r" in text or text.startswith(b"\xef\xbb\xbf") or _GOES_ON.search(text):
-        return False
+    if b"\r" in text or text.startswith(b"\xef\xbb\xbf") or (b"\\\n" in text and _GOES_ON.search(text)):
+        return False  # (no line goes on into the next without a backslash ending it)
     seen: set[bytes] = set()
     for m in _DEFINED.finditer(text):
         name = m.group(1)
