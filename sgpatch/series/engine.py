@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from codecs import BOM_UTF8
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -195,7 +196,7 @@ def defines_each_once(text: bytes) -> bool:
     for a text where a definition's name may stand otherwise: a carriage return (a line break to the tokenizer, not
     to this search), a byte-order mark, a keyword going on into the next line, or a name not in ASCII (the parser
     normalises it: two spellings, one name)."""
-    if b"\r" in text or text.startswith(b"\xef\xbb\xbf") or (b"\\\n" in text and _GOES_ON.search(text)):
+    if b"\r" in text or text.startswith(BOM_UTF8) or (b"\\\n" in text and _GOES_ON.search(text)):
         return False  # (no line goes on into the next without a backslash ending it)
     seen: set[bytes] = set()
     for m in _DEFINED.finditer(text):

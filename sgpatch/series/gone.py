@@ -319,7 +319,7 @@ def _last(token: bytes) -> bytes:
     return token if token[:1] in (b'"', b"'") else token.rpartition(b".")[2]
 
 
-_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def names_word(data: bytes, needle: bytes) -> bool:
@@ -336,4 +336,4 @@ def names_word(data: bytes, needle: bytes) -> bool:
 
 def stands_alone(data: bytes, at: int, end: int) -> bool:
     """Whether ``data[at:end]`` stands as a word: no letter, digit or ``_`` just before or just after it."""
-    return (at == 0 or data[at - 1] not in _WORD_BYTES) and (end >= len(data) or data[end] not in _WORD_BYTES)
+    return (at == 0 or data[at - 1] not in WORD_BYTES) and (end >= len(data) or data[end] not in WORD_BYTES)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sgpatch.series.engine import HunkFailure, apply_file, duplicate_definitions
+from sgpatch.series.gone import WORD_BYTES
 from sgpatch.series.hunkproof import hunk_superseded, hunk_upstream
 from sgpatch.series.patch import FilePatch, Hunk, split_lines
 from sgpatch.series.upstream import REVERSE_APPLY
@@ -289,7 +290,6 @@ def names_stand(hunk: Hunk, new: bytes) -> bool:
     return all(says(new, name) for name in wanted)
 
 
-_WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _DIGITS = frozenset(b"0123456789")
 
 
@@ -302,11 +302,11 @@ def says(text: bytes, name: bytes) -> bool:
     at = text.find(name)
     while at >= 0:
         end = at + len(name)
-        if end >= len(text) or text[end] not in _WORD:
+        if end >= len(text) or text[end] not in WORD_BYTES:
             start = at
             while start > 0 and text[start - 1] in _DIGITS:
                 start -= 1
-            if start == 0 or text[start - 1] not in _WORD:
+            if start == 0 or text[start - 1] not in WORD_BYTES:
                 return True
         at = text.find(name, at + 1)
     return False
